@@ -1,0 +1,86 @@
+# traceprof - top-level build.  `make` builds, `make check` tests,
+# `make demo` runs the main job, `make bench` prints benchmark tables.
+# The extension keeps its own PGXS makefile under extension/.
+
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+CC        ?= cc
+BUILD     := build
+
+WARNINGS  := -Wall -Wextra -Werror -Wno-missing-field-initializers
+CFLAGS    ?= -O2 -g
+CPPFLAGS  += -D_GNU_SOURCE -Icommon -I$(BUILD)/proto -I$(shell $(PG_CONFIG) --includedir)
+ALL_CFLAGS = -std=c11 -fPIC $(WARNINGS) $(CFLAGS)
+LDLIBS    := -lcurl -lprotobuf-c -lm
+
+PROTOS        := $(wildcard proto/*.proto)
+PROTO_C       := $(patsubst proto/%.proto,$(BUILD)/proto/%.pb-c.c,$(PROTOS))
+PROTO_H       := $(PROTO_C:.c=.h)
+
+COMMON_SRC    := $(wildcard common/*.c)
+GENERATOR_SRC := $(filter-out generator/main.c,$(wildcard generator/*.c))
+LOADER_SRC    := $(filter-out loader/main.c,$(wildcard loader/*.c))
+UNIT_SRC      := $(wildcard tests/unit/test_*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+COMMON_LIB    := $(BUILD)/libtraceprof_common.a
+GENERATOR     := $(BUILD)/bin/generator
+LOADER        := $(BUILD)/bin/loader
+UNIT_TESTS    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+
+.PHONY: all deps check check-unit check-integration demo bench clean
+.SECONDARY: $(PROTO_C) $(PROTO_H)
+
+all: $(GENERATOR) $(LOADER)
+
+deps:
+	scripts/install-deps.sh
+
+$(BUILD)/proto/%.pb-c.c $(BUILD)/proto/%.pb-c.h: proto/%.proto
+	@mkdir -p $(@D)
+	protoc-c --proto_path=proto --c_out=$(BUILD)/proto $<
+
+# protobuf-c's generated code is not ours: compile it without -Werror.
+$(BUILD)/obj/proto/%.o: $(BUILD)/proto/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -std=c11 -fPIC $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.c $(PROTO_H)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(COMMON_LIB): $(call obj,$(COMMON_SRC)) $(patsubst $(BUILD)/proto/%.c,$(BUILD)/obj/proto/%.o,$(PROTO_C))
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(GENERATOR): $(call obj,generator/main.c $(GENERATOR_SRC)) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(LOADER): $(call obj,loader/main.c $(LOADER_SRC)) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -L$(shell $(PG_CONFIG) --libdir) -lpq $(LDLIBS)
+
+# Unit tests link the non-main objects of every component.
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(call obj,$(GENERATOR_SRC) $(LOADER_SRC)) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests/unit -Igenerator -Iloader $(ALL_CFLAGS) -o $@ $(filter %.c %.o %.a,$^) -lpq $(LDLIBS)
+
+check: deps all $(UNIT_TESTS)
+	$(MAKE) --no-print-directory check-unit check-integration
+
+check-unit: $(UNIT_TESTS)
+	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
+
+check-integration: all
+	scripts/run-integration-tests.sh
+
+demo: deps all
+	scripts/demo.sh
+
+bench: deps all
+	bench/run.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

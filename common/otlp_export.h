@@ -1,0 +1,38 @@
+/*
+ * otlp_export.h - encode spans as an OTLP ExportTraceServiceRequest and
+ * deliver it over OTLP/HTTP (protobuf) or OTLP/gRPC with libcurl.
+ */
+#ifndef TP_OTLP_EXPORT_H
+#define TP_OTLP_EXPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "otel_config.h"
+#include "span.h"
+
+/* Serialized ExportTraceServiceRequest (malloc'd), or NULL on OOM. */
+uint8_t    *tp_otlp_encode_traces(const tp_kvlist *resource,
+								  const char *scope_name, const char *scope_version,
+								  tp_span *const *spans, size_t count,
+								  size_t *out_len);
+
+typedef enum tp_export_result
+{
+	TP_EXPORT_OK,				/* delivered (possibly partial success) */
+	TP_EXPORT_FAILED,			/* permanent error or retries exhausted */
+	TP_EXPORT_UNREACHABLE,		/* could not connect at all */
+} tp_export_result;
+
+/*
+ * POST body to target, retrying 429/502/503/504 (gRPC: UNAVAILABLE and
+ * friends) and dropped connections with backoff, jitter and Retry-After,
+ * within target->timeout_ms.  On anything but TP_EXPORT_OK, err holds one
+ * line saying what went wrong (never header values).  A partial success is
+ * TP_EXPORT_OK with the rejection described in err.
+ */
+tp_export_result tp_otlp_send(const tp_otlp_target *target,
+							  const uint8_t *body, size_t len,
+							  char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * span.h - an OpenTelemetry span as common/ keeps it before export.
+ *
+ * Plain heap data: the binaries build these through tracer.h; the
+ * extension's exporter converts its shared-memory records into them.
+ */
+#ifndef TP_SPAN_H
+#define TP_SPAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvlist.h"
+#include "trace_context.h"
+
+/* Values are OTLP's Span.SpanKind and Status.StatusCode. */
+typedef enum tp_span_kind
+{
+	TP_SPAN_INTERNAL = 1,
+	TP_SPAN_SERVER = 2,
+	TP_SPAN_CLIENT = 3,
+} tp_span_kind;
+
+typedef enum tp_status_code
+{
+	TP_STATUS_UNSET = 0,
+	TP_STATUS_OK = 1,
+	TP_STATUS_ERROR = 2,
+} tp_status_code;
+
+typedef enum tp_attr_type
+{
+	TP_ATTR_STRING,
+	TP_ATTR_INT,
+	TP_ATTR_DOUBLE,
+	TP_ATTR_BOOL,
+} tp_attr_type;
+
+typedef struct tp_attr
+{
+	char	   *key;
+	tp_attr_type type;
+	union
+	{
+		char	   *s;
+		int64_t		i;
+		double		d;
+		bool		b;
+	}			value;
+} tp_attr;
+
+typedef struct tp_span
+{
+	tp_span_context context;	/* trace_id, span_id, flags */
+	uint8_t		parent_span_id[TP_SPAN_ID_BYTES];	/* zero: root span */
+	char	   *name;
+	tp_span_kind kind;
+	uint64_t	start_unix_ns;
+	uint64_t	end_unix_ns;
+	tp_attr    *attrs;
+	size_t		attr_count;
+	size_t		attr_capacity;
+	tp_status_code status;
+	char	   *status_message;
+} tp_span;
+
+/* Attribute setters copy key and value; a later set of a key replaces it. */
+void		tp_span_set_string(tp_span *span, const char *key, const char *value);
+void		tp_span_set_int(tp_span *span, const char *key, int64_t value);
+void		tp_span_set_double(tp_span *span, const char *key, double value);
+void		tp_span_set_bool(tp_span *span, const char *key, bool value);
+
+/* Mark failed with a message (copied); OK/UNSET need no message. */
+void		tp_span_set_error(tp_span *span, const char *message);
+
+/* Release what the span owns (not the span struct itself). */
+void		tp_span_clear(tp_span *span);
+
+/* Nanoseconds since the Unix epoch (CLOCK_REALTIME). */
+uint64_t	tp_unix_now_ns(void);
+
+#endif

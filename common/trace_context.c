@@ -1,0 +1,155 @@
+/* trace_context.c - W3C traceparent parsing/formatting and random ids. */
+#include "trace_context.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+
+static int
+lower_hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;				/* uppercase is invalid per the spec */
+}
+
+bool
+tp_hex_decode(const char *hex, uint8_t *bytes, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+	{
+		int			hi = lower_hex_value(hex[2 * i]);
+		int			lo = lower_hex_value(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return false;
+		bytes[i] = (uint8_t) (hi << 4 | lo);
+	}
+	return true;
+}
+
+void
+tp_hex_encode(const uint8_t *bytes, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < len; i++)
+	{
+		out[2 * i] = digits[bytes[i] >> 4];
+		out[2 * i + 1] = digits[bytes[i] & 0xf];
+	}
+	out[2 * len] = '\0';
+}
+
+bool
+tp_id_is_zero(const uint8_t *bytes, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (bytes[i] != 0)
+			return false;
+	return true;
+}
+
+bool
+tp_traceparent_parse(const char *text, size_t len, tp_span_context *out,
+					 const char **why)
+{
+	uint8_t		version;
+	tp_span_context ctx;
+
+	/* Layout: vv-tttttttttttttttttttttttttttttttt-pppppppppppppppp-ff */
+	if (len < 2 || !tp_hex_decode(text, &version, 1))
+	{
+		*why = "version must be 2 lowercase hex digits";
+		return false;
+	}
+	if (version == 0xff)
+	{
+		*why = "version ff is forbidden";
+		return false;
+	}
+	if (len < TP_TRACEPARENT_LEN)
+	{
+		*why = "expected 55 characters: 00-<32 hex trace-id>-<16 hex parent-id>-<2 hex flags>";
+		return false;
+	}
+	if (version == 0 && len != TP_TRACEPARENT_LEN)
+	{
+		*why = "version 00 must be exactly 55 characters";
+		return false;
+	}
+	/* A future version may append fields, but only after a dash. */
+	if (len > TP_TRACEPARENT_LEN && text[TP_TRACEPARENT_LEN] != '-')
+	{
+		*why = "data after the flags must start with '-'";
+		return false;
+	}
+	if (text[2] != '-' || text[35] != '-' || text[52] != '-')
+	{
+		*why = "fields must be separated by '-' at positions 3, 36 and 53";
+		return false;
+	}
+	if (!tp_hex_decode(text + 3, ctx.trace_id, TP_TRACE_ID_BYTES))
+	{
+		*why = "trace-id must be 32 lowercase hex digits";
+		return false;
+	}
+	if (tp_id_is_zero(ctx.trace_id, TP_TRACE_ID_BYTES))
+	{
+		*why = "trace-id must not be all zeros";
+		return false;
+	}
+	if (!tp_hex_decode(text + 36, ctx.span_id, TP_SPAN_ID_BYTES))
+	{
+		*why = "parent-id must be 16 lowercase hex digits";
+		return false;
+	}
+	if (tp_id_is_zero(ctx.span_id, TP_SPAN_ID_BYTES))
+	{
+		*why = "parent-id must not be all zeros";
+		return false;
+	}
+	if (!tp_hex_decode(text + 53, &ctx.flags, 1))
+	{
+		*why = "trace-flags must be 2 lowercase hex digits";
+		return false;
+	}
+	*out = ctx;
+	return true;
+}
+
+void
+tp_traceparent_format(const tp_span_context *ctx, char *out)
+{
+	memcpy(out, "00-", 3);
+	tp_hex_encode(ctx->trace_id, TP_TRACE_ID_BYTES, out + 3);
+	out[35] = '-';
+	tp_hex_encode(ctx->span_id, TP_SPAN_ID_BYTES, out + 36);
+	out[52] = '-';
+	tp_hex_encode(&ctx->flags, 1, out + 53);
+}
+
+bool
+tp_id_random(uint8_t *bytes, size_t len)
+{
+	do
+	{
+		size_t		filled = 0;
+
+		while (filled < len)
+		{
+			ssize_t		n = getrandom(bytes + filled, len - filled, 0);
+
+			if (n < 0)
+			{
+				if (errno == EINTR)
+					continue;
+				return false;
+			}
+			filled += (size_t) n;
+		}
+	} while (tp_id_is_zero(bytes, len));	/* all-zero ids are invalid */
+	return true;
+}
