@@ -22,6 +22,7 @@ typedef struct tp_kvlist
 } tp_kvlist;
 
 #define TP_KV_PERCENT_DECODE 0x01	/* values are %XX-encoded */
+#define TP_KV_SECRET 0x02		/* errors name members by position, never by content */
 
 /*
  * Parse text into out (which must be zeroed or freed).  Whitespace around
@@ -34,6 +35,9 @@ bool		tp_kvlist_parse(const char *text, int flags, tp_kvlist *out,
 
 /* Append a copy of key/value; replaces nothing.  False on out-of-memory. */
 bool		tp_kvlist_add(tp_kvlist *list, const char *key, const char *value);
+
+/* Replace the value of key, or append it.  False on out-of-memory. */
+bool		tp_kvlist_set(tp_kvlist *list, const char *key, const char *value);
 
 /* The value for key, or NULL. */
 const char *tp_kvlist_get(const tp_kvlist *list, const char *key);

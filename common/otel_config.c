@@ -1,0 +1,238 @@
+/* otel_config.c - read the OTEL_* environment variables once. */
+#include "otel_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define DEFAULT_HTTP_ENDPOINT "http://localhost:4318"
+#define DEFAULT_GRPC_ENDPOINT "http://localhost:4317"
+#define DEFAULT_TIMEOUT_MS 10000
+#define GRPC_EXPORT_PATH "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+#define TRACEPROF_VERSION "0.1.0"
+
+/* The per-signal variable if set and non-empty, else the general one. */
+static const char *
+env_pair(const char *per_signal, const char *general, const char **chosen)
+{
+	const char *value = getenv(per_signal);
+
+	if (value != NULL && value[0] != '\0')
+	{
+		*chosen = per_signal;
+		return value;
+	}
+	value = getenv(general);
+	*chosen = general;
+	return (value != NULL && value[0] != '\0') ? value : NULL;
+}
+
+static bool
+env_is_true(const char *name)
+{
+	const char *value = getenv(name);
+
+	return value != NULL && strcasecmp(value, "true") == 0;
+}
+
+static bool
+has_scheme(const char *endpoint)
+{
+	return strncmp(endpoint, "http://", 7) == 0 || strncmp(endpoint, "https://", 8) == 0;
+}
+
+char *
+tp_otlp_traces_url(const char *endpoint, tp_otlp_protocol protocol, bool per_signal)
+{
+	const char *suffix = protocol == TP_OTLP_GRPC ? GRPC_EXPORT_PATH : "/v1/traces";
+	const char *scheme = has_scheme(endpoint) ? "" : "http://";
+	size_t		len = strlen(endpoint);
+	char	   *url;
+
+	if (per_signal && protocol == TP_OTLP_HTTP_PROTOBUF)
+		suffix = "";			/* the traces endpoint is used as is */
+	while (suffix[0] != '\0' && len > 0 && endpoint[len - 1] == '/')
+		len--;
+	if (asprintf(&url, "%s%.*s%s", scheme, (int) len, endpoint, suffix) < 0)
+		return NULL;
+	return url;
+}
+
+/* Is endpoint something we can send to?  A URL with a host, or host:port. */
+static bool
+endpoint_is_valid(const char *endpoint)
+{
+	const char *host = endpoint;
+
+	if (strstr(endpoint, "://") != NULL)
+	{
+		if (!has_scheme(endpoint))
+			return false;
+		host = strstr(endpoint, "://") + 3;
+	}
+	return host[0] != '\0' && host[0] != '/' && host[0] != ':' &&
+		strpbrk(endpoint, " \t\r\n") == NULL;
+}
+
+static tp_otlp_protocol
+read_protocol(const char *endpoint)
+{
+	const char *name;
+	const char *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+								 "OTEL_EXPORTER_OTLP_PROTOCOL", &name);
+
+	if (value == NULL)
+	{
+		/* The documents' "localhost:4317" form: no scheme means gRPC. */
+		return endpoint != NULL && !has_scheme(endpoint) ? TP_OTLP_GRPC : TP_OTLP_HTTP_PROTOBUF;
+	}
+	if (strcmp(value, "grpc") == 0)
+		return TP_OTLP_GRPC;
+	if (strcmp(value, "http/protobuf") == 0)
+		return TP_OTLP_HTTP_PROTOBUF;
+	tp_warn("%s=\"%s\" is not supported (expected grpc or http/protobuf); using http/protobuf",
+			name, value);
+	return TP_OTLP_HTTP_PROTOBUF;
+}
+
+static long
+read_timeout(void)
+{
+	const char *name;
+	const char *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+								 "OTEL_EXPORTER_OTLP_TIMEOUT", &name);
+	char	   *end;
+	long		ms;
+
+	if (value == NULL)
+		return DEFAULT_TIMEOUT_MS;
+	ms = strtol(value, &end, 10);
+	if (*end != '\0' || end == value || ms <= 0 || ms > 600000)
+	{
+		tp_warn("%s=\"%s\" is not a timeout (expected milliseconds, 1..600000); using %d",
+				name, value, DEFAULT_TIMEOUT_MS);
+		return DEFAULT_TIMEOUT_MS;
+	}
+	return ms;
+}
+
+/* Parse the variable into list; on error warn and leave list empty. */
+static void
+read_kvlist(const char *name, int flags, tp_kvlist *list)
+{
+	const char *value = getenv(name);
+	char		err[512];
+
+	if (value == NULL || value[0] == '\0')
+		return;
+	if (!tp_kvlist_parse(value, flags, list, err, sizeof(err)))
+		tp_warn("%s ignored: %s", name, err);
+}
+
+static void
+read_headers(tp_kvlist *headers)
+{
+	tp_kvlist	per_signal = {0};
+
+	read_kvlist("OTEL_EXPORTER_OTLP_HEADERS", TP_KV_PERCENT_DECODE | TP_KV_SECRET, headers);
+	read_kvlist("OTEL_EXPORTER_OTLP_TRACES_HEADERS", TP_KV_PERCENT_DECODE | TP_KV_SECRET, &per_signal);
+	/* Per-signal headers win over general ones with the same name. */
+	for (size_t i = 0; i < per_signal.count; i++)
+		tp_kvlist_set(headers, per_signal.items[i].key, per_signal.items[i].value);
+	tp_kvlist_free(&per_signal);
+}
+
+static void
+read_resource(tp_kvlist *resource, const char *default_service)
+{
+	tp_kvlist	from_env = {0};
+	const char *service = getenv("OTEL_SERVICE_NAME");
+	char		pid[32];
+
+	read_kvlist("OTEL_RESOURCE_ATTRIBUTES", TP_KV_PERCENT_DECODE, &from_env);
+	if (service == NULL || service[0] == '\0')
+		service = tp_kvlist_get(&from_env, "service.name");
+	if (service == NULL || service[0] == '\0')
+		service = default_service;
+
+	tp_kvlist_add(resource, "service.name", service);
+	for (size_t i = 0; i < from_env.count; i++)
+		if (strcmp(from_env.items[i].key, "service.name") != 0 &&
+			tp_kvlist_get(resource, from_env.items[i].key) == NULL)
+			tp_kvlist_add(resource, from_env.items[i].key, from_env.items[i].value);
+	if (tp_kvlist_get(resource, "telemetry.sdk.name") == NULL)
+		tp_kvlist_add(resource, "telemetry.sdk.name", "traceprof");
+	if (tp_kvlist_get(resource, "telemetry.sdk.version") == NULL)
+		tp_kvlist_add(resource, "telemetry.sdk.version", TRACEPROF_VERSION);
+	snprintf(pid, sizeof(pid), "%ld", (long) getpid());
+	if (tp_kvlist_get(resource, "process.pid") == NULL)
+		tp_kvlist_add(resource, "process.pid", pid);
+	tp_kvlist_free(&from_env);
+}
+
+/* Should traces be exported at all?  Only when the user asked for it. */
+static bool
+export_requested(const char *endpoint)
+{
+	const char *exporter = getenv("OTEL_TRACES_EXPORTER");
+
+	if (env_is_true("OTEL_SDK_DISABLED"))
+		return false;
+	if (exporter != NULL && exporter[0] != '\0')
+	{
+		if (strcmp(exporter, "none") == 0)
+			return false;
+		if (strcmp(exporter, "otlp") == 0)
+			return true;
+		tp_warn("OTEL_TRACES_EXPORTER=\"%s\" is not supported (expected otlp or none); traces are not exported",
+				exporter);
+		return false;
+	}
+	return endpoint != NULL;
+}
+
+void
+tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
+{
+	const char *name;
+	const char *endpoint = env_pair("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+									"OTEL_EXPORTER_OTLP_ENDPOINT", &name);
+	const char *ca_file;
+
+	memset(cfg, 0, sizeof(*cfg));
+	if (endpoint != NULL && !endpoint_is_valid(endpoint))
+	{
+		tp_warn("%s=\"%s\" is not an endpoint (expected http://host:port, https://host:port or host:port); using the default",
+				name, endpoint);
+		endpoint = NULL;
+	}
+	cfg->export_enabled = export_requested(endpoint);
+	cfg->traces.protocol = read_protocol(endpoint);
+	if (endpoint == NULL)
+		cfg->traces.url = tp_otlp_traces_url(cfg->traces.protocol == TP_OTLP_GRPC ?
+											 DEFAULT_GRPC_ENDPOINT : DEFAULT_HTTP_ENDPOINT,
+											 cfg->traces.protocol, false);
+	else
+		cfg->traces.url = tp_otlp_traces_url(endpoint, cfg->traces.protocol,
+											 strcmp(name, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == 0);
+	cfg->traces.timeout_ms = read_timeout();
+	ca_file = env_pair("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+					   "OTEL_EXPORTER_OTLP_CERTIFICATE", &name);
+	cfg->traces.ca_file = ca_file ? strdup(ca_file) : NULL;
+	read_headers(&cfg->traces.headers);
+	read_resource(&cfg->resource, default_service);
+}
+
+void
+tp_otel_config_free(tp_otel_config *cfg)
+{
+	free(cfg->traces.url);
+	free(cfg->traces.ca_file);
+	tp_kvlist_free(&cfg->traces.headers);
+	tp_kvlist_free(&cfg->resource);
+	memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,397 @@
+/*
+ * otlp_export.c - deliver an encoded ExportTraceServiceRequest.
+ *
+ * One libcurl easy handle per call: exports are rare (once per batch) and a
+ * fresh handle keeps no state between callers.  The retry policy follows the
+ * OTLP specification: only throttling/unavailable answers and dropped
+ * connections are retried, with exponential backoff, jitter and Retry-After,
+ * all within one time budget so a broken collector can never hang a caller.
+ */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "otlp_export.h"
+#include "otlp_trace.pb-c.h"
+
+#define MAX_ATTEMPTS 5
+#define BACKOFF_FIRST_MS 250
+#define BACKOFF_MAX_MS 5000
+#define MAX_RESPONSE_BYTES (64 * 1024)
+#define GRPC_FRAME_HEADER 5
+
+typedef enum attempt_outcome
+{
+	ATTEMPT_DELIVERED,
+	ATTEMPT_RETRY,
+	ATTEMPT_FAILED,
+	ATTEMPT_UNREACHABLE,
+} attempt_outcome;
+
+/* What one request brought back. */
+typedef struct response
+{
+	long		http_status;
+	long		retry_after_ms; /* -1: no usable Retry-After */
+	int			grpc_status;	/* -1: none seen */
+	char		grpc_message[256];
+	uint8_t    *body;
+	size_t		body_len;
+} response;
+
+static long
+monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void
+sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) != 0)
+		;						/* EINTR: sleep the rest */
+}
+
+/* Retry-After is delay-seconds or an HTTP-date (RFC 9110 10.2.3). */
+static long
+parse_retry_after(const char *value)
+{
+	char	   *end;
+	long		seconds = strtol(value, &end, 10);
+
+	if (end != value && (*end == '\0' || *end == '\r' || *end == '\n' || *end == ' '))
+		return seconds >= 0 ? seconds * 1000 : -1;
+
+	time_t		when = curl_getdate(value, NULL);
+
+	if (when < 0)
+		return -1;
+	return when > time(NULL) ? (long) (when - time(NULL)) * 1000 : 0;
+}
+
+static size_t
+on_header(char *data, size_t size, size_t n, void *userdata)
+{
+	response   *r = userdata;
+	size_t		len = size * n;
+	char		line[512];
+	char	   *value;
+
+	if (len >= sizeof(line))
+		return len;
+	memcpy(line, data, len);
+	line[len] = '\0';
+	line[strcspn(line, "\r\n")] = '\0';
+	value = strchr(line, ':');
+	if (value == NULL)
+		return len;
+	*value++ = '\0';
+	value += strspn(value, " \t");
+	if (strcasecmp(line, "retry-after") == 0)
+		r->retry_after_ms = parse_retry_after(value);
+	else if (strcasecmp(line, "grpc-status") == 0)
+		r->grpc_status = atoi(value);
+	else if (strcasecmp(line, "grpc-message") == 0)
+		snprintf(r->grpc_message, sizeof(r->grpc_message), "%s", value);
+	return len;
+}
+
+/* Keep at most MAX_RESPONSE_BYTES of the body: enough for any OTLP answer. */
+static size_t
+on_body(char *data, size_t size, size_t n, void *userdata)
+{
+	response   *r = userdata;
+	size_t		len = size * n;
+	size_t		keep = len;
+
+	if (r->body_len + keep > MAX_RESPONSE_BYTES)
+		keep = MAX_RESPONSE_BYTES - r->body_len;
+	if (keep > 0)
+	{
+		uint8_t    *grown = realloc(r->body, r->body_len + keep);
+
+		if (grown == NULL)
+			return 0;
+		r->body = grown;
+		memcpy(r->body + r->body_len, data, keep);
+		r->body_len += keep;
+	}
+	return len;
+}
+
+/* gRPC wraps each message in a 5-byte prefix: compressed flag + length. */
+static uint8_t *
+grpc_frame(const uint8_t *body, size_t len)
+{
+	uint8_t    *framed = malloc(len + GRPC_FRAME_HEADER);
+
+	if (framed == NULL)
+		return NULL;
+	framed[0] = 0;
+	framed[1] = (uint8_t) (len >> 24);
+	framed[2] = (uint8_t) (len >> 16);
+	framed[3] = (uint8_t) (len >> 8);
+	framed[4] = (uint8_t) len;
+	memcpy(framed + GRPC_FRAME_HEADER, body, len);
+	return framed;
+}
+
+static struct curl_slist *
+request_headers(const tp_otlp_target *target, long budget_ms)
+{
+	struct curl_slist *list = NULL;
+	char		line[1024];
+
+	if (target->protocol == TP_OTLP_GRPC)
+	{
+		list = curl_slist_append(list, "Content-Type: application/grpc");
+		list = curl_slist_append(list, "TE: trailers");
+		snprintf(line, sizeof(line), "grpc-timeout: %ldm", budget_ms);
+		list = curl_slist_append(list, line);
+	}
+	else
+		list = curl_slist_append(list, "Content-Type: application/x-protobuf");
+	list = curl_slist_append(list, "Expect:");	/* no 100-continue round trip */
+	for (size_t i = 0; i < target->headers.count; i++)
+	{
+		snprintf(line, sizeof(line), "%s: %s",
+				 target->headers.items[i].key, target->headers.items[i].value);
+		list = curl_slist_append(list, line);
+	}
+	return list;
+}
+
+/*
+ * Describe a partial success (or the body of an error answer) into err.
+ * The body is an ExportTraceServiceResponse on success, a google.rpc.Status
+ * on an OTLP/HTTP error.
+ */
+static void
+describe_partial_success(const uint8_t *body, size_t len, char *err, size_t errlen)
+{
+	Traceprof__Otlp__ExportTraceServiceResponse *answer =
+		traceprof__otlp__export_trace_service_response__unpack(NULL, len, body);
+
+	if (answer == NULL)
+		return;
+	if (answer->partial_success != NULL &&
+		(answer->partial_success->rejected_spans > 0 ||
+		 answer->partial_success->error_message[0] != '\0'))
+		snprintf(err, errlen, "collector accepted the request but rejected %lld span(s): %s",
+				 (long long) answer->partial_success->rejected_spans,
+				 answer->partial_success->error_message);
+	traceprof__otlp__export_trace_service_response__free_unpacked(answer, NULL);
+}
+
+static void
+describe_http_error(const response *r, char *err, size_t errlen)
+{
+	Traceprof__Otlp__RpcStatus *status =
+		traceprof__otlp__rpc_status__unpack(NULL, r->body_len, r->body);
+
+	if (status != NULL && status->message[0] != '\0')
+		snprintf(err, errlen, "HTTP status %ld: %s", r->http_status, status->message);
+	else
+		snprintf(err, errlen, "HTTP status %ld", r->http_status);
+	if (status != NULL)
+		traceprof__otlp__rpc_status__free_unpacked(status, NULL);
+}
+
+static bool
+grpc_status_is_retryable(int code)
+{
+	/* CANCELLED, DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE, UNAVAILABLE, DATA_LOSS */
+	return code == 1 || code == 4 || code == 10 || code == 11 || code == 14 || code == 15;
+}
+
+static attempt_outcome
+classify_transport_error(CURLcode rc, const char *curl_message, const char *url,
+						 char *err, size_t errlen)
+{
+	const char *detail = curl_message[0] ? curl_message : curl_easy_strerror(rc);
+
+	snprintf(err, errlen, "%s: %s", url, detail);
+	switch (rc)
+	{
+		case CURLE_COULDNT_CONNECT:
+		case CURLE_COULDNT_RESOLVE_HOST:
+		case CURLE_COULDNT_RESOLVE_PROXY:
+			return ATTEMPT_UNREACHABLE;
+		case CURLE_SEND_ERROR:
+		case CURLE_RECV_ERROR:
+		case CURLE_GOT_NOTHING:
+		case CURLE_PARTIAL_FILE:
+		case CURLE_HTTP2:
+		case CURLE_HTTP2_STREAM:
+			return ATTEMPT_RETRY;	/* the connection dropped */
+		default:
+			return ATTEMPT_FAILED;
+	}
+}
+
+static attempt_outcome
+classify_answer(const tp_otlp_target *target, const response *r, char *err, size_t errlen)
+{
+	const uint8_t *message = r->body;
+	size_t		message_len = r->body_len;
+
+	if (r->http_status == 429 || r->http_status == 502 ||
+		r->http_status == 503 || r->http_status == 504)
+	{
+		snprintf(err, errlen, "%s: HTTP status %ld", target->url, r->http_status);
+		return ATTEMPT_RETRY;
+	}
+	if (r->http_status < 200 || r->http_status > 299)
+	{
+		char		what[512];
+
+		describe_http_error(r, what, sizeof(what));
+		snprintf(err, errlen, "%s: %s", target->url, what);
+		return ATTEMPT_FAILED;
+	}
+	if (target->protocol == TP_OTLP_GRPC)
+	{
+		if (r->grpc_status != 0)
+		{
+			snprintf(err, errlen, "%s: gRPC status %d%s%s", target->url, r->grpc_status,
+					 r->grpc_message[0] ? ": " : "", r->grpc_message);
+			return grpc_status_is_retryable(r->grpc_status) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
+		}
+		if (message_len < GRPC_FRAME_HEADER)
+			return ATTEMPT_DELIVERED;
+		message += GRPC_FRAME_HEADER;
+		message_len -= GRPC_FRAME_HEADER;
+	}
+	describe_partial_success(message, message_len, err, errlen);
+	return ATTEMPT_DELIVERED;
+}
+
+static attempt_outcome
+attempt(const tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
+		long budget_ms, response *r, char *err, size_t errlen)
+{
+	CURL	   *curl = curl_easy_init();
+	struct curl_slist *headers;
+	char		curl_message[CURL_ERROR_SIZE] = "";
+	CURLcode	rc;
+	attempt_outcome outcome;
+
+	if (curl == NULL)
+	{
+		snprintf(err, errlen, "cannot initialise libcurl");
+		return ATTEMPT_FAILED;
+	}
+	headers = request_headers(target, budget_ms);
+	curl_easy_setopt(curl, CURLOPT_URL, target->url);
+	curl_easy_setopt(curl, CURLOPT_POST, 1L);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, payload);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) payload_len);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, budget_ms);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, budget_ms < 3000 ? budget_ms : 3000L);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);	/* no SIGALRM in our hosts */
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_message);
+	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(curl, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(curl, CURLOPT_USERAGENT, "traceprof-otlp/0.1");
+	if (target->ca_file != NULL)
+		curl_easy_setopt(curl, CURLOPT_CAINFO, target->ca_file);
+	if (target->protocol == TP_OTLP_GRPC)
+		curl_easy_setopt(curl, CURLOPT_HTTP_VERSION,
+						 strncmp(target->url, "https:", 6) == 0 ?
+						 CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+
+	rc = curl_easy_perform(curl);
+	if (rc == CURLE_OK)
+	{
+		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r->http_status);
+		outcome = classify_answer(target, r, err, errlen);
+	}
+	else
+		outcome = classify_transport_error(rc, curl_message, target->url, err, errlen);
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(curl);
+	return outcome;
+}
+
+/* Exponential backoff with jitter: a random delay in [half, full]. */
+static long
+backoff_ms(int attempt_number)
+{
+	long		full = BACKOFF_FIRST_MS << (attempt_number - 1);
+	uint8_t		noise[2];
+
+	if (full > BACKOFF_MAX_MS)
+		full = BACKOFF_MAX_MS;
+	if (!tp_id_random(noise, sizeof(noise)))
+		return full;
+	return full / 2 + (long) ((noise[0] << 8 | noise[1]) % (full / 2 + 1));
+}
+
+tp_export_result
+tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
+			 char *err, size_t errlen)
+{
+	long		deadline = monotonic_ms() + target->timeout_ms;
+	uint8_t    *framed = NULL;
+	const uint8_t *payload = body;
+	size_t		payload_len = len;
+	tp_export_result result = TP_EXPORT_FAILED;
+
+	err[0] = '\0';
+	if (target->protocol == TP_OTLP_GRPC)
+	{
+		framed = grpc_frame(body, len);
+		if (framed == NULL)
+		{
+			snprintf(err, errlen, "out of memory");
+			return TP_EXPORT_FAILED;
+		}
+		payload = framed;
+		payload_len = len + GRPC_FRAME_HEADER;
+	}
+	for (int n = 1; n <= MAX_ATTEMPTS; n++)
+	{
+		response	r = {.retry_after_ms = -1, .grpc_status = -1};
+		long		remaining = deadline - monotonic_ms();
+		attempt_outcome outcome;
+		long		delay;
+
+		outcome = attempt(target, payload, payload_len, remaining, &r, err, errlen);
+		free(r.body);
+		if (outcome == ATTEMPT_DELIVERED)
+		{
+			result = TP_EXPORT_OK;
+			break;
+		}
+		if (outcome == ATTEMPT_UNREACHABLE)
+		{
+			result = TP_EXPORT_UNREACHABLE;
+			break;
+		}
+		if (outcome == ATTEMPT_FAILED)
+			break;
+		delay = r.retry_after_ms >= 0 ? r.retry_after_ms : backoff_ms(n);
+		if (n == MAX_ATTEMPTS || monotonic_ms() + delay >= deadline)
+		{
+			size_t		used = strlen(err);
+
+			snprintf(err + used, errlen - used, " (gave up after %d attempt%s)",
+					 n, n == 1 ? "" : "s");
+			break;
+		}
+		sleep_ms(delay);
+	}
+	free(framed);
+	return result;
+}

@@ -1,0 +1,145 @@
+/* tracer.c - spans of a command-line run, exported once at the end. */
+#include "tracer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "otel_config.h"
+#include "otlp_export.h"
+
+#define SCOPE_NAME "traceprof"
+#define SCOPE_VERSION "0.1.0"
+
+static tp_otel_config config;
+static tp_span **spans;
+static size_t span_count;
+static bool initialized;
+
+void
+tp_tracer_init(const char *default_service)
+{
+	if (initialized)
+		return;
+	tp_otel_config_from_env(&config, default_service);
+	initialized = true;
+}
+
+const char *
+tp_tracer_service_name(void)
+{
+	const char *name = tp_kvlist_get(&config.resource, "service.name");
+
+	return name ? name : "";
+}
+
+tp_span *
+tp_span_start(const char *name, tp_span_kind kind, const tp_span *parent)
+{
+	tp_span    *span = calloc(1, sizeof(tp_span));
+	tp_span   **grown = realloc(spans, (span_count + 1) * sizeof(tp_span *));
+
+	if (span == NULL || grown == NULL)
+	{
+		/* Tracing must not stop the run: hand out a span nobody exports. */
+		static tp_span orphan;
+
+		free(span);
+		spans = grown ? grown : spans;
+		return &orphan;
+	}
+	spans = grown;
+	if (parent != NULL)
+	{
+		memcpy(span->context.trace_id, parent->context.trace_id, TP_TRACE_ID_BYTES);
+		memcpy(span->parent_span_id, parent->context.span_id, TP_SPAN_ID_BYTES);
+		span->context.flags = parent->context.flags;
+	}
+	else
+	{
+		if (!tp_id_random(span->context.trace_id, TP_TRACE_ID_BYTES))
+			tp_warn("the kernel refused random bytes for a trace id");
+		span->context.flags = TP_FLAG_SAMPLED;
+	}
+	if (!tp_id_random(span->context.span_id, TP_SPAN_ID_BYTES))
+		tp_warn("the kernel refused random bytes for a span id");
+	span->name = strdup(name);
+	span->kind = kind;
+	span->start_unix_ns = tp_unix_now_ns();
+	spans[span_count++] = span;
+	return span;
+}
+
+void
+tp_span_end(tp_span *span)
+{
+	if (span->end_unix_ns == 0)
+		span->end_unix_ns = tp_unix_now_ns();
+}
+
+void
+tp_span_traceparent(const tp_span *span, char *out)
+{
+	tp_traceparent_format(&span->context, out);
+	out[TP_TRACEPARENT_LEN] = '\0';
+}
+
+void
+tp_span_trace_id_hex(const tp_span *span, char *out)
+{
+	tp_hex_encode(span->context.trace_id, TP_TRACE_ID_BYTES, out);
+}
+
+void
+tp_span_id_hex(const tp_span *span, char *out)
+{
+	tp_hex_encode(span->context.span_id, TP_SPAN_ID_BYTES, out);
+}
+
+static bool
+export_spans(void)
+{
+	size_t		len;
+	uint8_t    *body;
+	char		err[1024];
+	tp_export_result result;
+
+	body = tp_otlp_encode_traces(&config.resource, SCOPE_NAME, SCOPE_VERSION,
+								 spans, span_count, &len);
+	if (body == NULL)
+	{
+		tp_warn("traces not exported: out of memory while encoding %zu spans", span_count);
+		return false;
+	}
+	result = tp_otlp_send(&config.traces, body, len, err, sizeof(err));
+	free(body);
+	if (result == TP_EXPORT_UNREACHABLE)
+		tp_warn("traces not exported: OTLP collector unreachable: %s", err);
+	else if (result == TP_EXPORT_FAILED)
+		tp_warn("traces not exported: %s", err);
+	else if (err[0] != '\0')
+		tp_warn("traces partially exported: %s", err);
+	return result == TP_EXPORT_OK;
+}
+
+bool
+tp_tracer_shutdown(void)
+{
+	bool		ok = true;
+
+	for (size_t i = 0; i < span_count; i++)
+		tp_span_end(spans[i]);
+	if (initialized && config.export_enabled && span_count > 0)
+		ok = export_spans();
+	for (size_t i = 0; i < span_count; i++)
+	{
+		tp_span_clear(spans[i]);
+		free(spans[i]);
+	}
+	free(spans);
+	spans = NULL;
+	span_count = 0;
+	tp_otel_config_free(&config);
+	initialized = false;
+	return ok;
+}
