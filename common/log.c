@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 static const char *program_name = "traceprof";
-static tp_log_sink current_sink;
+static tp_log_sink warning_sink;
 
 void
 tp_log_set_program(const char *name)
@@ -15,40 +15,39 @@ tp_log_set_program(const char *name)
 void
 tp_log_set_sink(tp_log_sink sink)
 {
-	current_sink = sink;
+	warning_sink = sink;
 }
 
+/* One fprintf per message so concurrent writers do not interleave a line. */
 static void
-emit(FILE *stream, const char *kind, const char *fmt, va_list ap)
+print_line(const char *kind, const char *message)
 {
-	char message[1024];
-
-	vsnprintf(message, sizeof(message), fmt, ap);
-	if (current_sink != NULL && stream == NULL)
-	{
-		current_sink(message);
-		return;
-	}
-	/* One fprintf so concurrent writers do not interleave inside a line. */
-	fprintf(stderr, "%s: %s%s\n", program_name, kind, message);
+	fprintf(stderr, "%s: %s: %s\n", program_name, kind, message);
 }
 
 void
 tp_warn(const char *fmt, ...)
 {
-	va_list ap;
+	char		message[1024];
+	va_list		ap;
 
 	va_start(ap, fmt);
-	emit(current_sink ? NULL : stderr, "warning: ", fmt, ap);
+	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
+	if (warning_sink != NULL)
+		warning_sink(message);
+	else
+		print_line("warning", message);
 }
 
 void
 tp_error(const char *fmt, ...)
 {
-	va_list ap;
+	char		message[1024];
+	va_list		ap;
 
 	va_start(ap, fmt);
-	emit(stderr, "error: ", fmt, ap);
+	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
+	print_line("error", message);
 }

@@ -1,0 +1,263 @@
+/* Unit tests: key=value lists and the OTEL_* environment. */
+#include <stdlib.h>
+
+#include "kvlist.h"
+#include "log.h"
+#include "otel_config.h"
+#include "unit.h"
+
+static char last_warning[1024];
+static int	warnings;
+
+static void
+capture_warning(const char *message)
+{
+	snprintf(last_warning, sizeof(last_warning), "%s", message);
+	warnings++;
+}
+
+static void
+clear_env(void)
+{
+	static const char *names[] = {
+		"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+		"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+		"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+		"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SDK_DISABLED",
+		"OTEL_TRACES_EXPORTER",
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		unsetenv(names[i]);
+	warnings = 0;
+	last_warning[0] = '\0';
+}
+
+TEST(kvlist_plain_and_trimmed)
+{
+	tp_kvlist	list = {0};
+	char		err[256];
+
+	CHECK(tp_kvlist_parse(" env = dev ,service=generator,, version=1.0.0", 0, &list, err, sizeof(err)));
+	CHECK(list.count == 3);
+	CHECK_STR(tp_kvlist_get(&list, "env"), "dev");
+	CHECK_STR(tp_kvlist_get(&list, "version"), "1.0.0");
+	CHECK(tp_kvlist_get(&list, "missing") == NULL);
+	tp_kvlist_free(&list);
+}
+
+TEST(kvlist_percent_decoding)
+{
+	tp_kvlist	list = {0};
+	char		err[256];
+
+	CHECK(tp_kvlist_parse("name=a%20b%2Cc,eq=x%3Dy", TP_KV_PERCENT_DECODE, &list, err, sizeof(err)));
+	CHECK_STR(tp_kvlist_get(&list, "name"), "a b,c");
+	CHECK_STR(tp_kvlist_get(&list, "eq"), "x=y");
+	tp_kvlist_free(&list);
+	/* Without the flag the value is kept verbatim. */
+	CHECK(tp_kvlist_parse("name=a%20b", 0, &list, err, sizeof(err)));
+	CHECK_STR(tp_kvlist_get(&list, "name"), "a%20b");
+	tp_kvlist_free(&list);
+}
+
+TEST(kvlist_errors_name_the_bad_part)
+{
+	tp_kvlist	list = {0};
+	char		err[256];
+
+	CHECK(!tp_kvlist_parse("a=1,oops,b=2", 0, &list, err, sizeof(err)));
+	CHECK(strstr(err, "\"oops\"") != NULL);
+	CHECK(list.count == 0);
+	CHECK(!tp_kvlist_parse("=1", 0, &list, err, sizeof(err)));
+	CHECK(strstr(err, "empty key") != NULL);
+	CHECK(!tp_kvlist_parse("a=%zz", TP_KV_PERCENT_DECODE, &list, err, sizeof(err)));
+	CHECK(strstr(err, "percent") != NULL);
+	CHECK(!tp_kvlist_parse("a=%4", TP_KV_PERCENT_DECODE, &list, err, sizeof(err)));
+	CHECK(!tp_kvlist_parse("a=x%00y", TP_KV_PERCENT_DECODE, &list, err, sizeof(err)));
+	/* Secret lists are described by position, never by content. */
+	CHECK(!tp_kvlist_parse("authorization=Bearer%20ok,tokenwithoutequals", TP_KV_SECRET | TP_KV_PERCENT_DECODE,
+						   &list, err, sizeof(err)));
+	CHECK(strstr(err, "member 2") != NULL);
+	CHECK(strstr(err, "tokenwithoutequals") == NULL);
+}
+
+TEST(kvlist_set_replaces)
+{
+	tp_kvlist	list = {0};
+
+	CHECK(tp_kvlist_set(&list, "a", "1"));
+	CHECK(tp_kvlist_set(&list, "a", "2"));
+	CHECK(list.count == 1);
+	CHECK_STR(tp_kvlist_get(&list, "a"), "2");
+	tp_kvlist_free(&list);
+}
+
+TEST(traces_url_rules)
+{
+	char	   *url;
+
+	url = tp_otlp_traces_url("http://collector:4318", TP_OTLP_HTTP_PROTOBUF, false);
+	CHECK_STR(url, "http://collector:4318/v1/traces");
+	free(url);
+	url = tp_otlp_traces_url("http://collector:4318/base/", TP_OTLP_HTTP_PROTOBUF, false);
+	CHECK_STR(url, "http://collector:4318/base/v1/traces");
+	free(url);
+	url = tp_otlp_traces_url("http://collector:4318/custom/path", TP_OTLP_HTTP_PROTOBUF, true);
+	CHECK_STR(url, "http://collector:4318/custom/path");
+	free(url);
+	url = tp_otlp_traces_url("localhost:4317", TP_OTLP_GRPC, false);
+	CHECK_STR(url, "http://localhost:4317/opentelemetry.proto.collector.trace.v1.TraceService/Export");
+	free(url);
+}
+
+TEST(defaults_without_environment)
+{
+	tp_otel_config cfg;
+
+	clear_env();
+	tp_otel_config_from_env(&cfg, "traceprof.test");
+	CHECK(!cfg.export_enabled);
+	CHECK(cfg.traces.protocol == TP_OTLP_HTTP_PROTOBUF);
+	CHECK_STR(cfg.traces.url, "http://localhost:4318/v1/traces");
+	CHECK(cfg.traces.timeout_ms == 10000);
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "service.name"), "traceprof.test");
+	CHECK(warnings == 0);
+	tp_otel_config_free(&cfg);
+
+	/* OTEL_TRACES_EXPORTER=otlp alone means: the spec's default endpoint. */
+	setenv("OTEL_TRACES_EXPORTER", "otlp", 1);
+	tp_otel_config_from_env(&cfg, "traceprof.test");
+	CHECK(cfg.export_enabled);
+	tp_otel_config_free(&cfg);
+}
+
+TEST(scheme_less_endpoint_means_grpc)
+{
+	tp_otel_config cfg;
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4317", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(cfg.export_enabled);
+	CHECK(cfg.traces.protocol == TP_OTLP_GRPC);
+	CHECK_STR(cfg.traces.url, "http://localhost:4317/opentelemetry.proto.collector.trace.v1.TraceService/Export");
+	tp_otel_config_free(&cfg);
+
+	/* An explicit protocol wins over the guess. */
+	setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(cfg.traces.protocol == TP_OTLP_HTTP_PROTOBUF);
+	CHECK_STR(cfg.traces.url, "http://localhost:4317/v1/traces");
+	tp_otel_config_free(&cfg);
+}
+
+TEST(per_signal_variables_win)
+{
+	tp_otel_config cfg;
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://general:4318", 1);
+	setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:9999/ingest", 1);
+	setenv("OTEL_EXPORTER_OTLP_HEADERS", "a=1,b=2", 1);
+	setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "b=3", 1);
+	setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500", 1);
+	setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "700", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK_STR(cfg.traces.url, "http://traces:9999/ingest");
+	CHECK_STR(tp_kvlist_get(&cfg.traces.headers, "a"), "1");
+	CHECK_STR(tp_kvlist_get(&cfg.traces.headers, "b"), "3");
+	CHECK(cfg.traces.headers.count == 2);
+	CHECK(cfg.traces.timeout_ms == 700);
+	tp_otel_config_free(&cfg);
+}
+
+TEST(service_name_precedence)
+{
+	tp_otel_config cfg;
+
+	clear_env();
+	setenv("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs,env=dev,team=a%20b", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "service.name"), "from-attrs");
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "env"), "dev");
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "team"), "a b");
+	tp_otel_config_free(&cfg);
+
+	setenv("OTEL_SERVICE_NAME", "from-service-name", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "service.name"), "from-service-name");
+	tp_otel_config_free(&cfg);
+}
+
+TEST(malformed_values_warn_and_fall_back)
+{
+	tp_otel_config cfg;
+
+	clear_env();
+	/* A decoding error discards the whole variable, as the spec says. */
+	setenv("OTEL_RESOURCE_ATTRIBUTES", "env=dev,team=%zz", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "OTEL_RESOURCE_ATTRIBUTES") != NULL);
+	CHECK(strstr(last_warning, "team=%zz") != NULL);
+	CHECK(tp_kvlist_get(&cfg.resource, "env") == NULL);
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "service.name"), "default");
+	tp_otel_config_free(&cfg);
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "soon", 1);
+	setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", 1);
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://x", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 3);
+	CHECK(cfg.traces.timeout_ms == 10000);
+	CHECK(cfg.traces.protocol == TP_OTLP_HTTP_PROTOBUF);
+	CHECK_STR(cfg.traces.url, "http://localhost:4318/v1/traces");
+	tp_otel_config_free(&cfg);
+
+	/* Header values may be secrets: the warning shows positions only. */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=s3cret,garbage-s3cret", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "s3cret") == NULL);
+	CHECK(cfg.traces.headers.count == 0);
+	tp_otel_config_free(&cfg);
+}
+
+TEST(disabled_sdk_exports_nothing)
+{
+	tp_otel_config cfg;
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", 1);
+	setenv("OTEL_SDK_DISABLED", "true", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(!cfg.export_enabled);
+	tp_otel_config_free(&cfg);
+	unsetenv("OTEL_SDK_DISABLED");
+	setenv("OTEL_TRACES_EXPORTER", "none", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(!cfg.export_enabled);
+	tp_otel_config_free(&cfg);
+}
+
+int
+main(void)
+{
+	tp_log_set_sink(capture_warning);
+	RUN(kvlist_plain_and_trimmed);
+	RUN(kvlist_percent_decoding);
+	RUN(kvlist_errors_name_the_bad_part);
+	RUN(kvlist_set_replaces);
+	RUN(traces_url_rules);
+	RUN(defaults_without_environment);
+	RUN(scheme_less_endpoint_means_grpc);
+	RUN(per_signal_variables_win);
+	RUN(service_name_precedence);
+	RUN(malformed_values_warn_and_fall_back);
+	RUN(disabled_sdk_exports_nothing);
+	return unit_summary();
+}
