@@ -1,0 +1,65 @@
+# cluster.sh - a throwaway PostgreSQL 15 cluster for the demo and benchmarks.
+# Source it, then:  cluster_start [extra postgresql.conf lines...]
+#                   psql_app -c 'select 1'      (superuser on the socket)
+#                   cluster_stop                 (also run from an EXIT trap)
+# Sets CLUSTER_DIR, CLUSTER_PORT, CLUSTER_PID, CLUSTER_URL (TCP, password auth).
+# As root, initdb and postgres run as the `postgres` OS user.
+
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+
+as_postgres() {
+	if [ "$(id -u)" = 0 ]; then
+		setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"
+	else
+		"$@"
+	fi
+}
+
+free_port() {
+	python3 - 2>/dev/null <<'PY' || echo $((20000 + $$ % 20000))
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])
+PY
+}
+
+cluster_start() {
+	CLUSTER_DIR=$(mktemp -d /tmp/traceprof-cluster.XXXXXX)
+	chmod 755 "$CLUSTER_DIR"
+	[ "$(id -u)" = 0 ] && chown postgres: "$CLUSTER_DIR"
+	CLUSTER_PORT=$(free_port)
+	echo secret > "$CLUSTER_DIR/pwfile"
+	as_postgres "$PG_BIN/initdb" -D "$CLUSTER_DIR/data" -U postgres -E UTF8 --locale=C.UTF-8 \
+		--auth-local=trust --auth-host=scram-sha-256 --pwfile="$CLUSTER_DIR/pwfile" >"$CLUSTER_DIR/initdb.log" 2>&1 ||
+		{ cat "$CLUSTER_DIR/initdb.log" >&2; return 1; }
+	{
+		echo "port = $CLUSTER_PORT"
+		echo "listen_addresses = '127.0.0.1'"
+		echo "unix_socket_directories = '$CLUSTER_DIR'"
+		for line in "$@"; do echo "$line"; done
+	} >>"$CLUSTER_DIR/data/postgresql.conf"
+	as_postgres "$PG_BIN/postgres" -D "$CLUSTER_DIR/data" >"$CLUSTER_DIR/server.log" 2>&1 &
+	launcher=$!
+	for _ in $(seq 1 100); do
+		as_postgres "$PG_BIN/pg_isready" -q -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" && break
+		kill -0 "$launcher" 2>/dev/null || { cat "$CLUSTER_DIR/server.log" >&2; return 1; }
+		sleep 0.1
+	done
+	# The postmaster's own PID (the first line of postmaster.pid).
+	CLUSTER_PID=$(head -n 1 "$CLUSTER_DIR/data/postmaster.pid")
+	psql_app -q -c "CREATE ROLE app LOGIN PASSWORD 'secret'" -c "CREATE DATABASE app OWNER app"
+	CLUSTER_URL="postgres://app:secret@127.0.0.1:$CLUSTER_PORT/app?sslmode=disable"
+}
+
+psql_app() {
+	as_postgres psql -X -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -d "${PSQL_DB:-postgres}" -v ON_ERROR_STOP=1 "$@"
+}
+
+# Fast shutdown by PID; waits so the next run can reuse nothing stale.
+cluster_stop() {
+	if [ -n "${CLUSTER_PID:-}" ] && kill -0 "$CLUSTER_PID" 2>/dev/null; then
+		kill -INT "$CLUSTER_PID"
+		while kill -0 "$CLUSTER_PID" 2>/dev/null; do sleep 0.1; done
+	fi
+	[ -n "${CLUSTER_DIR:-}" ] && rm -rf "$CLUSTER_DIR"
+	CLUSTER_PID= CLUSTER_DIR=
+}
