@@ -1,0 +1,104 @@
+/* sqlcommenter.c - find traceparent='...' in a statement's last comment. */
+#include "sqlcommenter.h"
+
+#include <string.h>
+
+/* Longest value we decode: a traceparent plus room for future fields. */
+#define MAX_VALUE 256
+
+static const char *
+find_last(const char *start, const char *end, const char *needle)
+{
+	size_t		n = strlen(needle);
+
+	for (const char *p = end - n; p >= start; p--)
+		if (memcmp(p, needle, n) == 0)
+			return p;
+	return NULL;
+}
+
+static int
+hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Decode a quoted value [p, end) starting after its opening quote: %XX
+ * escapes and \' are undone.  Returns the position after the closing quote,
+ * or NULL when the value is unterminated, malformed or too long.
+ */
+static const char *
+decode_value(const char *p, const char *end, char *out, size_t *out_len)
+{
+	size_t		n = 0;
+
+	while (p < end && *p != '\'')
+	{
+		char		c = *p++;
+
+		if (c == '\\' && p < end)
+			c = *p++;
+		else if (c == '%')
+		{
+			int			hi = p + 1 < end ? hex_digit(p[0]) : -1;
+			int			lo = hi >= 0 ? hex_digit(p[1]) : -1;
+
+			if (lo < 0)
+				return NULL;
+			c = (char) (hi << 4 | lo);
+			p += 2;
+		}
+		if (n == MAX_VALUE)
+			return NULL;
+		out[n++] = c;
+	}
+	if (p == end)
+		return NULL;
+	*out_len = n;
+	return p + 1;
+}
+
+tp_comment_result
+tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
+{
+	const char *end = sql + len;
+	const char *close = find_last(sql, end, "*/");
+	const char *open = close ? find_last(sql, close, "/*") : NULL;
+	const char *p;
+
+	if (open == NULL)
+		return TP_COMMENT_NONE;
+	p = open + 2;
+	while (p < close)
+	{
+		const char *key = p;
+		const char *eq = memchr(p, '=', (size_t) (close - p));
+		char		value[MAX_VALUE];
+		size_t		value_len;
+
+		while (key < close && (*key == ' ' || *key == ','))
+			key++;
+		if (eq == NULL || eq + 1 >= close || eq[1] != '\'')
+			return TP_COMMENT_NONE;	/* not a sqlcommenter comment */
+		p = decode_value(eq + 2, close, value, &value_len);
+		if ((size_t) (eq - key) == strlen("traceparent") &&
+			memcmp(key, "traceparent", strlen("traceparent")) == 0)
+		{
+			const char *why;
+
+			if (p == NULL || !tp_traceparent_parse(value, value_len, out, &why))
+				return TP_COMMENT_MALFORMED;
+			return TP_COMMENT_VALID;
+		}
+		if (p == NULL)
+			return TP_COMMENT_NONE;
+	}
+	return TP_COMMENT_NONE;
+}

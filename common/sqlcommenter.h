@@ -1,0 +1,27 @@
+/*
+ * sqlcommenter.h - the traceparent carried in a SQL comment.
+ *
+ * OpenTelemetry's database instrumentations append a comment such as
+ *     SELECT ... / *traceparent='00-...-01',tracestate='...'* /
+ * (written here with spaces; sqlcommenter: key='url-encoded value' pairs,
+ * keys sorted, the last comment of the statement counts).
+ */
+#ifndef TP_SQLCOMMENTER_H
+#define TP_SQLCOMMENTER_H
+
+#include <stddef.h>
+
+#include "trace_context.h"
+
+typedef enum tp_comment_result
+{
+	TP_COMMENT_NONE,			/* no comment, or no traceparent key in it */
+	TP_COMMENT_VALID,			/* *out holds the caller's context */
+	TP_COMMENT_MALFORMED,		/* a traceparent key whose value is invalid */
+} tp_comment_result;
+
+/* Look at the last comment of the len bytes at sql. */
+tp_comment_result tp_sqlcomment_traceparent(const char *sql, size_t len,
+											tp_span_context *out);
+
+#endif

@@ -1,0 +1,89 @@
+/* Unit tests: traceparent extraction from sqlcommenter comments. */
+#include "sqlcommenter.h"
+#include "unit.h"
+
+#define TP "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+static tp_comment_result
+extract(const char *sql, tp_span_context *ctx)
+{
+	return tp_sqlcomment_traceparent(sql, strlen(sql), ctx);
+}
+
+TEST(appended_comment)
+{
+	tp_span_context ctx;
+	char		hex[17];
+
+	CHECK(extract("SELECT 1 /*traceparent='" TP "'*/", &ctx) == TP_COMMENT_VALID);
+	tp_hex_encode(ctx.span_id, 8, hex);
+	CHECK_STR(hex, "00f067aa0ba902b7");
+	CHECK(ctx.flags == 1);
+}
+
+TEST(sorted_keys_and_url_encoding)
+{
+	tp_span_context ctx;
+
+	CHECK(extract("SELECT * FROM t /*action='%2Fparam*d',controller='index',"
+				  "db_driver='psycopg2',traceparent='00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',"
+				  "tracestate='congo%3Dt61rcWkgMzE%2Crojo%3D00f067aa0ba902b7'*/", &ctx) == TP_COMMENT_VALID);
+	/* The traceparent itself percent-encoded is decoded first. */
+	CHECK(extract("SELECT 1 /*traceparent='00%2D4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'*/",
+				  &ctx) == TP_COMMENT_VALID);
+}
+
+TEST(no_comment_or_no_key)
+{
+	tp_span_context ctx;
+
+	CHECK(extract("SELECT 1", &ctx) == TP_COMMENT_NONE);
+	CHECK(extract("SELECT 1 /* just a note */", &ctx) == TP_COMMENT_NONE);
+	CHECK(extract("SELECT 1 /*route='/x'*/", &ctx) == TP_COMMENT_NONE);
+	CHECK(extract("SELECT 1 -- traceparent='" TP "'", &ctx) == TP_COMMENT_NONE);
+	CHECK(extract("", &ctx) == TP_COMMENT_NONE);
+	CHECK(extract("*/", &ctx) == TP_COMMENT_NONE);
+}
+
+TEST(malformed_values_are_reported)
+{
+	tp_span_context ctx;
+
+	CHECK(extract("SELECT 1 /*traceparent='00-zz'*/", &ctx) == TP_COMMENT_MALFORMED);
+	CHECK(extract("SELECT 1 /*traceparent='" TP "*/", &ctx) == TP_COMMENT_MALFORMED);
+	CHECK(extract("SELECT 1 /*traceparent='%G0'*/", &ctx) == TP_COMMENT_MALFORMED);
+	CHECK(extract("SELECT 1 /*traceparent='00-00000000000000000000000000000000-00f067aa0ba902b7-01'*/",
+				  &ctx) == TP_COMMENT_MALFORMED);
+}
+
+TEST(last_comment_wins)
+{
+	tp_span_context ctx;
+	char		hex[17];
+
+	CHECK(extract("/*traceparent='00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01'*/ SELECT 1 "
+				  "/*traceparent='00-4bf92f3577b34da6a3ce929d0e0e4736-2222222222222222-01'*/", &ctx) == TP_COMMENT_VALID);
+	tp_hex_encode(ctx.span_id, 8, hex);
+	CHECK_STR(hex, "2222222222222222");
+}
+
+TEST(length_bounds_the_search)
+{
+	tp_span_context ctx;
+	const char *sql = "SELECT 1 /*traceparent='" TP "'*/";
+
+	/* Cut before the closing marker: no comment in the first len bytes. */
+	CHECK(tp_sqlcomment_traceparent(sql, strlen(sql) - 2, &ctx) == TP_COMMENT_NONE);
+}
+
+int
+main(void)
+{
+	RUN(appended_comment);
+	RUN(sorted_keys_and_url_encoding);
+	RUN(no_comment_or_no_key);
+	RUN(malformed_values_are_reported);
+	RUN(last_comment_wins);
+	RUN(length_bounds_the_search);
+	return unit_summary();
+}
