@@ -4,7 +4,7 @@
  * OpenTelemetry's database instrumentations append a comment such as
  *     SELECT ... / *traceparent='00-...-01',tracestate='...'* /
  * (written here with spaces; sqlcommenter: key='url-encoded value' pairs,
- * keys sorted, the last comment of the statement counts).
+ * keys sorted, appended to the statement).
  */
 #ifndef TP_SQLCOMMENTER_H
 #define TP_SQLCOMMENTER_H
@@ -20,7 +20,10 @@ typedef enum tp_comment_result
 	TP_COMMENT_MALFORMED,		/* a traceparent key whose value is invalid */
 } tp_comment_result;
 
-/* Look at the last comment of the len bytes at sql. */
+/*
+ * Look at the comment that ends the len bytes at sql (trailing blanks and
+ * semicolons aside); a comment elsewhere in the statement is not read.
+ */
 tp_comment_result tp_sqlcomment_traceparent(const char *sql, size_t len,
 											tp_span_context *out);
 

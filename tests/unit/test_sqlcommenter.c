@@ -43,6 +43,9 @@ TEST(no_comment_or_no_key)
 	CHECK(extract("SELECT 1 -- traceparent='" TP "'", &ctx) == TP_COMMENT_NONE);
 	CHECK(extract("", &ctx) == TP_COMMENT_NONE);
 	CHECK(extract("*/", &ctx) == TP_COMMENT_NONE);
+	/* Only the comment that ends the statement is read. */
+	CHECK(extract("SELECT /*traceparent='" TP "'*/ 1", &ctx) == TP_COMMENT_NONE);
+	CHECK(extract("SELECT 1 /*traceparent='" TP "'*/ ;\n", &ctx) == TP_COMMENT_VALID);
 }
 
 TEST(malformed_values_are_reported)
