@@ -9,6 +9,7 @@
 #ifndef TP_OTEL_CONFIG_H
 #define TP_OTEL_CONFIG_H
 
+#include <signal.h>
 #include <stdbool.h>
 
 #include "kvlist.h"
@@ -26,6 +27,7 @@ typedef struct tp_otlp_target
 	tp_kvlist	headers;		/* extra request headers (may hold secrets) */
 	long		timeout_ms;		/* budget for one export, retries included */
 	char	   *ca_file;		/* OTEL_EXPORTER_OTLP_CERTIFICATE, or NULL */
+	volatile sig_atomic_t *cancel;	/* non-zero aborts an export (shutdown) */
 } tp_otlp_target;
 
 typedef struct tp_otel_config

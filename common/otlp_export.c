@@ -51,13 +51,14 @@ monotonic_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
+/* Sleep; a signal that sets *cancel ends it early, any other sleeps on. */
 static void
-sleep_ms(long ms)
+sleep_ms(long ms, volatile sig_atomic_t *cancel)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
-	while (nanosleep(&ts, &ts) != 0)
-		;						/* EINTR: sleep the rest */
+	while (nanosleep(&ts, &ts) != 0 && !(cancel != NULL && *cancel))
+		;
 }
 
 /* Retry-After is delay-seconds or an HTTP-date (RFC 9110 10.2.3). */
@@ -125,6 +126,17 @@ on_body(char *data, size_t size, size_t n, void *userdata)
 		r->body_len += keep;
 	}
 	return len;
+}
+
+/* Abort the transfer when the host asks us to stop (e.g. on SIGTERM). */
+static int
+on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
+			curl_off_t ultotal, curl_off_t ulnow)
+{
+	const tp_otlp_target *target = userdata;
+
+	(void) dltotal, (void) dlnow, (void) ultotal, (void) ulnow;
+	return target->cancel != NULL && *target->cancel;
 }
 
 /* gRPC wraps each message in a 5-byte prefix: compressed flag + length. */
@@ -306,6 +318,12 @@ attempt(const tp_otlp_target *target, const uint8_t *payload, size_t payload_len
 	curl_easy_setopt(curl, CURLOPT_USERAGENT, "traceprof-otlp/0.1");
 	if (target->ca_file != NULL)
 		curl_easy_setopt(curl, CURLOPT_CAINFO, target->ca_file);
+	if (target->cancel != NULL)
+	{
+		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *) target);
+		curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	}
 	if (target->protocol == TP_OTLP_GRPC)
 		curl_easy_setopt(curl, CURLOPT_HTTP_VERSION,
 						 strncmp(target->url, "https:", 6) == 0 ?
@@ -364,9 +382,17 @@ tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
 	{
 		response	r = {.retry_after_ms = -1, .grpc_status = -1};
 		long		remaining = deadline - monotonic_ms();
+
+		if (remaining < 1)
+			remaining = 1;		/* 0 would mean "no timeout" to libcurl */
 		attempt_outcome outcome;
 		long		delay;
 
+		if (target->cancel != NULL && *target->cancel)
+		{
+			snprintf(err, errlen, "%s: export cancelled", target->url);
+			break;
+		}
 		outcome = attempt(target, payload, payload_len, remaining, &r, err, errlen);
 		free(r.body);
 		if (outcome == ATTEMPT_DELIVERED)
@@ -390,7 +416,7 @@ tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
 					 n, n == 1 ? "" : "s");
 			break;
 		}
-		sleep_ms(delay);
+		sleep_ms(delay, target->cancel);
 	}
 	free(framed);
 	return result;
