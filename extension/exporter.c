@@ -1,0 +1,205 @@
+/*
+ * exporter.c - the background worker that sends spans over OTLP.
+ *
+ * Network I/O happens here and nowhere else: backends only copy spans into
+ * shared memory.  Each round takes up to traceprof.export_batch_size
+ * unexported spans, sends them in one request (common/otlp_export.c:
+ * bounded time, retries on 429/502/503/504), and marks them exported only
+ * when the collector took them; on failure they stay for the next round.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/guc.h"
+
+#include "kvlist.h"
+#include "log.h"
+#include "otlp_export.h"
+#include "span.h"
+#include "traceprof.h"
+
+#define SCOPE_NAME "traceprof"
+#define SCOPE_VERSION "0.1.0"
+
+typedef struct Batch
+{
+	tp_span   **spans;
+	int			count;
+	int			capacity;
+} Batch;
+
+static bool failing = false;	/* inside a streak of failed exports */
+
+static void
+log_to_server(const char *message)
+{
+	ereport(LOG, (errmsg("traceprof exporter: %s", message)));
+}
+
+void
+traceprof_register_exporter(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 10;
+	strlcpy(worker.bgw_library_name, "traceprof", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "traceprof_exporter_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "traceprof exporter", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "traceprof exporter", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+static bool
+add_to_batch(const TraceprofSpan *span, void *arg)
+{
+	Batch	   *batch = arg;
+	tp_span    *converted = malloc(sizeof(tp_span));
+
+	if (converted == NULL)
+		return false;
+	span_to_tp_span(span, converted, true);
+	batch->spans[batch->count++] = converted;
+	return true;
+}
+
+static void
+free_batch(Batch *batch)
+{
+	for (int i = 0; i < batch->count; i++)
+	{
+		tp_span_clear(batch->spans[i]);
+		free(batch->spans[i]);
+	}
+	free(batch->spans);
+}
+
+/* Resource attributes: service.name, then traceprof.resource_attributes. */
+static void
+build_resource(tp_kvlist *resource)
+{
+	tp_kvlist	extra = {0};
+	char		err[512];
+
+	tp_kvlist_add(resource, "service.name", traceprof_service_name);
+	if (!tp_kvlist_parse(traceprof_resource_attributes, TP_KV_PERCENT_DECODE, &extra, err, sizeof(err)))
+		ereport(WARNING,
+				(errmsg("traceprof.resource_attributes ignored: %s", err),
+				 errhint("Expected key=value,key=value with %%XX-encoded values.")));
+	for (size_t i = 0; i < extra.count; i++)
+		if (tp_kvlist_get(resource, extra.items[i].key) == NULL)
+			tp_kvlist_add(resource, extra.items[i].key, extra.items[i].value);
+	tp_kvlist_free(&extra);
+	if (tp_kvlist_get(resource, "telemetry.sdk.name") == NULL)
+		tp_kvlist_add(resource, "telemetry.sdk.name", "traceprof");
+	if (tp_kvlist_get(resource, "telemetry.sdk.version") == NULL)
+		tp_kvlist_add(resource, "telemetry.sdk.version", SCOPE_VERSION);
+}
+
+static void
+build_target(tp_otlp_target *target)
+{
+	memset(target, 0, sizeof(*target));
+	target->protocol = (tp_otlp_protocol) traceprof_otlp_protocol;
+	target->url = tp_otlp_traces_url(traceprof_otlp_endpoint, target->protocol, false);
+	target->timeout_ms = traceprof_otlp_timeout_ms;
+	target->cancel = &ShutdownRequestPending;
+}
+
+/* One request.  Returns the number of spans exported, -1 on failure. */
+static int
+export_one_batch(const tp_kvlist *resource, const tp_otlp_target *target)
+{
+	Batch		batch = {0};
+	uint64		upto;
+	uint8_t    *body;
+	size_t		len;
+	char		err[1024];
+	tp_export_result result;
+
+	batch.capacity = traceprof_export_batch_size;
+	batch.spans = malloc(sizeof(tp_span *) * batch.capacity);
+	if (batch.spans == NULL)
+		return -1;
+	upto = span_store_read_unexported(add_to_batch, &batch, batch.capacity);
+	if (batch.count == 0)
+	{
+		span_store_mark_exported(upto, 0);	/* only skipped slots, if any */
+		free_batch(&batch);
+		return 0;
+	}
+	body = tp_otlp_encode_traces(resource, SCOPE_NAME, SCOPE_VERSION,
+								 batch.spans, batch.count, &len);
+	result = body ? tp_otlp_send(target, body, len, err, sizeof(err)) : TP_EXPORT_FAILED;
+	if (body == NULL)
+		strlcpy(err, "out of memory while encoding spans", sizeof(err));
+	free(body);
+	if (result == TP_EXPORT_OK)
+	{
+		span_store_mark_exported(upto, batch.count);
+		if (failing)
+			ereport(LOG, (errmsg("traceprof exporter: export to %s resumed", target->url)));
+		if (err[0] != '\0')
+			ereport(WARNING, (errmsg("traceprof exporter: %s", err)));
+		failing = false;
+		free_batch(&batch);
+		return batch.count;
+	}
+	span_store_export_failed(err);
+	/* One warning per streak of failures, not one per round. */
+	if (!failing)
+		ereport(WARNING,
+				(errmsg("traceprof exporter: cannot export spans: %s", err),
+				 errdetail("Spans stay in shared memory and are retried; when it fills, new spans are dropped and counted in traceprof.stats.")));
+	failing = true;
+	free_batch(&batch);
+	return -1;
+}
+
+void
+traceprof_exporter_main(Datum arg)
+{
+	tp_kvlist	resource = {0};
+	tp_otlp_target target;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+	tp_log_set_sink(log_to_server);
+	span_store_set_exporter_latch(MyLatch);
+
+	build_resource(&resource);
+	build_target(&target);
+	while (!ShutdownRequestPending)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 traceprof_export_interval_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			tp_kvlist_free(&resource);
+			build_resource(&resource);
+			free(target.url);
+			build_target(&target);
+			failing = false;
+		}
+		if (traceprof_otlp_endpoint[0] == '\0')
+			continue;
+		/* Drain full batches; stop at the first failure until next round. */
+		while (!ShutdownRequestPending &&
+			   export_one_batch(&resource, &target) == traceprof_export_batch_size)
+			;
+	}
+	span_store_set_exporter_latch(NULL);
+	proc_exit(0);
+}

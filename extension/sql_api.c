@@ -1,0 +1,218 @@
+/*
+ * sql_api.c - traceprof.spans, traceprof.stats and traceprof.reset().
+ *
+ * Visibility follows pg_stat_statements: query text and error messages of
+ * other users' spans are shown only to superusers and members of
+ * pg_read_all_stats.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_authid.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "span.h"
+#include "traceprof.h"
+
+PG_FUNCTION_INFO_V1(traceprof_spans);
+PG_FUNCTION_INFO_V1(traceprof_stats);
+PG_FUNCTION_INFO_V1(traceprof_reset);
+
+#define SPANS_COLUMNS 16
+#define STATS_COLUMNS 11
+#define HIDDEN "<insufficient privilege>"
+
+typedef struct SpanScan
+{
+	ReturnSetInfo *rsinfo;
+	Oid			userid;
+	bool		see_all;
+} SpanScan;
+
+static void
+require_loaded(void)
+{
+	if (!process_shared_preload_libraries_done || traceprof_max_spans == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("traceprof must be loaded via shared_preload_libraries")));
+}
+
+static TimestampTz
+unix_ns_to_timestamptz(int64 ns)
+{
+	return (TimestampTz) (ns / 1000) -
+		(TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+static text *
+hex_text(const uint8 *bytes, size_t len)
+{
+	char		hex[2 * TP_TRACE_ID_BYTES + 1];
+
+	tp_hex_encode(bytes, len, hex);
+	return cstring_to_text(hex);
+}
+
+static const char *
+kind_name(int kind)
+{
+	switch (kind)
+	{
+		case SPAN_KIND_SERVER:
+			return "server";
+		case SPAN_KIND_INTERNAL:
+			return "internal";
+		default:
+			return "unspecified";
+	}
+}
+
+/* The span's attributes as a jsonb object. */
+static Datum
+attributes_jsonb(const tp_span *span)
+{
+	StringInfoData json;
+	Datum		result;
+
+	initStringInfo(&json);
+	appendStringInfoChar(&json, '{');
+	for (size_t i = 0; i < span->attr_count; i++)
+	{
+		const tp_attr *attr = &span->attrs[i];
+
+		if (i > 0)
+			appendStringInfoString(&json, ", ");
+		escape_json(&json, attr->key);
+		appendStringInfoString(&json, ": ");
+		switch (attr->type)
+		{
+			case TP_ATTR_STRING:
+				escape_json(&json, attr->value.s);
+				break;
+			case TP_ATTR_INT:
+				appendStringInfo(&json, INT64_FORMAT, attr->value.i);
+				break;
+			case TP_ATTR_DOUBLE:
+				appendStringInfo(&json, "%.17g", attr->value.d);
+				break;
+			case TP_ATTR_BOOL:
+				appendStringInfoString(&json, attr->value.b ? "true" : "false");
+				break;
+		}
+	}
+	appendStringInfoChar(&json, '}');
+	result = DirectFunctionCall1(jsonb_in, CStringGetDatum(json.data));
+	pfree(json.data);
+	return result;
+}
+
+static bool
+emit_span_row(const TraceprofSpan *r, void *arg)
+{
+	SpanScan  *state = arg;
+	bool		visible = state->see_all || r->userid == state->userid;
+	Datum		values[SPANS_COLUMNS];
+	bool		nulls[SPANS_COLUMNS];
+	tp_span		span;
+	int			i = 0;
+
+	memset(nulls, 0, sizeof(nulls));
+	span_to_tp_span(r, &span, visible);
+	values[i++] = PointerGetDatum(hex_text(r->trace_id, TP_TRACE_ID_BYTES));
+	values[i++] = PointerGetDatum(hex_text(r->span_id, TP_SPAN_ID_BYTES));
+	if (tp_id_is_zero(r->parent_span_id, TP_SPAN_ID_BYTES))
+		nulls[i++] = true;
+	else
+		values[i++] = PointerGetDatum(hex_text(r->parent_span_id, TP_SPAN_ID_BYTES));
+	values[i++] = CStringGetTextDatum(span.name);
+	values[i++] = CStringGetTextDatum(kind_name(r->kind));
+	values[i++] = TimestampTzGetDatum(unix_ns_to_timestamptz(r->start_ns));
+	values[i++] = TimestampTzGetDatum(unix_ns_to_timestamptz(r->end_ns));
+	values[i++] = Float8GetDatum((r->end_ns - r->start_ns) / 1e6);
+	values[i++] = Float8GetDatum(r->cpu_ns / 1e6);
+	values[i++] = CStringGetTextDatum(r->status == SPAN_STATUS_ERROR ? "error" : "unset");
+	if (r->status == SPAN_STATUS_ERROR)
+		values[i++] = CStringGetTextDatum(visible ? r->message : HIDDEN);
+	else
+		nulls[i++] = true;
+	values[i++] = Int32GetDatum(r->pid);
+	values[i++] = CStringGetTextDatum(r->username);
+	values[i++] = CStringGetTextDatum(r->dbname);
+	values[i++] = CStringGetTextDatum(visible ? r->query : HIDDEN);
+	values[i++] = attributes_jsonb(&span);
+	Assert(i == SPANS_COLUMNS);
+	tuplestore_putvalues(state->rsinfo->setResult, state->rsinfo->setDesc, values, nulls);
+	tp_span_clear(&span);
+	return true;
+}
+
+Datum
+traceprof_spans(PG_FUNCTION_ARGS)
+{
+	SpanScan	state;
+
+	require_loaded();
+	InitMaterializedSRF(fcinfo, 0);
+	state.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	state.userid = GetUserId();
+	state.see_all = superuser() || has_privs_of_role(state.userid, ROLE_PG_READ_ALL_STATS);
+	span_store_scan_retained(emit_span_row, &state);
+	return (Datum) 0;
+}
+
+static Datum
+timestamp_or_null(TimestampTz ts, bool *isnull)
+{
+	*isnull = ts == 0;
+	return TimestampTzGetDatum(ts);
+}
+
+Datum
+traceprof_stats(PG_FUNCTION_ARGS)
+{
+	SpanStoreStats stats;
+	TupleDesc	desc;
+	Datum		values[STATS_COLUMNS];
+	bool		nulls[STATS_COLUMNS];
+	int			i = 0;
+
+	require_loaded();
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	span_store_get_stats(&stats);
+	memset(nulls, 0, sizeof(nulls));
+	values[i++] = Int64GetDatum(stats.created);
+	values[i++] = Int64GetDatum(stats.dropped);
+	values[i++] = Int64GetDatum(stats.exported);
+	values[i++] = Int64GetDatum(stats.export_failures);
+	values[i++] = Int64GetDatum(stats.malformed_contexts);
+	values[i++] = Int64GetDatum(stats.pending);
+	values[i++] = Int64GetDatum(stats.capacity);
+	values[i] = timestamp_or_null(stats.last_export, &nulls[i]);
+	i++;
+	values[i] = timestamp_or_null(stats.last_failure, &nulls[i]);
+	i++;
+	if (stats.last_error[0] != '\0')
+		values[i++] = CStringGetTextDatum(stats.last_error);
+	else
+		nulls[i++] = true;
+	values[i++] = TimestampTzGetDatum(stats.stats_reset);
+	Assert(i == STATS_COLUMNS);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+Datum
+traceprof_reset(PG_FUNCTION_ARGS)
+{
+	require_loaded();
+	span_store_reset();
+	PG_RETURN_VOID();
+}

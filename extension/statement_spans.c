@@ -1,0 +1,649 @@
+/*
+ * statement_spans.c - planner, executor and utility hooks that turn traced
+ * statements into spans.
+ *
+ * A top-level statement gets a SERVER span whose parent is the caller's
+ * context (sqlcommenter comment, else traceprof.traceparent, else a new
+ * sampled root per traceprof.sample_rate).  Planning gets a child span.
+ * With traceprof.track = all, statements run inside functions get child
+ * spans of the span that ran them.
+ *
+ * Spans normally close in the hook that opened them; when an error escapes
+ * a hook, the spans opened at or below it are closed with the error's
+ * SQLSTATE and message before it propagates.  The transaction-end callback
+ * is the safety net for anything still open.
+ */
+#include "postgres.h"
+
+#include <time.h>
+
+#include "access/parallel.h"
+#include "access/xact.h"
+#include "commands/dbcommands.h"
+#include "common/pg_prng.h"
+#include "executor/executor.h"
+#include "executor/instrument.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "optimizer/planner.h"
+#include "parser/parsetree.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/elog.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/queryjumble.h"
+
+#include "sqlcommenter.h"
+#include "span.h"
+#include "traceprof.h"
+
+#define MAX_OPEN_SPANS 32
+
+typedef struct OpenSpan
+{
+	TraceprofSpan *record;		/* preallocated, TraceprofSpanSize() bytes */
+	QueryDesc  *query_desc;		/* executor span: its query; else NULL */
+	bool		awaiting_executor;	/* opened by the planner, not yet run */
+	int64		cpu_start_ns;
+	BufferUsage buffers_start;
+	WalUsage	wal_start;
+} OpenSpan;
+
+static OpenSpan open_spans[MAX_OPEN_SPANS];
+static int	open_count;
+static int	nesting_level;		/* executor and utility nesting */
+static int	plan_nesting;
+
+static planner_hook_type prev_planner = NULL;
+static ExecutorStart_hook_type prev_ExecutorStart = NULL;
+static ExecutorRun_hook_type prev_ExecutorRun = NULL;
+static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
+static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+static int64
+thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * Decide whether a top-level statement is traced, and under which parent.
+ * The statement's own comment wins over the session's traceprof.traceparent;
+ * without either, traceprof.sample_rate may start a new trace.
+ */
+static bool
+choose_root_context(const char *text, int len, tp_span_context *parent, bool *remote)
+{
+	if (text != NULL)
+	{
+		switch (tp_sqlcomment_traceparent(text, len, parent))
+		{
+			case TP_COMMENT_VALID:
+				*remote = true;
+				return (parent->flags & TP_FLAG_SAMPLED) != 0;
+			case TP_COMMENT_MALFORMED:
+				span_store_count_malformed();
+				break;
+			case TP_COMMENT_NONE:
+				break;
+		}
+	}
+	if (traceprof_guc_context_valid)
+	{
+		*parent = traceprof_guc_context;
+		*remote = true;
+		return (parent->flags & TP_FLAG_SAMPLED) != 0;
+	}
+	if (traceprof_sample_rate > 0 && pg_prng_double(&pg_global_prng_state) < traceprof_sample_rate)
+	{
+		memset(parent, 0, sizeof(*parent));
+		*remote = false;
+		return tp_id_random(parent->trace_id, TP_TRACE_ID_BYTES);
+	}
+	return false;
+}
+
+static const char *
+database_name(void)
+{
+	static char name[NAMEDATALEN];
+
+	if (name[0] == '\0')
+	{
+		char	   *db = get_database_name(MyDatabaseId);
+
+		strlcpy(name, db ? db : "", sizeof(name));
+	}
+	return name;
+}
+
+static void
+set_user_name(TraceprofSpan *record)
+{
+	static Oid	cached_user = InvalidOid;
+	static char cached_name[NAMEDATALEN];
+
+	if (cached_user != GetUserId())
+	{
+		char	   *name = GetUserNameFromId(GetUserId(), true);
+
+		strlcpy(cached_name, name ? name : "", sizeof(cached_name));
+		cached_user = GetUserId();
+	}
+	record->userid = cached_user;
+	strlcpy(record->username, cached_name, sizeof(record->username));
+}
+
+/*
+ * Open a span.  top_level: the parent is the caller's context (or a new
+ * root); otherwise the innermost open span.  The name is name if given,
+ * else "operation collection" as the semantic conventions suggest.
+ * Returns NULL when the statement is not traced or too deeply nested.
+ */
+static OpenSpan *
+open_span(bool top_level, int kind, const char *name, const char *operation,
+		  const char *collection, uint64 query_id, const char *source,
+		  int location, int len)
+{
+	OpenSpan   *span;
+	TraceprofSpan *r;
+	tp_span_context parent;
+	bool		remote = false;
+	const char *statement = source;
+	int			statement_len = 0;
+
+	if (IsParallelWorker() || open_count == MAX_OPEN_SPANS)
+		return NULL;
+	if (source != NULL)
+	{
+		statement = CleanQuerytext(source, &location, &len);
+		statement_len = len > 0 ? len : (int) strlen(statement);
+	}
+	if (top_level)
+	{
+		if (!choose_root_context(statement, statement_len, &parent, &remote))
+			return NULL;
+	}
+	else
+	{
+		if (open_count == 0)
+			return NULL;
+		memcpy(parent.trace_id, open_spans[open_count - 1].record->trace_id, TP_TRACE_ID_BYTES);
+		memcpy(parent.span_id, open_spans[open_count - 1].record->span_id, TP_SPAN_ID_BYTES);
+		parent.flags = open_spans[open_count - 1].record->flags;
+	}
+
+	span = &open_spans[open_count];
+	if (span->record == NULL)
+		span->record = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
+	r = span->record;
+	memset(r, 0, offsetof(TraceprofSpan, query));
+	memcpy(r->trace_id, parent.trace_id, TP_TRACE_ID_BYTES);
+	if (remote || !top_level)
+		memcpy(r->parent_span_id, parent.span_id, TP_SPAN_ID_BYTES);
+	if (!tp_id_random(r->span_id, TP_SPAN_ID_BYTES))
+		return NULL;
+	r->flags = parent.flags | TP_FLAG_SAMPLED;
+	r->remote_parent = remote;
+	r->kind = kind;
+	r->pid = MyProcPid;
+	r->dbid = MyDatabaseId;
+	r->query_id = query_id;
+	r->rows = -1;
+	r->planning_ns = -1;
+	strlcpy(r->operation, operation ? operation : "", sizeof(r->operation));
+	strlcpy(r->collection, collection ? collection : "", sizeof(r->collection));
+	if (name != NULL)
+		strlcpy(r->name, name, sizeof(r->name));
+	else if (r->collection[0] != '\0')
+		snprintf(r->name, sizeof(r->name), "%s %s", r->operation, r->collection);
+	else
+		strlcpy(r->name, r->operation, sizeof(r->name));
+	strlcpy(r->dbname, database_name(), sizeof(r->dbname));
+	set_user_name(r);
+	if (statement != NULL)
+	{
+		char	   *text = query_text_for_span(statement, 0, statement_len);
+
+		r->query_len = strlen(text);
+		memcpy(r->query, text, r->query_len + 1);
+		pfree(text);
+	}
+	else
+		r->query[0] = '\0';
+
+	span->query_desc = NULL;
+	span->awaiting_executor = false;
+	span->buffers_start = pgBufferUsage;
+	span->wal_start = pgWalUsage;
+	r->start_ns = (int64) tp_unix_now_ns();
+	span->cpu_start_ns = thread_cpu_ns();
+	open_count++;
+	return span;
+}
+
+/* Close the innermost open span and store it. */
+static void
+close_innermost(int64 rows, int sqlerrcode, const char *message)
+{
+	OpenSpan   *span = &open_spans[open_count - 1];
+	TraceprofSpan *r = span->record;
+	BufferUsage buffers = {0};
+	WalUsage	wal = {0};
+
+	r->cpu_ns = thread_cpu_ns() - span->cpu_start_ns;
+	r->end_ns = (int64) tp_unix_now_ns();
+	BufferUsageAccumDiff(&buffers, &pgBufferUsage, &span->buffers_start);
+	WalUsageAccumDiff(&wal, &pgWalUsage, &span->wal_start);
+	r->shared_blks_hit = buffers.shared_blks_hit;
+	r->shared_blks_read = buffers.shared_blks_read;
+	r->wal_bytes = (int64) wal.wal_bytes;
+	r->rows = rows;
+	if (message != NULL)
+	{
+		r->status = SPAN_STATUS_ERROR;
+		strlcpy(r->sqlstate, unpack_sql_state(sqlerrcode), sizeof(r->sqlstate));
+		strlcpy(r->message, message, sizeof(r->message));
+	}
+	span_store_write(r);
+	open_count--;
+}
+
+/* Close every span from index up, innermost first. */
+static void
+close_from(int index, int64 rows, int sqlerrcode, const char *message)
+{
+	while (open_count > index)
+		close_innermost(open_count - 1 == index ? rows : -1, sqlerrcode, message);
+}
+
+/*
+ * Called in PG_CATCH: close spans from index with the error in flight.
+ * CopyErrorData must not run in ErrorContext, hence the switch.
+ */
+static void
+fail_from(int index)
+{
+	MemoryContext old;
+	ErrorData  *error;
+
+	if (open_count <= index)
+		return;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	error = CopyErrorData();
+	MemoryContextSwitchTo(old);
+	close_from(index, -1, error->sqlerrcode, error->message ? error->message : "error");
+	FreeErrorData(error);
+}
+
+static int
+index_of(const OpenSpan *span)
+{
+	return span ? (int) (span - open_spans) : open_count;
+}
+
+static int
+index_of_query(const QueryDesc *query_desc)
+{
+	for (int i = open_count - 1; i >= 0; i--)
+		if (open_spans[i].query_desc == query_desc)
+			return i;
+	return -1;
+}
+
+/* A span the planner opened but no executor ever ran (e.g. unused Bind). */
+static void
+close_unexecuted(void)
+{
+	while (open_count > 0 && open_spans[open_count - 1].awaiting_executor)
+		close_innermost(-1, 0, NULL);
+}
+
+static const char *
+relation_name(Oid relid)
+{
+	return OidIsValid(relid) ? get_rel_name(relid) : NULL;
+}
+
+/* The table a planned statement writes, or reads when it reads just one. */
+static const char *
+statement_collection(const PlannedStmt *stmt)
+{
+	Oid			only = InvalidOid;
+	ListCell   *lc;
+
+	if (stmt->resultRelations != NIL)
+		return relation_name(rt_fetch(linitial_int(stmt->resultRelations), stmt->rtable)->relid);
+	foreach(lc, stmt->rtable)
+	{
+		RangeTblEntry *rte = lfirst(lc);
+
+		if (rte->rtekind != RTE_RELATION)
+			continue;
+		if (OidIsValid(only) && only != rte->relid)
+			return NULL;
+		only = rte->relid;
+	}
+	return relation_name(only);
+}
+
+static const char *
+query_collection(const Query *query)
+{
+	Oid			only = InvalidOid;
+	ListCell   *lc;
+
+	if (query->resultRelation > 0)
+		return relation_name(rt_fetch(query->resultRelation, query->rtable)->relid);
+	foreach(lc, query->rtable)
+	{
+		RangeTblEntry *rte = lfirst(lc);
+
+		if (rte->rtekind != RTE_RELATION)
+			continue;
+		if (OidIsValid(only) && only != rte->relid)
+			return NULL;
+		only = rte->relid;
+	}
+	return relation_name(only);
+}
+
+/* The table a utility statement is about, for the common cases. */
+static const char *
+utility_collection(Node *stmt)
+{
+	RangeVar   *rel = NULL;
+
+	switch (nodeTag(stmt))
+	{
+		case T_CopyStmt:
+			rel = ((CopyStmt *) stmt)->relation;
+			break;
+		case T_CreateStmt:
+			rel = ((CreateStmt *) stmt)->relation;
+			break;
+		case T_IndexStmt:
+			rel = ((IndexStmt *) stmt)->relation;
+			break;
+		case T_AlterTableStmt:
+			rel = ((AlterTableStmt *) stmt)->relation;
+			break;
+		case T_TruncateStmt:
+			if (((TruncateStmt *) stmt)->relations != NIL)
+				rel = linitial(((TruncateStmt *) stmt)->relations);
+			break;
+		case T_VacuumStmt:
+			if (((VacuumStmt *) stmt)->rels != NIL)
+				rel = ((VacuumRelation *) linitial(((VacuumStmt *) stmt)->rels))->relation;
+			break;
+		default:
+			break;
+	}
+	return rel ? rel->relname : NULL;
+}
+
+static PlannedStmt *
+traceprof_planner(Query *parse, const char *query_string, int cursor_options,
+				  ParamListInfo bound_params)
+{
+	int			entry = open_count;
+	OpenSpan   *statement = NULL;
+	OpenSpan   *planning = NULL;
+	PlannedStmt *result;
+
+	if (plan_nesting == 0 && nesting_level == 0 && query_string != NULL)
+	{
+		close_unexecuted();
+		entry = open_count;
+		statement = open_span(true, SPAN_KIND_SERVER, NULL, CreateCommandName((Node *) parse),
+							  query_collection(parse), parse->queryId,
+							  query_string, parse->stmt_location, parse->stmt_len);
+		if (statement != NULL)
+		{
+			statement->awaiting_executor = true;
+			planning = open_span(false, SPAN_KIND_INTERNAL, "plan", NULL, NULL,
+								 parse->queryId, NULL, 0, 0);
+		}
+	}
+
+	plan_nesting++;
+	PG_TRY();
+	{
+		if (prev_planner)
+			result = prev_planner(parse, query_string, cursor_options, bound_params);
+		else
+			result = standard_planner(parse, query_string, cursor_options, bound_params);
+	}
+	PG_CATCH();
+	{
+		plan_nesting--;
+		fail_from(entry);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	plan_nesting--;
+
+	if (planning != NULL)
+	{
+		int64		started = planning->record->start_ns;
+
+		close_from(index_of(planning), -1, 0, NULL);
+		statement->record->planning_ns = (int64) tp_unix_now_ns() - started;
+	}
+	return result;
+}
+
+static void
+traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
+{
+	PlannedStmt *stmt = query_desc->plannedstmt;
+	OpenSpan   *span = NULL;
+	int			entry = open_count;
+
+	if (nesting_level == 0 && open_count > 0 && open_spans[open_count - 1].awaiting_executor)
+	{
+		span = &open_spans[open_count - 1];		/* planned just now */
+		span->awaiting_executor = false;
+	}
+	else if (nesting_level == 0 || traceprof_track == TRACK_ALL)
+	{
+		span = open_span(nesting_level == 0,
+						 nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
+						 NULL, CreateCommandName((Node *) stmt), statement_collection(stmt),
+						 stmt->queryId, query_desc->sourceText,
+						 stmt->stmt_location, stmt->stmt_len);
+	}
+	if (span != NULL)
+	{
+		span->query_desc = query_desc;
+		entry = index_of(span);
+	}
+
+	PG_TRY();
+	{
+		if (prev_ExecutorStart)
+			prev_ExecutorStart(query_desc, eflags);
+		else
+			standard_ExecutorStart(query_desc, eflags);
+	}
+	PG_CATCH();
+	{
+		fail_from(entry);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+static void
+traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 count,
+					  bool execute_once)
+{
+	int			owner = index_of_query(query_desc);
+
+	nesting_level++;
+	PG_TRY();
+	{
+		if (prev_ExecutorRun)
+			prev_ExecutorRun(query_desc, direction, count, execute_once);
+		else
+			standard_ExecutorRun(query_desc, direction, count, execute_once);
+	}
+	PG_CATCH();
+	{
+		nesting_level--;
+		fail_from(owner >= 0 ? owner : open_count);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	nesting_level--;
+}
+
+static void
+traceprof_ExecutorFinish(QueryDesc *query_desc)
+{
+	int			owner = index_of_query(query_desc);
+
+	nesting_level++;
+	PG_TRY();
+	{
+		if (prev_ExecutorFinish)
+			prev_ExecutorFinish(query_desc);
+		else
+			standard_ExecutorFinish(query_desc);
+	}
+	PG_CATCH();
+	{
+		nesting_level--;
+		fail_from(owner >= 0 ? owner : open_count);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	nesting_level--;
+}
+
+static void
+traceprof_ExecutorEnd(QueryDesc *query_desc)
+{
+	int			owner = index_of_query(query_desc);
+	int64		rows = query_desc->estate ? (int64) query_desc->estate->es_processed : -1;
+
+	PG_TRY();
+	{
+		if (prev_ExecutorEnd)
+			prev_ExecutorEnd(query_desc);
+		else
+			standard_ExecutorEnd(query_desc);
+	}
+	PG_CATCH();
+	{
+		fail_from(owner >= 0 ? owner : open_count);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (owner >= 0)
+		close_from(owner, rows, 0, NULL);
+}
+
+static void
+traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
+						 bool read_only_tree, ProcessUtilityContext context,
+						 ParamListInfo params, QueryEnvironment *query_env,
+						 DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+	OpenSpan   *span = NULL;
+	int			entry = open_count;
+
+	/*
+	 * EXECUTE, PREPARE and DEALLOCATE are transparent, as in
+	 * pg_stat_statements: the prepared statement's own execution is the
+	 * span, with its text.
+	 */
+	bool		transparent = IsA(stmt, ExecuteStmt) || IsA(stmt, PrepareStmt) ||
+		IsA(stmt, DeallocateStmt);
+
+	if (!transparent && (nesting_level == 0 || traceprof_track == TRACK_ALL))
+	{
+		if (nesting_level == 0)
+			close_unexecuted();
+		span = open_span(nesting_level == 0,
+						 nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
+						 NULL, CreateCommandName(stmt), utility_collection(stmt),
+						 pstmt->queryId, query_string,
+						 pstmt->stmt_location, pstmt->stmt_len);
+		entry = index_of(span);
+	}
+
+	if (!transparent)
+		nesting_level++;
+	PG_TRY();
+	{
+		if (prev_ProcessUtility)
+			prev_ProcessUtility(pstmt, query_string, read_only_tree, context,
+								params, query_env, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, query_string, read_only_tree, context,
+									params, query_env, dest, qc);
+	}
+	PG_CATCH();
+	{
+		if (!transparent)
+			nesting_level--;
+		fail_from(entry);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!transparent)
+		nesting_level--;
+
+	if (span != NULL)
+		close_from(entry, qc && command_tag_display_rowcount(qc->commandTag) ?
+				   (int64) qc->nprocessed : -1, 0, NULL);
+}
+
+/*
+ * Safety net: an error outside our hooks, or a portal that never reached
+ * ExecutorEnd, must not leave spans open into the next transaction.
+ */
+static void
+traceprof_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			nesting_level = 0;
+			plan_nesting = 0;
+			close_from(0, -1, ERRCODE_IN_FAILED_SQL_TRANSACTION, "transaction aborted");
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PREPARE:
+			close_unexecuted();
+			break;
+		default:
+			break;
+	}
+}
+
+void
+statement_spans_install_hooks(void)
+{
+	prev_planner = planner_hook;
+	planner_hook = traceprof_planner;
+	prev_ExecutorStart = ExecutorStart_hook;
+	ExecutorStart_hook = traceprof_ExecutorStart;
+	prev_ExecutorRun = ExecutorRun_hook;
+	ExecutorRun_hook = traceprof_ExecutorRun;
+	prev_ExecutorFinish = ExecutorFinish_hook;
+	ExecutorFinish_hook = traceprof_ExecutorFinish;
+	prev_ExecutorEnd = ExecutorEnd_hook;
+	ExecutorEnd_hook = traceprof_ExecutorEnd;
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = traceprof_ProcessUtility;
+	RegisterXactCallback(traceprof_xact_callback, NULL);
+}

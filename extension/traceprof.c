@@ -1,0 +1,194 @@
+/*
+ * traceprof.c - module entry point: GUCs, shared memory, hooks, exporter.
+ *
+ * Must be loaded with shared_preload_libraries = 'traceprof': the span ring
+ * lives in shared memory and the exporter is a background worker.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
+#include "utils/queryjumble.h"
+
+#include "traceprof.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+int			traceprof_track = TRACK_TOP;
+int			traceprof_query_text = QUERY_TEXT_NORMALIZED;
+int			traceprof_max_query_length = 1024;
+int			traceprof_max_spans = 8192;
+double		traceprof_sample_rate = 0.0;
+char	   *traceprof_otlp_endpoint = NULL;
+int			traceprof_otlp_protocol = 0;
+char	   *traceprof_service_name = NULL;
+char	   *traceprof_resource_attributes = NULL;
+int			traceprof_otlp_timeout_ms = 10000;
+int			traceprof_export_interval_ms = 1000;
+int			traceprof_export_batch_size = 512;
+
+bool		traceprof_guc_context_valid = false;
+tp_span_context traceprof_guc_context;
+
+static char *traceparent_setting = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static const struct config_enum_entry track_options[] = {
+	{"top", TRACK_TOP, false},
+	{"all", TRACK_ALL, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry query_text_options[] = {
+	{"normalized", QUERY_TEXT_NORMALIZED, false},
+	{"full", QUERY_TEXT_FULL, false},
+	{"off", QUERY_TEXT_OFF, false},
+	{NULL, 0, false}
+};
+
+/* Values match tp_otlp_protocol in common/otel_config.h. */
+static const struct config_enum_entry protocol_options[] = {
+	{"http/protobuf", 0, false},
+	{"grpc", 1, false},
+	{NULL, 0, false}
+};
+
+/* Parse once in the check hook; the assign hook only copies the result. */
+static bool
+check_traceparent(char **newval, void **extra, GucSource source)
+{
+	tp_span_context *parsed;
+	const char *why;
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;			/* empty: no incoming context */
+	parsed = malloc(sizeof(tp_span_context));
+	if (parsed == NULL)
+		return false;
+	if (!tp_traceparent_parse(*newval, strlen(*newval), parsed, &why))
+	{
+		free(parsed);
+		GUC_check_errdetail("%s.", why);
+		GUC_check_errhint("A W3C traceparent looks like 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01: "
+						  "version, 32 lowercase hex trace-id, 16 lowercase hex parent-id, 2 hex flags; "
+						  "an empty string clears it.");
+		return false;
+	}
+	*extra = parsed;
+	return true;
+}
+
+static void
+assign_traceparent(const char *newval, void *extra)
+{
+	traceprof_guc_context_valid = extra != NULL;
+	if (extra != NULL)
+		traceprof_guc_context = *(tp_span_context *) extra;
+}
+
+static void
+define_gucs(void)
+{
+	DefineCustomStringVariable("traceprof.traceparent",
+							   "W3C traceparent of the caller's span: following statements become its children.",
+							   "Empty means no incoming trace context.",
+							   &traceparent_setting, "", PGC_USERSET, 0,
+							   check_traceparent, assign_traceparent, NULL);
+	DefineCustomRealVariable("traceprof.sample_rate",
+							 "Fraction of statements without a trace context that start a new trace.",
+							 NULL, &traceprof_sample_rate, 0.0, 0.0, 1.0, PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomEnumVariable("traceprof.track",
+							 "Which statements get spans: top (client statements) or all (also those inside functions).",
+							 NULL, &traceprof_track, TRACK_TOP, track_options, PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomEnumVariable("traceprof.query_text",
+							 "Query text in spans: normalized (constants replaced), full, or off.",
+							 NULL, &traceprof_query_text, QUERY_TEXT_NORMALIZED, query_text_options,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("traceprof.max_query_length",
+							"Bytes of query text kept per span.",
+							NULL, &traceprof_max_query_length, 1024, 64, 65536, PGC_POSTMASTER,
+							GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("traceprof.max_spans",
+							"Finished spans kept in shared memory; when full, new spans are dropped and counted.",
+							NULL, &traceprof_max_spans, 8192, 128, 1048576, PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.otlp_endpoint",
+							   "OTLP endpoint spans are exported to; empty disables export.",
+							   "http/protobuf: base URL, v1/traces is appended; grpc: http://host:port.",
+							   &traceprof_otlp_endpoint, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomEnumVariable("traceprof.otlp_protocol",
+							 "OTLP transport: http/protobuf or grpc.",
+							 NULL, &traceprof_otlp_protocol, 0, protocol_options, PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.service_name",
+							   "service.name resource attribute of exported spans.",
+							   NULL, &traceprof_service_name, "postgresql", PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.resource_attributes",
+							   "Extra resource attributes, key=value,... (values percent-encoded).",
+							   NULL, &traceprof_resource_attributes, "", PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+	DefineCustomIntVariable("traceprof.otlp_timeout",
+							"Time budget of one export, retries included.",
+							NULL, &traceprof_otlp_timeout_ms, 10000, 100, 600000, PGC_SIGHUP,
+							GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("traceprof.export_interval",
+							"Time between exports.",
+							NULL, &traceprof_export_interval_ms, 1000, 10, 3600000, PGC_SIGHUP,
+							GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("traceprof.export_batch_size",
+							"Spans per OTLP request.",
+							NULL, &traceprof_export_batch_size, 512, 1, 65536, PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	MarkGUCPrefixReserved("traceprof");
+}
+
+static void
+traceprof_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(span_store_shmem_size());
+}
+
+static void
+traceprof_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	span_store_shmem_startup();
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+_PG_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("traceprof must be loaded via shared_preload_libraries"),
+				 errhint("Add traceprof to shared_preload_libraries in postgresql.conf and restart the server.")));
+
+	define_gucs();
+	EnableQueryId();
+
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = traceprof_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = traceprof_shmem_startup;
+
+	statement_spans_install_hooks();
+	traceprof_register_exporter();
+}

@@ -1,0 +1,141 @@
+/*
+ * traceprof.h - declarations shared by the extension's files.
+ *
+ * The extension is thin glue: trace-context parsing, sqlcommenter, OTLP
+ * encoding and delivery live in common/ (no PostgreSQL headers there).
+ */
+#ifndef TRACEPROF_H
+#define TRACEPROF_H
+
+#include "postgres.h"
+
+#include "port/atomics.h"
+#include "storage/spin.h"
+#include "storage/latch.h"
+#include "utils/timestamp.h"
+
+#include "trace_context.h"
+
+/* GUC values (traceprof.c) */
+typedef enum
+{
+	TRACK_TOP,
+	TRACK_ALL,
+} TrackLevel;
+
+typedef enum
+{
+	QUERY_TEXT_NORMALIZED,
+	QUERY_TEXT_FULL,
+	QUERY_TEXT_OFF,
+} QueryTextMode;
+
+extern int	traceprof_track;
+extern int	traceprof_query_text;
+extern int	traceprof_max_query_length;
+extern int	traceprof_max_spans;
+extern double traceprof_sample_rate;
+extern char *traceprof_otlp_endpoint;
+extern int	traceprof_otlp_protocol;
+extern char *traceprof_service_name;
+extern char *traceprof_resource_attributes;
+extern int	traceprof_otlp_timeout_ms;
+extern int	traceprof_export_interval_ms;
+extern int	traceprof_export_batch_size;
+
+/* The context set by traceprof.traceparent, if valid and non-empty. */
+extern bool traceprof_guc_context_valid;
+extern tp_span_context traceprof_guc_context;
+
+/* Span kinds and status codes share OTLP's numbering (common/span.h). */
+#define SPAN_KIND_INTERNAL 1
+#define SPAN_KIND_SERVER 2
+
+#define SPAN_STATUS_UNSET 0
+#define SPAN_STATUS_ERROR 2
+
+/*
+ * One finished span as stored in shared memory.  Fixed size apart from the
+ * query text, whose room is traceprof.max_query_length bytes.
+ */
+typedef struct TraceprofSpan
+{
+	uint8		trace_id[TP_TRACE_ID_BYTES];
+	uint8		span_id[TP_SPAN_ID_BYTES];
+	uint8		parent_span_id[TP_SPAN_ID_BYTES];	/* zero: a root span */
+	uint8		flags;			/* W3C trace flags */
+	uint8		kind;
+	uint8		status;
+	bool		remote_parent;	/* parent came from the client */
+	int32		pid;
+	Oid			userid;
+	Oid			dbid;
+	uint64		query_id;
+	int64		start_ns;		/* Unix epoch nanoseconds */
+	int64		end_ns;
+	int64		cpu_ns;			/* backend CPU time spent inside the span */
+	int64		rows;			/* -1 when not applicable */
+	int64		shared_blks_hit;
+	int64		shared_blks_read;
+	int64		wal_bytes;
+	int64		planning_ns;	/* -1 when the statement was not planned */
+	char		sqlstate[6];
+	char		name[2 * NAMEDATALEN];
+	char		operation[NAMEDATALEN];
+	char		collection[NAMEDATALEN];
+	char		dbname[NAMEDATALEN];
+	char		username[NAMEDATALEN];
+	char		message[256];
+	int32		query_len;
+	char		query[FLEXIBLE_ARRAY_MEMBER];	/* NUL-terminated */
+} TraceprofSpan;
+
+#define TraceprofSpanSize() \
+	(offsetof(TraceprofSpan, query) + traceprof_max_query_length + 1)
+
+/* span_store.c: the shared-memory ring of finished spans */
+typedef struct SpanStoreStats
+{
+	int64		created;
+	int64		dropped;
+	int64		exported;
+	int64		export_failures;
+	int64		malformed_contexts;
+	int64		pending;
+	int64		capacity;
+	TimestampTz last_export;
+	TimestampTz last_failure;
+	char		last_error[256];
+	TimestampTz stats_reset;
+} SpanStoreStats;
+
+typedef bool (*SpanVisitor) (const TraceprofSpan *span, void *arg);
+
+extern Size span_store_shmem_size(void);
+extern void span_store_shmem_startup(void);
+extern void span_store_write(const TraceprofSpan *span);
+extern void span_store_count_malformed(void);
+extern void span_store_scan_retained(SpanVisitor visit, void *arg);
+extern uint64 span_store_read_unexported(SpanVisitor visit, void *arg, int max);
+extern void span_store_mark_exported(uint64 upto, int count);
+extern void span_store_export_failed(const char *message);
+extern void span_store_set_exporter_latch(Latch *latch);
+extern void span_store_get_stats(SpanStoreStats *stats);
+extern void span_store_reset(void);
+
+/* statement_spans.c: hooks that open and close spans */
+extern void statement_spans_install_hooks(void);
+
+/* query_text.c */
+extern char *query_text_for_span(const char *source, int location, int len);
+
+/* exporter.c */
+extern void traceprof_register_exporter(void);
+PGDLLEXPORT void traceprof_exporter_main(Datum arg);
+
+/* span_attributes.c: stored span → tp_span (malloc'd; tp_span_clear frees) */
+struct tp_span;
+extern void span_to_tp_span(const TraceprofSpan *span, struct tp_span *out,
+							bool include_private);
+
+#endif

@@ -1,0 +1,65 @@
+/* traceprof--0.1.sql */
+
+\echo Use "CREATE EXTENSION traceprof" to load this file. \quit
+
+CREATE FUNCTION spans_internal(
+    OUT trace_id text,
+    OUT span_id text,
+    OUT parent_span_id text,
+    OUT name text,
+    OUT kind text,
+    OUT start_time timestamptz,
+    OUT end_time timestamptz,
+    OUT duration_ms float8,
+    OUT cpu_time_ms float8,
+    OUT status text,
+    OUT status_message text,
+    OUT backend_pid int4,
+    OUT username text,
+    OUT dbname text,
+    OUT query text,
+    OUT attributes jsonb)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'traceprof_spans'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION spans_internal() IS
+    'Spans retained in shared memory, oldest first; use the traceprof.spans view';
+
+CREATE VIEW spans AS SELECT * FROM spans_internal();
+
+COMMENT ON VIEW spans IS
+    'Finished spans of traced statements (the last traceprof.max_spans)';
+
+CREATE FUNCTION stats_internal(
+    OUT spans_created int8,
+    OUT spans_dropped int8,
+    OUT spans_exported int8,
+    OUT export_failures int8,
+    OUT malformed_contexts int8,
+    OUT spans_pending int8,
+    OUT capacity int8,
+    OUT last_export timestamptz,
+    OUT last_failure timestamptz,
+    OUT last_error text,
+    OUT stats_reset timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'traceprof_stats'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+
+CREATE VIEW stats AS SELECT * FROM stats_internal();
+
+COMMENT ON VIEW stats IS
+    'Span counters: created, dropped when shared memory was full, exported, export failures, malformed trace contexts';
+
+CREATE FUNCTION reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'traceprof_reset'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION reset() IS
+    'Zero the counters and hide the retained spans from traceprof.spans (export is not affected)';
+
+REVOKE ALL ON FUNCTION reset() FROM PUBLIC;
+GRANT USAGE ON SCHEMA traceprof TO PUBLIC;
+GRANT SELECT ON spans, stats TO PUBLIC;
