@@ -27,10 +27,18 @@ GENERATOR     := $(BUILD)/bin/generator
 LOADER        := $(BUILD)/bin/loader
 UNIT_TESTS    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps check check-unit check-integration demo bench clean
+.PHONY: all deps extension install-extension check check-unit check-regress check-integration demo bench clean
 .SECONDARY: $(PROTO_C) $(PROTO_H)
 
-all: $(GENERATOR) $(LOADER)
+all: $(GENERATOR) $(LOADER) extension
+
+# The extension links the position-independent common library.
+extension: $(COMMON_LIB)
+	$(MAKE) --no-print-directory -C extension PG_CONFIG=$(PG_CONFIG)
+
+# PostgreSQL loads extensions only from its own directories: needs root.
+install-extension: extension
+	$(MAKE) --no-print-directory -C extension PG_CONFIG=$(PG_CONFIG) install >/dev/null
 
 deps:
 	scripts/install-deps.sh
@@ -65,16 +73,19 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(call obj,$(GENERATOR_SRC) $
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests/unit -Igenerator -Iloader $(ALL_CFLAGS) -o $@ $(filter %.c %.o %.a,$^) -lpq $(LDLIBS)
 
-check: deps all $(UNIT_TESTS)
-	$(MAKE) --no-print-directory check-unit check-integration
+check: deps all $(UNIT_TESTS) install-extension
+	$(MAKE) --no-print-directory check-unit check-regress check-integration
 
 check-unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
+check-regress: install-extension
+	scripts/run-regress-tests.sh
+
 check-integration: all
 	scripts/run-integration-tests.sh
 
-demo: deps all
+demo: deps all install-extension
 	scripts/demo.sh
 
 bench: deps all
@@ -82,5 +93,6 @@ bench: deps all
 
 clean:
 	rm -rf $(BUILD)
+	$(MAKE) --no-print-directory -C extension clean
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,39 @@
+-- traceprof.query_text, traceprof.track, traceprof.sample_rate
+SELECT traceprof.reset();
+CREATE FUNCTION count_below(n int) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN (SELECT count(*) FROM generate_series(1, 100) g WHERE g < n);
+END $$;
+
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+SET traceprof.query_text = 'full';
+SELECT 'secret literal' AS v;
+SET traceprof.query_text = 'off';
+SELECT 'secret literal' AS v;
+SET traceprof.query_text = 'normalized';
+SELECT 'secret literal' AS v, $$dollar$$ AS w, 1.5 AS x, B'101' AS y;
+
+-- track = top: the function's inner statement has no span of its own
+SELECT count_below(10);
+SET traceprof.track = 'all';
+SELECT count_below(20);
+SET traceprof.track = 'top';
+SET traceprof.traceparent = '';
+
+SELECT name, kind, query FROM traceprof.spans WHERE name <> 'plan' ORDER BY start_time;
+
+-- with track = all the nested statement is a child of the outer one
+SELECT inner_span.query AS nested, outer_span.query AS parent
+  FROM traceprof.spans inner_span JOIN traceprof.spans outer_span
+    ON inner_span.parent_span_id = outer_span.span_id
+ WHERE inner_span.kind = 'internal' AND inner_span.name <> 'plan';
+
+-- sample_rate 1: statements without context start new root traces
+SELECT traceprof.reset();
+SET traceprof.sample_rate = 1;
+SELECT 1 AS sampled;
+SET traceprof.sample_rate = 0;
+SELECT 2 AS not_sampled;
+SELECT count(*) AS roots, bool_and(parent_span_id IS NULL) AS are_roots,
+       bool_and(trace_id <> '4bf92f3577b34da6a3ce929d0e0e4736') AS new_trace
+  FROM traceprof.spans WHERE kind = 'server';

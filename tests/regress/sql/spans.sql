@@ -1,0 +1,52 @@
+-- Spans of traced statements: parentage, names, attributes, errors
+SELECT traceprof.reset();
+CREATE TABLE orders_t (id int PRIMARY KEY, note text);
+
+-- untraced: nothing recorded
+INSERT INTO orders_t VALUES (1, 'untraced');
+SELECT count(*) AS spans FROM traceprof.spans;
+
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+INSERT INTO orders_t SELECT g, 'note ' || g FROM generate_series(2, 50) g;
+SELECT note FROM orders_t WHERE id = 7;
+UPDATE orders_t SET note = 'x' WHERE id < 10;
+SELECT 1 / 0;
+SELECT * FROM orders_t WHERE id = 1 / (id - 3);
+COPY orders_t TO stdout WITH (FORMAT csv) ;
+CREATE INDEX orders_t_note ON orders_t (note);
+
+-- a trailing sqlcommenter comment overrides the session's context
+SELECT count(*) FROM orders_t /*db_driver='x',traceparent='00-11111111111111111111111111111111-2222222222222222-01'*/;
+-- a malformed one is ignored (and counted): the session context applies
+SELECT count(*) FROM orders_t /*traceparent='00-zz'*/;
+-- not sampled (flags 00): no span
+SELECT 42 /*traceparent='00-11111111111111111111111111111111-3333333333333333-00'*/;
+SET traceprof.traceparent = '';
+
+SELECT name, kind, parent_span_id, status, status_message, query,
+       attributes->>'db.operation.name' AS operation,
+       attributes->>'db.collection.name' AS collection,
+       attributes->>'db.response.returned_rows' AS rows,
+       attributes->>'db.response.status_code' AS sqlstate,
+       trace_id = '4bf92f3577b34da6a3ce929d0e0e4736' AS in_caller_trace
+  FROM traceprof.spans
+ WHERE kind = 'server'
+ ORDER BY start_time;
+
+-- every planning span is a child of a statement span of the same trace
+SELECT count(*) AS plan_spans,
+       bool_and(p.name IS NOT NULL AND p.trace_id = c.trace_id) AS parented
+  FROM traceprof.spans c LEFT JOIN traceprof.spans p ON p.span_id = c.parent_span_id
+ WHERE c.name = 'plan';
+
+-- server-side measurements are present and sane
+SELECT bool_and(duration_ms >= 0 AND cpu_time_ms >= 0 AND cpu_time_ms <= duration_ms * 1.5 + 1) AS times_sane,
+       bool_and((attributes->>'traceprof.backend_pid')::int = pg_backend_pid()) AS our_backend,
+       bool_and(attributes ? 'traceprof.shared_blks_hit' AND attributes ? 'traceprof.wal_bytes') AS io_counted,
+       bool_and(attributes->>'db.namespace' = current_database()) AS namespace,
+       bool_and(attributes->>'db.system.name' = 'postgresql') AS system
+  FROM traceprof.spans;
+SELECT count(*) FILTER (WHERE attributes ? 'traceprof.planning_time_ns') > 0 AS planning_timed
+  FROM traceprof.spans WHERE kind = 'server';
+
+SELECT spans_created, spans_dropped, malformed_contexts FROM traceprof.stats;

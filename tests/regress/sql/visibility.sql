@@ -1,0 +1,28 @@
+-- Other users' query text is visible only to superusers and pg_read_all_stats
+SELECT traceprof.reset();
+CREATE ROLE traceprof_alice LOGIN;
+CREATE ROLE traceprof_bob LOGIN;
+CREATE ROLE traceprof_auditor LOGIN IN ROLE pg_read_all_stats;
+
+SET ROLE traceprof_alice;
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+SELECT 'alice was here' AS v;
+SELECT 1 / 0;
+SET traceprof.traceparent = '';
+RESET ROLE;
+
+SET ROLE traceprof_bob;
+SELECT username, query, status_message, attributes ? 'db.query.text' AS has_text
+  FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
+SELECT traceprof.reset();
+RESET ROLE;
+
+SET ROLE traceprof_auditor;
+SELECT username, query, status_message FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
+RESET ROLE;
+
+SET ROLE traceprof_alice;
+SELECT username, query FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
+RESET ROLE;
+
+DROP ROLE traceprof_alice, traceprof_bob, traceprof_auditor;
