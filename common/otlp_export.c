@@ -393,6 +393,7 @@ tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
 			snprintf(err, errlen, "%s: export cancelled", target->url);
 			break;
 		}
+		err[0] = '\0';			/* only the last attempt's story counts */
 		outcome = attempt(target, payload, payload_len, remaining, &r, err, errlen);
 		free(r.body);
 		if (outcome == ATTEMPT_DELIVERED)

@@ -1,0 +1,265 @@
+'use strict';
+// generator N OUT [--seed S] [--format json|ndjson]: the output file is a
+// valid, deterministic document of N records (docs/record-format.md), and
+// is either complete or absent.
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const { GENERATOR, requireExecutable } = require('./lib/paths');
+const { run, describe } = require('./lib/run');
+const { makeTempDir, removeTempDir, lookupUser } = require('./lib/tmp');
+const { checkRecord, splitRecords, KEYS } = require('./lib/records');
+
+const N = 50000;
+let dir;
+
+before(() => {
+	requireExecutable(GENERATOR);
+	dir = makeTempDir('traceprof-gen-');
+});
+after(() => removeTempDir(dir));
+
+function generate(args, options = {}) {
+	return run(GENERATOR, args, { timeout: 60000, ...options });
+}
+
+function sha256(file) {
+	return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+}
+
+/** Files in d other than the expected ones: leftovers such as temp files. */
+function leftovers(d, expected) {
+	return fs.readdirSync(d).filter((f) => !expected.includes(f));
+}
+
+/** Validate a whole generated document; returns the parsed records. */
+function validateDocument(text, format, n) {
+	const texts = splitRecords(text, format);
+	assert.equal(texts.length, n, `${format}: record count`);
+	const ids = new Set();
+	const bad = [];
+	const records = texts.map((t, i) => {
+		const r = checkRecord(t);
+		if (r.problems.length && bad.length < 5)
+			bad.push(`record ${i + 1}: ${r.problems.join('; ')}: ${t.slice(0, 200)}`);
+		if (r.raw)
+			ids.add(r.raw.id);
+		return r;
+	});
+	assert.deepEqual(bad, [], `${format}: invalid records`);
+	for (const r of records)
+		assert.deepEqual(Object.keys(r.value).sort(), KEYS.slice().sort());
+	assert.equal(ids.size, n, 'ids are unique');
+	// --help documents "ids run 1..N".
+	const expectedIds = new Set(Array.from({ length: n }, (_, i) => String(i + 1)));
+	assert.deepEqual(ids, expectedIds, 'ids run 1..N');
+	return records;
+}
+
+test('generator 50000 out.json writes a valid JSON array of 50000 records', async () => {
+	const out = path.join(dir, 'out.json');
+	const res = await generate([String(N), out]);
+	assert.equal(res.code, 0, describe(res));
+	assert.match(res.stderr, /trace_id=[0-9a-f]{32}\b/, 'stderr names the trace id');
+	assert.doesNotMatch(res.stderr, /trace_id=0{32}/, 'trace id is not all zero');
+	assert.deepEqual(leftovers(dir, ['out.json']), [], 'no temporary files left behind');
+
+	const bytes = fs.readFileSync(out);
+	// Valid UTF-8 (a fatal decoder throws on any bad sequence), no BOM.
+	const text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+	assert.notEqual(text.charCodeAt(0), 0xfeff, 'no byte-order mark');
+
+	const parsed = JSON.parse(text);
+	assert.ok(Array.isArray(parsed), 'top level is an array');
+	assert.equal(parsed.length, N);
+	const records = validateDocument(text, 'json', N);
+
+	// The data exercises the awkward parts of the format.
+	const strings = records.flatMap((r) => [r.value.customer_name, ...r.value.tags]);
+	assert.ok(strings.some((s) => /[^\x00-\x7f]/.test(s)), 'some strings are non-ASCII');
+	assert.ok(records.some((r) => /\\["\\nrtbfu/]/.test(r.raw.customer_name) || /\\["\\nrtbfu/]/.test(r.raw.attributes)),
+		'some strings need JSON escapes');
+	assert.ok(records.some((r) => JSON.stringify(r.value.attributes).includes('null')),
+		'null appears inside attributes');
+});
+
+test('--format ndjson writes one valid record per line', async () => {
+	const out = path.join(dir, 'out.ndjson');
+	const res = await generate([String(N), out, '--format', 'ndjson']);
+	assert.equal(res.code, 0, describe(res));
+	const text = new TextDecoder('utf-8', { fatal: true }).decode(fs.readFileSync(out));
+	validateDocument(text, 'ndjson', N);
+	for (const line of text.slice(0, -1).split('\n').slice(0, 1000))
+		assert.equal(typeof JSON.parse(line), 'object');
+	assert.deepEqual(leftovers(dir, ['out.json', 'out.ndjson']), []);
+});
+
+test('N = 0 gives "[]\\n" (json) and an empty file (ndjson)', async () => {
+	const j = path.join(dir, 'zero.json');
+	const nd = path.join(dir, 'zero.ndjson');
+	let res = await generate(['0', j]);
+	assert.equal(res.code, 0, describe(res));
+	assert.equal(fs.readFileSync(j, 'utf8'), '[]\n');
+	res = await generate(['0', nd, '--format=ndjson']);
+	assert.equal(res.code, 0, describe(res));
+	assert.equal(fs.readFileSync(nd, 'utf8'), '');
+	fs.rmSync(j);
+	fs.rmSync(nd);
+});
+
+test('same seed gives identical bytes, a different seed differs', async () => {
+	const a = path.join(dir, 'seed-a.json');
+	const b = path.join(dir, 'seed-b.json');
+	const c = path.join(dir, 'seed-c.json');
+	const d = path.join(dir, 'seed-default.json');
+	const e = path.join(dir, 'seed-1.json');
+	const results = await Promise.all([
+		generate(['20000', a, '--seed', '42']),
+		generate(['20000', b, '--seed=42']),
+		generate(['20000', c, '--seed', '43']),
+		generate(['20000', d]),
+		generate(['20000', e, '--seed', '1']),
+	]);
+	for (const res of results)
+		assert.equal(res.code, 0, describe(res));
+	assert.equal(sha256(a), sha256(b), 'same seed, same bytes');
+	assert.notEqual(sha256(a), sha256(c), 'different seed, different bytes');
+	assert.equal(sha256(d), sha256(e), 'the default seed is 1 (as --help says)');
+	// ndjson is deterministic too.
+	const n1 = path.join(dir, 'seed-n1.ndjson');
+	const n2 = path.join(dir, 'seed-n2.ndjson');
+	for (const res of await Promise.all([
+		generate(['5000', n1, '--seed', '7', '--format', 'ndjson']),
+		generate(['5000', n2, '--format', 'ndjson', '--seed', '7']),
+	]))
+		assert.equal(res.code, 0, describe(res));
+	assert.equal(sha256(n1), sha256(n2));
+	for (const f of [a, b, c, d, e, n1, n2])
+		fs.rmSync(f);
+});
+
+test('usage errors exit 2 and create no file', async (t) => {
+	const out = path.join(dir, 'usage.json');
+	const cases = [
+		[],
+		['5'],
+		['abc', out],
+		['-5', out],
+		['1.5', out],
+		['1000000001', out],
+		['5', ''],
+		['5', out, 'extra'],
+		['5', out, '--bogus'],
+		['5', out, '--format', 'xml'],
+		['5', out, '--format'],
+		['5', out, '--seed', 'x'],
+		['5', out, '--seed', '-1'],
+		['5', out, '--seed'],
+	];
+	for (const args of cases) {
+		await t.test(JSON.stringify(args), async () => {
+			const res = await generate(args);
+			assert.equal(res.code, 2, describe(res));
+			assert.match(res.stderr, /usage/i, 'stderr shows the usage');
+			assert.ok(res.stderr.split('\n')[0].length > 0);
+			assert.equal(res.stdout, '', 'nothing on stdout');
+			assert.equal(fs.existsSync(out), false, 'no output file');
+		});
+	}
+	const help = await generate(['--help']);
+	assert.equal(help.code, 0, describe(help));
+	assert.match(help.stdout, /usage: generator N OUT/);
+});
+
+test('an unwritable destination exits 1 and leaves no file behind', async (t) => {
+	const sub = makeTempDir('traceprof-gen-io-');
+	t.after(() => removeTempDir(sub));
+
+	await t.test('missing directory', async () => {
+		const res = await generate(['100', path.join(sub, 'no', 'such', 'dir', 'out.json')]);
+		assert.equal(res.code, 1, describe(res));
+		assert.match(res.stderr, /no\/such\/dir/, 'the message names the path');
+		assert.deepEqual(fs.readdirSync(sub), []);
+	});
+
+	await t.test('parent is a regular file', async () => {
+		fs.writeFileSync(path.join(sub, 'plainfile'), 'x');
+		const res = await generate(['100', path.join(sub, 'plainfile', 'out.json')]);
+		assert.equal(res.code, 1, describe(res));
+		assert.deepEqual(fs.readdirSync(sub), ['plainfile']);
+		fs.rmSync(path.join(sub, 'plainfile'));
+	});
+
+	await t.test('read-only directory', async () => {
+		const ro = path.join(sub, 'ro');
+		fs.mkdirSync(ro, { mode: 0o555 });
+		fs.chmodSync(ro, 0o555);
+		// Root ignores permissions: run as `nobody` then.
+		const as = process.getuid() === 0 ? lookupUser('nobody') : {};
+		const res = await generate(['100', path.join(ro, 'out.json')], as);
+		assert.equal(res.code, 1, describe(res));
+		assert.match(res.stderr, /ro\/|ro\b/);
+		assert.deepEqual(fs.readdirSync(ro), [], 'nothing created in the directory');
+	});
+});
+
+// ulimit -f makes write() fail with EFBIG part-way (SIGXFSZ ignored, so the
+// generator sees the error): a real I/O failure in the middle of the file.
+function generateWithFileSizeLimit(args) {
+	return run('/bin/sh', ['-c', 'trap "" XFSZ; ulimit -f 200; exec "$@"', 'sh', GENERATOR, ...args],
+		{ timeout: 60000 });
+}
+
+test('a write error mid-file exits 1, removes the temp file, leaves no OUT', async (t) => {
+	const sub = makeTempDir('traceprof-gen-full-');
+	t.after(() => removeTempDir(sub));
+	const out = path.join(sub, 'out.json');
+	const res = await generateWithFileSizeLimit([String(N), out]);
+	assert.equal(res.code, 1, describe(res));
+	assert.match(res.stderr, /out\.json/, "the message names the output file");
+	assert.deepEqual(fs.readdirSync(sub), [], 'no OUT and no temporary file');
+});
+
+test('an existing OUT is untouched when generation fails', async (t) => {
+	const sub = makeTempDir('traceprof-gen-keep-');
+	t.after(() => removeTempDir(sub));
+	const out = path.join(sub, 'out.json');
+	const original = 'previous content\n';
+	fs.writeFileSync(out, original);
+	const before = fs.statSync(out);
+
+	let res = await generateWithFileSizeLimit([String(N), out]);
+	assert.equal(res.code, 1, describe(res));
+	assert.equal(fs.readFileSync(out, 'utf8'), original);
+	assert.equal(fs.statSync(out).ino, before.ino, 'same inode: never replaced');
+	assert.deepEqual(fs.readdirSync(sub), ['out.json'], 'no temporary file left');
+
+	res = await generate(['abc', out]);
+	assert.equal(res.code, 2, describe(res));
+	assert.equal(fs.readFileSync(out, 'utf8'), original);
+
+	// Killed while writing: the temp file goes, OUT stays as it was.
+	let child;
+	const pending = generate(['200000000', out], { onSpawn: (c) => { child = c; }, timeout: 30000 });
+	const deadline = Date.now() + 10000;
+	let sawTemp = false;
+	while (Date.now() < deadline && child.exitCode === null) {
+		const temps = fs.readdirSync(sub).filter((f) => f !== 'out.json');
+		if (temps.length && fs.statSync(path.join(sub, temps[0]), { throwIfNoEntry: false })?.size > 0) {
+			sawTemp = true;
+			break;
+		}
+		await new Promise((r) => setTimeout(r, 5));
+	}
+	assert.ok(sawTemp, 'a temporary file appeared while writing');
+	child.kill('SIGTERM');
+	res = await pending;
+	assert.equal(res.timedOut, false, describe(res));
+	assert.ok(res.signal === 'SIGTERM' || (res.code !== 0 && res.code !== null), describe(res));
+	assert.deepEqual(fs.readdirSync(sub), ['out.json'], 'the temporary file was removed');
+	assert.equal(fs.readFileSync(out, 'utf8'), original);
+});

@@ -1,0 +1,427 @@
+'use strict';
+// loader URL FILE: a generated file lands in PostgreSQL exactly; bad input
+// and database errors give their documented exit code (0 loaded, 2 usage,
+// 3 bad input, 4 database), a message naming the place, and zero rows.
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const { GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
+const { run, describe } = require('./lib/run');
+const { startCluster, freePort } = require('./lib/cluster');
+const { makeTempDir, removeTempDir } = require('./lib/tmp');
+const { sampleRecords, serialize } = require('./lib/records');
+const { tableState, compareChecksums, compareRows, tableShape } = require('./lib/loadcheck');
+
+const N = 50000;
+let cluster;
+let dir;
+let jsonFile;
+let ndjsonFile;
+
+before(async () => {
+	requireExecutable(GENERATOR);
+	requireExecutable(LOADER);
+	dir = makeTempDir('traceprof-load-');
+	cluster = await startCluster();
+	jsonFile = path.join(dir, 'orders.json');
+	ndjsonFile = path.join(dir, 'orders.ndjson');
+	const gens = await Promise.all([
+		run(GENERATOR, [String(N), jsonFile, '--seed', '11']),
+		run(GENERATOR, [String(N), ndjsonFile, '--seed', '12', '--format', 'ndjson']),
+	]);
+	for (const g of gens)
+		assert.equal(g.code, 0, describe(g));
+});
+
+after(async () => {
+	if (cluster)
+		await cluster.stop();
+	removeTempDir(dir);
+});
+
+function load(args, options = {}) {
+	return run(LOADER, args, { timeout: 120000, ...options });
+}
+
+const EXPECTED_COLUMNS = 'id bigint NOT NULL, customer_id bigint NOT NULL, customer_name text NOT NULL, ' +
+	'amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamp with time zone NOT NULL, ' +
+	'tags text[] NOT NULL, attributes jsonb NOT NULL';
+
+async function assertLoadedExactly(table, file, format) {
+	const state = await tableState(cluster, table);
+	const { expected, actual } = await compareChecksums(cluster, table, file, format);
+	assert.equal(state, expected.count, `row count of ${table}`);
+	assert.deepEqual(actual, expected, `checksums of ${table} vs ${file}`);
+	const rows = await compareRows(cluster, table, file, format);
+	assert.deepEqual({ missing: rows.missing, extra: rows.extra, differing: rows.differing },
+		{ missing: 0, extra: 0, differing: 0 },
+		`rows of ${table} vs PostgreSQL's reading of ${file}: ${JSON.stringify(rows.samples)}`);
+}
+
+test('generator 50000 (json) -> loader: every row arrives exactly', async () => {
+	const res = await load([cluster.url(), jsonFile]);
+	assert.equal(res.code, 0, describe(res));
+	assert.doesNotMatch(res.stderr, /:secret@|password=secret/, 'the password is not printed');
+	const shape = await tableShape(cluster, 'orders');
+	assert.equal(shape.columns, EXPECTED_COLUMNS, 'the table the loader creates');
+	assert.equal(shape.primaryKey, 'id');
+	await assertLoadedExactly('orders', jsonFile, 'json');
+});
+
+test('generator 50000 --format ndjson -> loader --table: every row arrives exactly', async () => {
+	const res = await load([cluster.url(), ndjsonFile, '--table', 'orders_nd']);
+	assert.equal(res.code, 0, describe(res));
+	assert.equal((await tableShape(cluster, 'orders_nd')).columns, EXPECTED_COLUMNS);
+	await assertLoadedExactly('orders_nd', ndjsonFile, 'ndjson');
+});
+
+test('awkward but valid records load exactly (escapes, non-ASCII, BOM, whitespace)', async (t) => {
+	const recs = sampleRecords(60);
+	const cases = [
+		['json', serialize(recs, 'json'), 'json'],
+		['ndjson', serialize(recs, 'ndjson'), 'ndjson'],
+		['json-bom', '\ufeff' + serialize(recs, 'json'), 'json'],
+		['ndjson-bom-leading-blank', '\ufeff\n \n' + serialize(recs, 'ndjson'), 'ndjson'],
+		['json-compact', JSON.stringify(recs), 'json'],
+		['json-pretty', JSON.stringify(recs, null, 2) + '\n', 'json'],
+	];
+	for (const [name, text, format] of cases) {
+		await t.test(name, async () => {
+			const file = path.join(dir, `sample-${name}.${format}`);
+			fs.writeFileSync(file, text);
+			const table = `sample_${name.replace(/-/g, '_')}`;
+			const res = await load([cluster.url(), file, '--table', table]);
+			assert.equal(res.code, 0, describe(res));
+			// PostgreSQL reads the BOM-less, blank-less equivalent.
+			const plain = path.join(dir, `sample-${name}.plain.${format}`);
+			fs.writeFileSync(plain, serialize(recs, format));
+			await assertLoadedExactly(table, plain, format);
+		});
+	}
+});
+
+// ---- bad input: exit 3, zero rows -------------------------------------
+
+// Five records; the defect goes into record 4 (1-based) so that the
+// message has to name that record, and where in the file it is.  --help
+// documents the message:
+//   loader: error: FILE: record N (line L, column C, byte offset O): what
+// (lines and columns from 1, columns in bytes, offsets from 0).
+const GOOD = sampleRecords(5).map((r) => JSON.stringify(r));
+const rec4 = () => JSON.parse(GOOD[3]);
+function rec4With(mutate) {
+	const r = rec4();
+	mutate(r);
+	return JSON.stringify(r);
+}
+
+/**
+ * A five-record file with text4 as record 4.  Returns the bytes and where
+ * record 4 is: {content, line, start, end} (end: just past its last byte).
+ * raw4: optional Buffer replacing text4's bytes (same length).
+ */
+function withRecord4(text4, format = 'json', { raw4, truncateAfter } = {}) {
+	const texts = GOOD.slice();
+	texts[3] = text4;
+	const before = format === 'json'
+		? '[\n' + texts.slice(0, 3).join(',\n') + ',\n'
+		: texts.slice(0, 3).map((x) => x + '\n').join('');
+	let content = Buffer.from(serialize(texts, format));
+	const start = Buffer.byteLength(before);
+	let end = start + Buffer.byteLength(text4);
+	if (raw4)
+		raw4.copy(content, start);
+	if (truncateAfter !== undefined) {
+		content = content.subarray(0, start + truncateAfter);
+		end = content.length;
+	}
+	return { content, line: format === 'json' ? 5 : 4, start, end };
+}
+
+function invalidUtf8Record() {
+	const text4 = rec4With((r) => { r.customer_name = 'BAD@@BYTE'; });
+	const raw = Buffer.from(text4);
+	const at = raw.indexOf('@@');
+	raw[at] = 0xff;
+	raw[at + 1] = 0x41;
+	return withRecord4(text4, 'json', { raw4: raw });
+}
+
+const BAD_RECORD_CASES = [
+	['wrong type: "id":"x"', () => withRecord4(GOOD[3].replace(/"id":4/, '"id":"x"'))],
+	['wrong type: tags is a string', () => withRecord4(rec4With((r) => { r.tags = 'gift'; }))],
+	['wrong type: a tag is a number', () => withRecord4(rec4With((r) => { r.tags = ['a', 1]; }))],
+	['wrong type: attributes is an array', () => withRecord4(rec4With((r) => { r.attributes = [1]; }))],
+	['wrong type: amount is a string', () => withRecord4(GOOD[3].replace(/"amount":([^,]+)/, '"amount":"$1"'))],
+	['null outside attributes', () => withRecord4(rec4With((r) => { r.customer_name = null; }))],
+	['record is not an object', () => withRecord4('[1,2]')],
+	['extra key', () => withRecord4(rec4With((r) => { r.extra = 1; }))],
+	['missing key', () => withRecord4(rec4With((r) => { delete r.currency; }))],
+	['repeated key', () => withRecord4(GOOD[3].replace(/^\{/, '{"currency":"USD",'))],
+	['bad timestamp (month 13)', () => withRecord4(rec4With((r) => { r.created_at = '2026-13-01T00:00:00Z'; }))],
+	['bad timestamp (no offset)', () => withRecord4(rec4With((r) => { r.created_at = '2026-03-14T09:26:53'; }))],
+	['bad timestamp (Feb 30)', () => withRecord4(rec4With((r) => { r.created_at = '2026-02-30T00:00:00Z'; }))],
+	['bad timestamp (7 fraction digits)', () => withRecord4(rec4With((r) => { r.created_at = '2026-03-14T09:26:53.1234567Z'; }))],
+	['amount with 3 decimals', () => withRecord4(GOOD[3].replace(/"amount":[^,]+/, '"amount":1.234'))],
+	['amount with an exponent', () => withRecord4(GOOD[3].replace(/"amount":[^,]+/, '"amount":1e3'))],
+	['amount with 11 integer digits', () => withRecord4(GOOD[3].replace(/"amount":[^,]+/, '"amount":12345678901.5'))],
+	['id beyond 64 bits', () => withRecord4(GOOD[3].replace(/"id":4/, '"id":9223372036854775808'))],
+	['id with a fraction', () => withRecord4(GOOD[3].replace(/"id":4/, '"id":4.5'))],
+	['currency not 3 uppercase letters', () => withRecord4(rec4With((r) => { r.currency = 'eur'; }))],
+	['U+0000 in customer_name', () => withRecord4(rec4With((r) => { r.customer_name = 'a\u0000b'; }))],
+	['invalid UTF-8 byte', invalidUtf8Record],
+	['lone surrogate escape', () => withRecord4(GOOD[3].replace(/"customer_name":"[^"]*"/, '"customer_name":"x\\ud800y"'))],
+	['truncated JSON (cut mid-record)', () => withRecord4(GOOD[3], 'json', { truncateAfter: 25 })],
+	['ndjson: wrong type on line 4', () => withRecord4(GOOD[3].replace(/"id":4/, '"id":"x"'), 'ndjson')],
+	['ndjson: truncated line 4', () => withRecord4(GOOD[3].slice(0, 30), 'ndjson')],
+];
+
+const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** The documented error line for record 4 of file, checked against where it really is. */
+function assertRecordError(res, file, where) {
+	const re = new RegExp(`^loader: error: ${escapeRe(file)}: record 4 \\(line (\\d+), column (\\d+), byte offset (\\d+)\\): \\S`, 'm');
+	const m = re.exec(res.stderr);
+	assert.ok(m, `stderr has "loader: error: ${file}: record 4 (line L, column C, byte offset O): ..."\n${describe(res)}`);
+	const [line, column, offset] = m.slice(1).map(Number);
+	assert.equal(line, where.line, `line of record 4\n${m[0]}`);
+	assert.ok(offset >= where.start && offset <= where.end,
+		`byte offset ${offset} lies within record 4 (${where.start}..${where.end})\n${m[0]}`);
+	assert.equal(column, offset - where.start + 1, `column matches the byte offset\n${m[0]}`);
+}
+
+test('bad records: exit 3, the message names the record and the place, zero rows', async (t) => {
+	let n = 0;
+	for (const [name, make] of BAD_RECORD_CASES) {
+		n++;
+		await t.test(name, async () => {
+			const where = make();
+			const file = path.join(dir, `bad-${n}.json`);
+			fs.writeFileSync(file, where.content);
+			const table = `bad_${n}`;
+			const res = await load([cluster.url(), file, '--table', table]);
+			assert.equal(res.code, 3, describe(res));
+			assertRecordError(res, file, where);
+			assert.doesNotMatch(res.stderr, /:secret@/);
+			const state = await tableState(cluster, table);
+			assert.ok(state === 'absent' || state === '0', `table ${table} must be absent or empty, is ${state}`);
+		});
+	}
+});
+
+test('unusable files (missing, empty, no records, not JSON): exit 3, zero rows', async (t) => {
+	const cases = [
+		['missing file', null],
+		['empty file', ''],
+		['only whitespace', ' \n\t\n'],
+		['only a BOM', '\ufeff'],
+		['[] (zero records)', '[]\n'],
+		['[ ] with blanks (zero records)', '[ \n ]'],
+		['not JSON', 'hello\n'],
+		['a top-level string', '"x"\n'],
+		['an array that never closes', '[\n'],
+		['trailing garbage after the array', serialize(GOOD.slice(0, 2), 'json') + 'x\n'],
+		['two arrays', serialize(GOOD.slice(0, 2), 'json') + serialize(GOOD.slice(2, 3), 'json')],
+	];
+	let n = 0;
+	for (const [name, content] of cases) {
+		n++;
+		await t.test(name, async () => {
+			const file = path.join(dir, `unusable-${n}.json`);
+			if (content !== null)
+				fs.writeFileSync(file, content);
+			const table = `unusable_${n}`;
+			const res = await load([cluster.url(), file, '--table', table]);
+			assert.equal(res.code, 3, describe(res));
+			assert.match(res.stderr, new RegExp(`^loader: error: .*${escapeRe(file)}`, 'm'),
+				`the error names the input file\n${describe(res)}`);
+			const state = await tableState(cluster, table);
+			assert.ok(state === 'absent' || state === '0', `table ${table} must be absent or empty, is ${state}`);
+		});
+	}
+});
+
+test('--batch-size: batches committed before a bad record stay, and the message says how many', async () => {
+	const where = withRecord4(GOOD[3].replace(/"id":4/, '"id":"x"'));
+	const file = path.join(dir, 'batched.json');
+	fs.writeFileSync(file, where.content);
+	const res = await load([cluster.url(), file, '--table', 'batched', '--batch-size', '2']);
+	assert.equal(res.code, 3, describe(res));
+	assertRecordError(res, file, where);
+	assert.equal(await cluster.psql('SELECT string_agg(id::text, \',\' ORDER BY id) FROM batched'), '1,2',
+		'records 1-2 (the first batch) are committed, the failed batch is not');
+	assert.match(res.stderr, /\b2 rows?\b/, `the message says 2 rows stay committed\n${describe(res)}`);
+});
+
+// ---- database errors: exit 4 ------------------------------------------
+
+test('duplicate id: the server rejects it, exit 4, zero rows', async () => {
+	const texts = GOOD.slice();
+	texts[3] = GOOD[3].replace(/"id":4/, '"id":2');
+	const file = path.join(dir, 'dup.json');
+	fs.writeFileSync(file, serialize(texts));
+	const res = await load([cluster.url(), file, '--table', 'dup_ids']);
+	assert.equal(res.code, 4, describe(res));
+	assert.match(res.stderr,
+		new RegExp(`^loader: error: ${escapeRe(file)}: record 4: rejected by the server: .*duplicate key`, 'm'),
+		describe(res));
+	assert.doesNotMatch(res.stderr, /:secret@/);
+	const state = await tableState(cluster, 'dup_ids');
+	assert.ok(state === 'absent' || state === '0', `table must be absent or empty, is ${state}`);
+});
+
+test('a conflict with existing rows leaves the table as it was', async () => {
+	await cluster.psql(`CREATE TABLE existing (
+		id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
+		amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
+		tags text[] NOT NULL, attributes jsonb NOT NULL);
+		ALTER TABLE existing OWNER TO app;
+		INSERT INTO existing VALUES (5, 1, 'keep me', 1.00, 'EUR', now(), '{}', '{}');`);
+	const file = path.join(dir, 'conflict.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	const res = await load([cluster.url(), file, '--table', 'existing']);
+	assert.equal(res.code, 4, describe(res));
+	assert.match(res.stderr,
+		new RegExp(`^loader: error: ${escapeRe(file)}: record 5: rejected by the server: .*duplicate key`, 'm'),
+		describe(res));
+	assert.equal(await cluster.psql('SELECT count(*) || customer_name FROM existing GROUP BY customer_name'), '1keep me');
+});
+
+test('wrong password: exit 4, says so, never prints the password', async () => {
+	const password = 'Wr0ng-Passw0rd-7f3a';
+	const file = path.join(dir, 'pw.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	const res = await load([cluster.url('app', password), file, '--table', 'pw_orders']);
+	assert.equal(res.code, 4, describe(res));
+	assert.match(res.stderr, /password authentication failed/i, describe(res));
+	assert.ok(!res.stderr.includes(password), 'the password does not appear on stderr');
+	assert.ok(!res.stdout.includes(password), 'the password does not appear on stdout');
+	assert.equal(await tableState(cluster, 'pw_orders'), 'absent');
+});
+
+test('unreachable server: exit 4, promptly, password masked', async () => {
+	const port = await freePort();
+	const password = 'Unre4ch-Pw-91x';
+	const file = path.join(dir, 'unreach.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	const res = await load([`postgres://app:${password}@127.0.0.1:${port}/app?sslmode=disable`, file], { timeout: 30000 });
+	assert.equal(res.code, 4, describe(res));
+	assert.match(res.stderr, /^loader: error: cannot connect to /m, describe(res));
+	assert.ok(res.stderr.includes(`127.0.0.1:${port}`), `the message names the server\n${describe(res)}`);
+	assert.ok(!res.stderr.includes(password), `the password is not printed\n${describe(res)}`);
+	assert.ok(res.durationMs < 10000, `took ${res.durationMs} ms`);
+});
+
+test('malformed URL: a connection error, exit 4, password masked', async (t) => {
+	// --help: "4 database error: connection, ..."; the URL is libpq's to parse.
+	const file = path.join(dir, 'badurl.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	const password = 'Malf0rmed-Pw-3k';
+	for (const url of [
+		`postgres://app:${password}@127.0.0.1:notaport/app`,
+		`postgres://app:${password}@127.0.0.1:5432/app?sslmode=bogus`,
+		`postgres://app:${password}@127.0.0.1:5432/app?nosuchoption=1`,
+		`postgres://app:${password}@[::1/app`,
+		`host=127.0.0.1 password=${password} port=`,
+		`host=127.0.0.1 password='${password}`,
+	]) {
+		await t.test(url, async () => {
+			const res = await load([url, file], { timeout: 30000 });
+			assert.equal(res.code, 4, describe(res));
+			assert.match(res.stderr, /^loader: error: /m, describe(res));
+			assert.ok(!res.stderr.includes(password), `the password is not printed\n${describe(res)}`);
+		});
+	}
+});
+
+test('other connection forms: key=value string, PGPASSWORD, SCHEMA.NAME table', async () => {
+	const file = path.join(dir, 'forms.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	let res = await load([`host=127.0.0.1 port=${cluster.port} user=app password=secret dbname=app sslmode=disable`,
+		file, '--table', 'forms_kv']);
+	assert.equal(res.code, 0, describe(res));
+	assert.ok(!res.stderr.includes('password=secret'));
+	assert.equal(await tableState(cluster, 'forms_kv'), '5');
+
+	res = await load([`postgres://app@127.0.0.1:${cluster.port}/app?sslmode=disable`, file, '--table', 'forms_env'],
+		{ env: { PGPASSWORD: 'secret' } });
+	assert.equal(res.code, 0, describe(res));
+	assert.equal(await tableState(cluster, 'forms_env'), '5');
+
+	await cluster.psql('CREATE SCHEMA sales AUTHORIZATION app');
+	res = await load([cluster.url(), file, '--table', 'sales.MixedCase']);
+	assert.equal(res.code, 0, describe(res));
+	assert.equal(await cluster.psql(`SELECT count(*) FROM sales."MixedCase"`), '5');
+	assert.equal(await tableState(cluster, 'sales.mixedcase'), 'absent', 'the name is taken literally');
+});
+
+test('SIGINT: exit 130 and the open transaction is rolled back', async () => {
+	const file = path.join(dir, 'interrupt.json');
+	fs.writeFileSync(file, serialize(sampleRecords(2000)));
+	await cluster.psql(`CREATE TABLE interrupted (
+		id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
+		amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
+		tags text[] NOT NULL, attributes jsonb NOT NULL);
+		ALTER TABLE interrupted OWNER TO app;`);
+	// Hold a lock so the loader waits inside its transaction.
+	const holder = cluster.psql('BEGIN; LOCK TABLE interrupted IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(4); COMMIT;');
+	await waitFor(async () => (await cluster.psql(
+		"SELECT count(*) FROM pg_locks WHERE relation = 'interrupted'::regclass AND granted AND mode = 'AccessExclusiveLock'")) === '1',
+	10000, 'the lock holder has the lock');
+	let child;
+	const pending = load([cluster.url(), file, '--table', 'interrupted'], { onSpawn: (c) => { child = c; } });
+	await waitFor(async () => (await cluster.psql(
+		"SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND wait_event_type = 'Lock'")) === '1',
+	10000, 'the loader waits for the lock');
+	child.kill('SIGINT');
+	const res = await pending;
+	await holder;
+	assert.equal(res.code, 130, describe(res));
+	assert.match(res.stderr, /^loader: error: interrupted/m, describe(res));
+	assert.equal(await cluster.psql('SELECT count(*) FROM interrupted'), '0', 'nothing committed');
+	await waitFor(async () => (await cluster.psql("SELECT count(*) FROM pg_stat_activity WHERE usename = 'app'")) === '0',
+		5000, "the loader's session is gone");
+});
+
+async function waitFor(check, timeoutMs, what) {
+	const deadline = Date.now() + timeoutMs;
+	while (Date.now() < deadline) {
+		if (await check())
+			return;
+		await new Promise((r) => setTimeout(r, 50));
+	}
+	throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
+}
+
+test('usage errors exit 2 and touch nothing', async (t) => {
+	const file = path.join(dir, 'usage.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	const cases = [
+		[],
+		[cluster.url()],
+		['', file],
+		[cluster.url(), file, 'extra'],
+		[cluster.url(), file, '--bogus'],
+		[cluster.url(), file, '--table'],
+		[cluster.url(), file, '--table', ''],
+		[cluster.url(), file, '--table', 'a.b.c'],
+		[cluster.url(), file, '--table', 'x'.repeat(64)],
+		[cluster.url(), file, '--batch-size', 'x'],
+		[cluster.url(), file, '--batch-size', '-1'],
+	];
+	for (const args of cases) {
+		await t.test(JSON.stringify(args.map((a) => a.replace(/:secret@/, ':***@'))), async () => {
+			const res = await load(args);
+			assert.equal(res.code, 2, describe(res));
+			assert.match(res.stderr, /^loader: error: .*usage/m, describe(res));
+			assert.doesNotMatch(res.stderr, /:secret@/);
+			assert.equal(res.stdout, '');
+		});
+	}
+	const help = await load(['--help']);
+	assert.equal(help.code, 0, describe(help));
+	assert.match(help.stdout, /Usage: loader POSTGRES_URL FILE/);
+});

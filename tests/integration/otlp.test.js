@@ -1,0 +1,453 @@
+'use strict';
+// The binaries trace themselves over OTLP: spans arrive at a real capture
+// receiver (HTTP/1.1 and HTTP/2 gRPC) and are decoded by a decoder we did
+// not write (@opentelemetry/otlp-transformer's protobufjs root).  The
+// collector's answers are scripted: retries, Retry-After, permanent errors,
+// partial success, a dead or hanging collector.
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const { GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
+const { run, describe } = require('./lib/run');
+const { startCluster, freePort } = require('./lib/cluster');
+const { startReceiver, GRPC_PATH } = require('./lib/receiver');
+const { decodeTraces, SpanKind, StatusCode } = require('./lib/otlp');
+const { makeTempDir, removeTempDir } = require('./lib/tmp');
+
+const RECORDS = 300;
+let dir;
+let cluster = null;
+let loaderInput;
+let tableNo = 0;
+
+before(async () => {
+	dir = makeTempDir('traceprof-spans-');
+	requireExecutable(GENERATOR);
+	loaderInput = path.join(dir, 'input.json');
+	const g = await run(GENERATOR, [String(RECORDS), loaderInput, '--seed', '5']);
+	assert.equal(g.code, 0, describe(g));
+});
+
+after(async () => {
+	if (cluster)
+		await cluster.stop();
+	removeTempDir(dir);
+});
+
+async function receiver(t) {
+	const r = await startReceiver();
+	t.after(() => r.close());
+	return r;
+}
+
+async function getCluster() {
+	if (!cluster)
+		cluster = await startCluster();
+	return cluster;
+}
+
+const nowNs = () => BigInt(Date.now()) * 1000000n;
+
+/** Run the generator with env; returns {res, out, t0, t1}. */
+async function generate(env, { records = RECORDS, timeout = 30000 } = {}) {
+	requireExecutable(GENERATOR);
+	const out = path.join(dir, `gen-${process.hrtime.bigint()}.json`);
+	const t0 = nowNs();
+	const res = await run(GENERATOR, [String(records), out], { env, timeout });
+	const t1 = nowNs();
+	return { res, out, t0, t1, bytes: fs.existsSync(out) ? fs.statSync(out).size : -1 };
+}
+
+/** Run the loader (own table each time) with env. */
+async function loadWith(env, { timeout = 60000 } = {}) {
+	requireExecutable(LOADER);
+	const c = await getCluster();
+	const table = `spans_${++tableNo}`;
+	const t0 = nowNs();
+	const res = await run(LOADER, [c.url(), loaderInput, '--table', table], { env, timeout });
+	const t1 = nowNs();
+	return { res, table, t0, t1, bytes: fs.statSync(loaderInput).size };
+}
+
+function stderrTraceId(res) {
+	const m = /trace_id=([0-9a-f]{32})\b/.exec(res.stderr);
+	return m ? m[1] : null;
+}
+
+/**
+ * Lines of stderr beyond the binaries' normal ones (the trace id at the
+ * start, the summary at the end): warnings about exporting, or anything else.
+ */
+function exportWarnings(res) {
+	return res.stderr.split('\n')
+		.filter((l) => l !== '' && !/^(generator|loader): (trace_id=[0-9a-f]{32}$|wrote \d+ records |loaded \d+ rows )/.test(l));
+}
+
+function spansOf(requests) {
+	assert.ok(requests.length > 0, 'at least one request arrived');
+	for (const r of requests)
+		assert.equal(r.bodyError, null, `request ${r.index}: ${r.bodyError}`);
+	return requests.flatMap((r) => decodeTraces(r.body).spans);
+}
+
+function byName(spans, name) {
+	const found = spans.filter((s) => s.name === name);
+	assert.equal(found.length, 1, `exactly one span named ${name}; got ${spans.map((s) => s.name).join(', ')}`);
+	return found[0];
+}
+
+function assertSaneSpan(s, t0, t1) {
+	assert.match(s.traceId, /^[0-9a-f]{32}$/);
+	assert.notEqual(s.traceId, '0'.repeat(32));
+	assert.match(s.spanId, /^[0-9a-f]{16}$/);
+	assert.notEqual(s.spanId, '0'.repeat(16));
+	assert.ok(s.startTimeUnixNano > 0n && s.startTimeUnixNano <= s.endTimeUnixNano,
+		`${s.name}: start ${s.startTimeUnixNano} <= end ${s.endTimeUnixNano}`);
+	const slack = 2000000000n;
+	assert.ok(s.startTimeUnixNano >= t0 - slack && s.endTimeUnixNano <= t1 + slack,
+		`${s.name}: times ${s.startTimeUnixNano}..${s.endTimeUnixNano} within the run ${t0}..${t1}`);
+	assert.notEqual(s.status.code, StatusCode.ERROR, `${s.name}: status is not ERROR`);
+	for (const k of Object.keys(s.attributes))
+		assert.ok(!k.startsWith('__duplicate__'), `${s.name}: attribute ${k.slice(13)} repeats`);
+}
+
+function assertGeneratorSpans(spans, { res, t0, t1, bytes }, records = RECORDS) {
+	const g = byName(spans, 'generator.run');
+	assertSaneSpan(g, t0, t1);
+	assert.equal(g.parentSpanId, '', 'generator.run is a root span');
+	assert.equal(g.traceId, stderrTraceId(res), 'the trace id printed on stderr');
+	const values = Object.values(g.attributes);
+	assert.ok(values.includes(records), `an attribute holds the record count ${records}: ${JSON.stringify(g.attributes)}`);
+	assert.ok(values.includes(bytes), `an attribute holds the bytes written ${bytes}: ${JSON.stringify(g.attributes)}`);
+	assert.ok(g.scope.name.length > 0, 'instrumentation scope has a name');
+	return g;
+}
+
+function assertLoaderSpans(spans, { res, t0, t1, bytes }) {
+	const root = byName(spans, 'loader.run');
+	assertSaneSpan(root, t0, t1);
+	assert.equal(root.parentSpanId, '', 'loader.run is a root span');
+	const printed = stderrTraceId(res);
+	if (printed !== null)
+		assert.equal(root.traceId, printed, 'the trace id printed on stderr');
+	const children = {};
+	for (const name of ['loader.connect', 'loader.copy', 'loader.commit']) {
+		const s = byName(spans, name);
+		assertSaneSpan(s, t0, t1);
+		assert.equal(s.traceId, root.traceId, `${name} shares loader.run's trace id`);
+		assert.equal(s.parentSpanId, root.spanId, `${name} is a child of loader.run`);
+		assert.ok(s.startTimeUnixNano >= root.startTimeUnixNano && s.endTimeUnixNano <= root.endTimeUnixNano,
+			`${name} lies within loader.run`);
+		children[name] = s;
+	}
+	for (const s of spans)
+		assert.equal(s.traceId, root.traceId, `every loader span (${s.name}) is in one trace`);
+	assert.ok(children['loader.connect'].endTimeUnixNano <= children['loader.copy'].startTimeUnixNano,
+		'connect before copy');
+	assert.ok(children['loader.copy'].endTimeUnixNano <= children['loader.commit'].startTimeUnixNano,
+		'copy before commit');
+	const values = spans.flatMap((s) => Object.values(s.attributes));
+	assert.ok(values.includes(RECORDS), `a loader span holds the record count ${RECORDS}`);
+	assert.ok(values.includes(bytes), `a loader span holds the input size ${bytes}`);
+	return { root, ...children };
+}
+
+// ---- OTLP/HTTP -------------------------------------------------------
+
+test('generator: OTLP/HTTP POST /v1/traces, protobuf, decodable, default service.name', async (t) => {
+	const r = await receiver(t);
+	const run1 = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint });
+	assert.equal(run1.res.code, 0, describe(run1.res));
+	assert.deepEqual(exportWarnings(run1.res), [], 'no export warning');
+	assert.equal(r.requests.length, 1, 'one request');
+	const req = r.requests[0];
+	assert.equal(req.method, 'POST');
+	assert.equal(req.path, '/v1/traces');
+	assert.equal(req.headers['content-type'], 'application/x-protobuf');
+	const spans = spansOf(r.requests);
+	const g = assertGeneratorSpans(spans, run1);
+	assert.equal(g.kind, SpanKind.INTERNAL);
+	assert.equal(g.resource.attributes['service.name'], 'traceprof.generator');
+});
+
+test('loader: loader.connect/copy/commit are children of loader.run in one trace', async (t) => {
+	const r = await receiver(t);
+	const l = await loadWith({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint });
+	assert.equal(l.res.code, 0, describe(l.res));
+	assert.deepEqual(exportWarnings(l.res), [], 'no export warning');
+	assert.equal(r.requests.length, 1, 'one request');
+	assert.equal(r.requests[0].path, '/v1/traces');
+	assert.equal(r.requests[0].headers['content-type'], 'application/x-protobuf');
+	const spans = spansOf(r.requests);
+	const { root } = assertLoaderSpans(spans, l);
+	assert.equal(root.resource.attributes['service.name'], 'traceprof.loader');
+	assert.equal(await cluster.psql(`SELECT count(*) FROM ${l.table}`), String(RECORDS));
+});
+
+test('OTEL_RESOURCE_ATTRIBUTES (percent-decoded) and OTEL_SERVICE_NAME', async (t) => {
+	const r = await receiver(t);
+	const attrs = 'service.name=from-attrs,deployment.environment=a%20b,team=x%2Cy%3Dz';
+
+	let g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint, OTEL_RESOURCE_ATTRIBUTES: attrs });
+	assert.equal(g.res.code, 0, describe(g.res));
+	let res = byName(spansOf(r.requests), 'generator.run').resource.attributes;
+	assert.equal(res['service.name'], 'from-attrs');
+	assert.equal(res['deployment.environment'], 'a b');
+	assert.equal(res.team, 'x,y=z');
+
+	r.reset();
+	g = await generate({
+		OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint,
+		OTEL_RESOURCE_ATTRIBUTES: attrs,
+		OTEL_SERVICE_NAME: 'svc-override',
+	});
+	assert.equal(g.res.code, 0, describe(g.res));
+	res = byName(spansOf(r.requests), 'generator.run').resource.attributes;
+	assert.equal(res['service.name'], 'svc-override', 'OTEL_SERVICE_NAME wins');
+	assert.equal(res['deployment.environment'], 'a b');
+	assert.ok(!('__duplicate__service.name' in res), 'one service.name');
+
+	r.reset();
+	const l = await loadWith({
+		OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint,
+		OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=a%20b',
+		OTEL_SERVICE_NAME: 'loader-svc',
+	});
+	assert.equal(l.res.code, 0, describe(l.res));
+	const spans = spansOf(r.requests);
+	for (const s of spans) {
+		assert.equal(s.resource.attributes['service.name'], 'loader-svc');
+		assert.equal(s.resource.attributes['deployment.environment'], 'a b');
+	}
+});
+
+test('malformed OTEL_RESOURCE_ATTRIBUTES: warned about, all of it discarded, the run goes on', async (t) => {
+	const r = await receiver(t);
+	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint, OTEL_RESOURCE_ATTRIBUTES: 'good=1,a=%zz' });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.match(g.res.stderr, /OTEL_RESOURCE_ATTRIBUTES/, 'the warning names the variable');
+	assert.ok(fs.statSync(g.out).size > 0, 'the output was written');
+	const res = byName(spansOf(r.requests), 'generator.run').resource.attributes;
+	assert.equal(res['service.name'], 'traceprof.generator');
+	assert.ok(!('good' in res) && !('a' in res), `the whole variable is discarded: ${JSON.stringify(res)}`);
+});
+
+test('OTEL_EXPORTER_OTLP_HEADERS reach the collector and never reach stderr', async (t) => {
+	const r = await receiver(t);
+	const env = {
+		OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint,
+		OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=abc123XYZ,authorization=Bearer%20t0k3n-value',
+	};
+	let g = await generate(env);
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.equal(r.requests.length, 1);
+	assert.equal(r.requests[0].headers['x-api-key'], 'abc123XYZ');
+	assert.equal(r.requests[0].headers.authorization, 'Bearer t0k3n-value');
+
+	// A failing export warns, without the secrets.
+	r.reset();
+	r.enqueue({ status: 401, body: 'no' });
+	g = await generate(env);
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.equal(r.requests.length, 1, '401 is not retried');
+	assert.equal(exportWarnings(g.res).length, 1, describe(g.res));
+	assert.ok(!g.res.stderr.includes('abc123XYZ') && !g.res.stderr.includes('t0k3n'),
+		`header values stay secret: ${g.res.stderr}`);
+});
+
+test('endpoint URLs: base path, trailing slash, per-signal endpoint used as is', async (t) => {
+	const r = await receiver(t);
+	const cases = [
+		[{ OTEL_EXPORTER_OTLP_ENDPOINT: `${r.httpEndpoint}/` }, '/v1/traces'],
+		[{ OTEL_EXPORTER_OTLP_ENDPOINT: `${r.httpEndpoint}/otlp/` }, '/otlp/v1/traces'],
+		[{ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${r.httpEndpoint}/custom/ingest` }, '/custom/ingest'],
+		[{
+			OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await freePort()}`,
+			OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${r.httpEndpoint}/custom/traces`,
+		}, '/custom/traces'],
+	];
+	for (const [env, expectedPath] of cases) {
+		r.reset();
+		const g = await generate(env);
+		assert.equal(g.res.code, 0, describe(g.res));
+		assert.deepEqual(r.requests.map((q) => q.path), [expectedPath], JSON.stringify(env));
+		assertGeneratorSpans(spansOf(r.requests), g);
+	}
+});
+
+test('export switched off: OTEL_SDK_DISABLED / OTEL_TRACES_EXPORTER=none send nothing', async (t) => {
+	const r = await receiver(t);
+	for (const env of [{ OTEL_SDK_DISABLED: 'true' }, { OTEL_TRACES_EXPORTER: 'none' }]) {
+		const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint, ...env });
+		assert.equal(g.res.code, 0, describe(g.res));
+		assert.match(g.res.stderr, /trace_id=[0-9a-f]{32}/, 'ids exist without export');
+	}
+	await new Promise((res) => setTimeout(res, 200));
+	assert.equal(r.requests.length, 0);
+});
+
+// ---- OTLP/gRPC -------------------------------------------------------
+
+test('gRPC: a scheme-less endpoint delivers the same spans over HTTP/2', async (t) => {
+	const r = await receiver(t);
+	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.grpcEndpoint });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.deepEqual(exportWarnings(g.res), []);
+	assert.equal(r.requests.length, 1);
+	const req = r.requests[0];
+	assert.equal(req.protocol, 'grpc');
+	assert.equal(req.method, 'POST');
+	assert.equal(req.path, GRPC_PATH);
+	assert.match(req.headers['content-type'], /^application\/grpc(\+proto)?$/);
+	assert.equal(req.headers.te, 'trailers');
+	assert.deepEqual(req.frames, [{ compressed: 0, length: req.body.length }]);
+	const gen = assertGeneratorSpans(spansOf(r.requests), g);
+	assert.equal(gen.resource.attributes['service.name'], 'traceprof.generator');
+
+	r.reset();
+	const l = await loadWith({ OTEL_EXPORTER_OTLP_ENDPOINT: r.grpcEndpoint });
+	assert.equal(l.res.code, 0, describe(l.res));
+	assert.equal(r.requests.length, 1);
+	assert.equal(r.requests[0].protocol, 'grpc');
+	assertLoaderSpans(spansOf(r.requests), l);
+});
+
+test('gRPC: OTEL_EXPORTER_OTLP_PROTOCOL=grpc with an http:// endpoint', async (t) => {
+	const r = await receiver(t);
+	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://${r.grpcEndpoint}`, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.deepEqual(r.requests.map((q) => [q.protocol, q.path]), [['grpc', GRPC_PATH]]);
+	assertGeneratorSpans(spansOf(r.requests), g);
+});
+
+test('gRPC: UNAVAILABLE is retried (trailers and Trailers-Only), INVALID_ARGUMENT is not', async (t) => {
+	const r = await receiver(t);
+	const env = { OTEL_EXPORTER_OTLP_ENDPOINT: r.grpcEndpoint };
+
+	r.enqueue({ grpcStatus: 14, grpcMessage: 'try later' }, { grpcStatus: 14, trailersOnly: true });
+	let g = await generate(env);
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.equal(r.requests.length, 3, 'two UNAVAILABLE answers, then delivered');
+	assert.deepEqual(exportWarnings(g.res), [], 'delivered in the end: no warning');
+	assert.ok(r.requests[1].body.equals(r.requests[0].body) && r.requests[2].body.equals(r.requests[0].body));
+	assertGeneratorSpans(spansOf([r.requests[2]]), g);
+
+	r.reset();
+	r.enqueue({ grpcStatus: 3, grpcMessage: 'bad span' });
+	g = await generate(env);
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.equal(r.requests.length, 1, 'INVALID_ARGUMENT is not retried');
+	const w = exportWarnings(g.res);
+	assert.equal(w.length, 1, describe(g.res));
+	assert.match(w[0], /\b3\b|INVALID_ARGUMENT|bad span/);
+
+	r.reset();
+	r.enqueue({ partialSuccess: { rejected: 2, message: 'grpc says no' } });
+	g = await generate(env);
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.equal(r.requests.length, 1, 'a partial success is not retried');
+	assert.match(exportWarnings(g.res).join('\n'), /grpc says no/);
+});
+
+// ---- retries and failures (OTLP/HTTP) -----------------------------------
+
+test('503 with Retry-After: 1 is retried after about a second', async (t) => {
+	const r = await receiver(t);
+	r.enqueue({ status: 503, headers: { 'retry-after': '1' } });
+	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.equal(r.requests.length, 2);
+	const gap = r.requests[1].time - r.requests[0].endTime;
+	assert.ok(gap >= 900, `second request ${gap.toFixed(0)} ms after the first answer (Retry-After: 1)`);
+	assert.ok(gap < 3000, `but not much later: ${gap.toFixed(0)} ms`);
+	assert.ok(r.requests[1].body.equals(r.requests[0].body), 'the same payload is sent again');
+	assert.deepEqual(exportWarnings(g.res), [], 'delivered: no warning');
+	assertGeneratorSpans(spansOf([r.requests[1]]), g);
+});
+
+test('429, 502, 504 and a dropped connection are retried', async (t) => {
+	const r = await receiver(t);
+	r.enqueue({ status: 429 }, { status: 502 }, { status: 504 }, { destroy: true });
+	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint, OTEL_EXPORTER_OTLP_TIMEOUT: '20000' });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.equal(r.requests.length, 5, 'four failures, then delivered');
+	assert.deepEqual(exportWarnings(g.res), [], 'delivered: no warning');
+	for (let i = 1; i < 5; i++)
+		assert.ok(r.requests[i].time > r.requests[i - 1].endTime, 'sequential attempts');
+	assertGeneratorSpans(spansOf([r.requests[4]]), g);
+});
+
+test('400 is not retried: one request, one warning, exit 0', async (t) => {
+	const r = await receiver(t);
+	r.enqueue({ status: 400, body: 'bad request body' });
+	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint });
+	assert.equal(g.res.code, 0, describe(g.res));
+	await new Promise((res) => setTimeout(res, 200));
+	assert.equal(r.requests.length, 1);
+	const w = exportWarnings(g.res);
+	assert.equal(w.length, 1, describe(g.res));
+	assert.match(w[0], /400/);
+	assert.ok(fs.statSync(g.out).size > 0, 'the work itself succeeded');
+});
+
+test('partial success: one request, a warning with the rejection, exit 0', async (t) => {
+	const r = await receiver(t);
+	r.enqueue({ partialSuccess: { rejected: 2, message: 'span too old' } });
+	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.equal(r.requests.length, 1, 'never retry a 200 partial success');
+	const w = exportWarnings(g.res);
+	assert.equal(w.length, 1, describe(g.res));
+	assert.match(w[0], /\b2\b/);
+	assert.match(w[0], /span too old/);
+});
+
+test('collector down: exactly one warning naming the endpoint, exit 0, promptly', async (t) => {
+	const port = await freePort();
+	await t.test('generator, OTLP/HTTP', async () => {
+		const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` });
+		assert.equal(g.res.code, 0, describe(g.res));
+		assert.ok(g.res.durationMs < 4000, `took ${g.res.durationMs} ms`);
+		const lines = g.res.stderr.split('\n').filter((l) => l.includes(`127.0.0.1:${port}`));
+		assert.equal(lines.length, 1, describe(g.res));
+		assert.equal(exportWarnings(g.res).length, 1, describe(g.res));
+	});
+	await t.test('generator, OTLP/gRPC', async () => {
+		const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: `127.0.0.1:${port}` });
+		assert.equal(g.res.code, 0, describe(g.res));
+		assert.ok(g.res.durationMs < 4000, `took ${g.res.durationMs} ms`);
+		const lines = g.res.stderr.split('\n').filter((l) => l.includes(`127.0.0.1:${port}`));
+		assert.equal(lines.length, 1, describe(g.res));
+		assert.equal(exportWarnings(g.res).length, 1, describe(g.res));
+	});
+	await t.test('loader, OTLP/HTTP', async () => {
+		const l = await loadWith({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` });
+		assert.equal(l.res.code, 0, describe(l.res));
+		assert.ok(l.res.durationMs < 5000, `took ${l.res.durationMs} ms`);
+		const lines = l.res.stderr.split('\n').filter((x) => x.includes(`127.0.0.1:${port}`));
+		assert.equal(lines.length, 1, describe(l.res));
+		assert.equal(await cluster.psql(`SELECT count(*) FROM ${l.table}`), String(RECORDS));
+	});
+});
+
+test('a hanging collector is bounded by OTEL_EXPORTER_OTLP_TIMEOUT', async (t) => {
+	const r = await receiver(t);
+	r.enqueue(...Array.from({ length: 20 }, () => ({ hang: true })));
+	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint, OTEL_EXPORTER_OTLP_TIMEOUT: '2000' });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.ok(g.res.durationMs < 5000, `took ${g.res.durationMs} ms with a 2000 ms export timeout`);
+	assert.ok(g.res.durationMs >= 1500, `the export did wait for the collector (${g.res.durationMs} ms)`);
+	assert.ok(r.requests.length >= 1);
+	assert.equal(exportWarnings(g.res).length, 1, describe(g.res));
+
+	const gg = await startReceiver({ http: false, grpc: true });
+	t.after(() => gg.close());
+	gg.enqueue(...Array.from({ length: 20 }, () => ({ hang: true })));
+	const g2 = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: gg.grpcEndpoint, OTEL_EXPORTER_OTLP_TIMEOUT: '2000' });
+	assert.equal(g2.res.code, 0, describe(g2.res));
+	assert.ok(g2.res.durationMs < 5000, `gRPC: took ${g2.res.durationMs} ms with a 2000 ms export timeout`);
+	assert.equal(exportWarnings(g2.res).length, 1, describe(g2.res));
+});
