@@ -45,6 +45,7 @@ typedef struct OpenSpan
 	TraceprofSpan *record;		/* preallocated, TraceprofSpanSize() bytes */
 	QueryDesc  *query_desc;		/* executor span: its query; else NULL */
 	bool		awaiting_executor;	/* opened by the planner, not yet run */
+	bool		awaiting_xact_end;	/* COMMIT/ROLLBACK: ends when the xact does */
 	int64		cpu_start_ns;
 	BufferUsage buffers_start;
 	WalUsage	wal_start;
@@ -219,6 +220,7 @@ open_span(bool top_level, int kind, const char *name, const char *operation,
 
 	span->query_desc = NULL;
 	span->awaiting_executor = false;
+	span->awaiting_xact_end = false;
 	span->buffers_start = pgBufferUsage;
 	span->wal_start = pgWalUsage;
 	r->start_ns = (int64) tp_unix_now_ns();
@@ -296,11 +298,15 @@ index_of_query(const QueryDesc *query_desc)
 	return -1;
 }
 
-/* A span the planner opened but no executor ever ran (e.g. unused Bind). */
+/*
+ * Close spans left waiting: planned but never executed (an unused Bind), or
+ * a COMMIT/ROLLBACK whose transaction end we were waiting for.
+ */
 static void
-close_unexecuted(void)
+close_stale(void)
 {
-	while (open_count > 0 && open_spans[open_count - 1].awaiting_executor)
+	while (open_count > 0 && (open_spans[open_count - 1].awaiting_executor ||
+							  open_spans[open_count - 1].awaiting_xact_end))
 		close_innermost(-1, 0, NULL);
 }
 
@@ -398,7 +404,7 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 
 	if (plan_nesting == 0 && nesting_level == 0 && query_string != NULL)
 	{
-		close_unexecuted();
+		close_stale();
 		entry = open_count;
 		statement = open_span(true, SPAN_KIND_SERVER, NULL, CreateCommandName((Node *) parse),
 							  query_collection(parse), parse->queryId,
@@ -570,7 +576,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	if (!transparent && (nesting_level == 0 || traceprof_track == TRACK_ALL))
 	{
 		if (nesting_level == 0)
-			close_unexecuted();
+			close_stale();
 		span = open_span(nesting_level == 0,
 						 nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
 						 NULL, CreateCommandName(stmt), utility_collection(stmt),
@@ -601,10 +607,20 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	if (!transparent)
 		nesting_level--;
 
-	if (span != NULL)
+	/*
+	 * COMMIT and ROLLBACK only mark the transaction block here; the work
+	 * (WAL flush, lock release) happens when the statement's transaction
+	 * command finishes, so their span ends in the transaction callback.
+	 */
+	if (span != NULL && IsA(stmt, TransactionStmt) && nesting_level == 0 &&
+		(((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT ||
+		 ((TransactionStmt *) stmt)->kind == TRANS_STMT_ROLLBACK))
+		span->awaiting_xact_end = true;
+	else if (span != NULL)
 		close_from(entry, qc && command_tag_display_rowcount(qc->commandTag) ?
 				   (int64) qc->nprocessed : -1, 0, NULL);
 }
+
 
 /*
  * Safety net: an error outside our hooks, or a portal that never reached
@@ -617,13 +633,14 @@ traceprof_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			close_stale();		/* a ROLLBACK ends well */
 			nesting_level = 0;
 			plan_nesting = 0;
 			close_from(0, -1, ERRCODE_IN_FAILED_SQL_TRANSACTION, "transaction aborted");
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:
-			close_unexecuted();
+			close_stale();
 			break;
 		default:
 			break;

@@ -12,6 +12,14 @@ const fs = require('node:fs');
 const { startReceiver } = require('../../tests/integration/lib/receiver');
 const { decodeTraces } = require('../../tests/integration/lib/otlp');
 
+// OTLP int64 values decode as BigInt, which JSON cannot hold as such.
+function plain(key, value) {
+	if (typeof value !== 'bigint')
+		return value;
+	return value <= BigInt(Number.MAX_SAFE_INTEGER) && value >= BigInt(Number.MIN_SAFE_INTEGER)
+		? Number(value) : value.toString();
+}
+
 async function main() {
 	const [out, portFile] = process.argv.slice(2);
 	if (!out || !portFile) {
@@ -36,7 +44,7 @@ async function main() {
 				attributes: s.attributes,
 				status: s.status,
 				service: s.resource.attributes['service.name'],
-			}));
+			}, plain));
 			fs.appendFileSync(out, lines.map((l) => l + '\n').join(''));
 		}
 	}, 100);
