@@ -27,7 +27,8 @@ typedef enum attempt_outcome
 {
 	ATTEMPT_DELIVERED,
 	ATTEMPT_RETRY,
-	ATTEMPT_FAILED,
+	ATTEMPT_REJECTED,			/* a definite no from the collector */
+	ATTEMPT_FAILED,				/* a local or transport failure */
 	ATTEMPT_UNREACHABLE,
 } attempt_outcome;
 
@@ -41,6 +42,31 @@ typedef struct response
 	uint8_t    *body;
 	size_t		body_len;
 } response;
+
+/*
+ * The URL as shown in messages: user info ("user:secret@") masked, since
+ * messages reach logs and views that less privileged users can read.
+ */
+static void
+displayable_url(const char *url, char *out, size_t outlen)
+{
+	const char *authority = strstr(url, "://");
+	const char *at;
+	const char *slash;
+
+	if (authority == NULL)
+	{
+		snprintf(out, outlen, "%s", url);
+		return;
+	}
+	authority += 3;
+	slash = strchr(authority, '/');
+	at = memchr(authority, '@', slash ? (size_t) (slash - authority) : strlen(authority));
+	if (at == NULL)
+		snprintf(out, outlen, "%s", url);
+	else
+		snprintf(out, outlen, "%.*s***%s", (int) (authority - url), url, at);
+}
 
 static long
 monotonic_ms(void)
@@ -229,8 +255,10 @@ classify_transport_error(CURLcode rc, const char *curl_message, const char *url,
 						 char *err, size_t errlen)
 {
 	const char *detail = curl_message[0] ? curl_message : curl_easy_strerror(rc);
+	char		shown[512];
 
-	snprintf(err, errlen, "%s: %s", url, detail);
+	displayable_url(url, shown, sizeof(shown));
+	snprintf(err, errlen, "%s: %s", shown, detail);
 	switch (rc)
 	{
 		case CURLE_COULDNT_CONNECT:
@@ -254,11 +282,13 @@ classify_answer(const tp_otlp_target *target, const response *r, char *err, size
 {
 	const uint8_t *message = r->body;
 	size_t		message_len = r->body_len;
+	char		shown[512];
 
+	displayable_url(target->url, shown, sizeof(shown));
 	if (r->http_status == 429 || r->http_status == 502 ||
 		r->http_status == 503 || r->http_status == 504)
 	{
-		snprintf(err, errlen, "%s: HTTP status %ld", target->url, r->http_status);
+		snprintf(err, errlen, "%s: HTTP status %ld", shown, r->http_status);
 		return ATTEMPT_RETRY;
 	}
 	if (r->http_status < 200 || r->http_status > 299)
@@ -266,16 +296,16 @@ classify_answer(const tp_otlp_target *target, const response *r, char *err, size
 		char		what[512];
 
 		describe_http_error(r, what, sizeof(what));
-		snprintf(err, errlen, "%s: %s", target->url, what);
-		return ATTEMPT_FAILED;
+		snprintf(err, errlen, "%s: %s", shown, what);
+		return ATTEMPT_REJECTED;
 	}
 	if (target->protocol == TP_OTLP_GRPC)
 	{
 		if (r->grpc_status != 0)
 		{
-			snprintf(err, errlen, "%s: gRPC status %d%s%s", target->url, r->grpc_status,
+			snprintf(err, errlen, "%s: gRPC status %d%s%s", shown, r->grpc_status,
 					 r->grpc_message[0] ? ": " : "", r->grpc_message);
-			return grpc_status_is_retryable(r->grpc_status) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
+			return grpc_status_is_retryable(r->grpc_status) ? ATTEMPT_RETRY : ATTEMPT_REJECTED;
 		}
 		if (message_len < GRPC_FRAME_HEADER)
 			return ATTEMPT_DELIVERED;
@@ -390,7 +420,7 @@ tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
 
 		if (target->cancel != NULL && *target->cancel)
 		{
-			snprintf(err, errlen, "%s: export cancelled", target->url);
+			snprintf(err, errlen, "export cancelled");
 			break;
 		}
 		err[0] = '\0';			/* only the last attempt's story counts */
@@ -404,6 +434,11 @@ tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
 		if (outcome == ATTEMPT_UNREACHABLE)
 		{
 			result = TP_EXPORT_UNREACHABLE;
+			break;
+		}
+		if (outcome == ATTEMPT_REJECTED)
+		{
+			result = TP_EXPORT_REJECTED;
 			break;
 		}
 		if (outcome == ATTEMPT_FAILED)

@@ -20,7 +20,8 @@ uint8_t    *tp_otlp_encode_traces(const tp_kvlist *resource,
 typedef enum tp_export_result
 {
 	TP_EXPORT_OK,				/* delivered (possibly partial success) */
-	TP_EXPORT_FAILED,			/* permanent error or retries exhausted */
+	TP_EXPORT_REJECTED,			/* the collector refused it: do not resend */
+	TP_EXPORT_FAILED,			/* retries or time ran out: may resend later */
 	TP_EXPORT_UNREACHABLE,		/* could not connect at all */
 } tp_export_result;
 
@@ -28,8 +29,9 @@ typedef enum tp_export_result
  * POST body to target, retrying 429/502/503/504 (gRPC: UNAVAILABLE and
  * friends) and dropped connections with backoff, jitter and Retry-After,
  * within target->timeout_ms.  On anything but TP_EXPORT_OK, err holds one
- * line saying what went wrong (never header values).  A partial success is
- * TP_EXPORT_OK with the rejection described in err.
+ * line saying what went wrong (never header values, never the password of
+ * the URL).  A partial success is TP_EXPORT_OK with the rejection described
+ * in err.
  */
 tp_export_result tp_otlp_send(const tp_otlp_target *target,
 							  const uint8_t *body, size_t len,

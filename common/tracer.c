@@ -115,6 +115,8 @@ export_spans(void)
 	free(body);
 	if (result == TP_EXPORT_UNREACHABLE)
 		tp_warn("traces not exported: OTLP collector unreachable: %s", err);
+	else if (result == TP_EXPORT_REJECTED)
+		tp_warn("traces rejected by the collector: %s", err);
 	else if (result == TP_EXPORT_FAILED)
 		tp_warn("traces not exported: %s", err);
 	else if (err[0] != '\0')

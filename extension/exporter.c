@@ -5,7 +5,8 @@
  * shared memory.  Each round takes up to traceprof.export_batch_size
  * unexported spans, sends them in one request (common/otlp_export.c:
  * bounded time, retries on 429/502/503/504), and marks them exported only
- * when the collector took them; on failure they stay for the next round.
+ * when the collector took them; when it could not be reached they stay for
+ * the next round, and when it refused them they are dropped and counted.
  */
 #include "postgres.h"
 
@@ -153,6 +154,17 @@ export_one_batch(const tp_kvlist *resource, const tp_otlp_target *target)
 		free_batch(&batch);
 		return batch.count;
 	}
+	if (result == TP_EXPORT_REJECTED)
+	{
+		/* Resending what the collector refused would block the ring forever. */
+		span_store_mark_rejected(upto, batch.count);
+		span_store_export_failed(err);
+		ereport(WARNING,
+				(errmsg("traceprof exporter: %d spans rejected by the collector and dropped: %s",
+						batch.count, err)));
+		free_batch(&batch);
+		return 0;
+	}
 	span_store_export_failed(err);
 	/* One warning per streak of failures, not one per round. */
 	if (!failing)
@@ -191,7 +203,6 @@ traceprof_exporter_main(Datum arg)
 			build_resource(&resource);
 			free(target.url);
 			build_target(&target);
-			failing = false;
 		}
 		if (traceprof_otlp_endpoint[0] == '\0')
 			continue;

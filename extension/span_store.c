@@ -208,10 +208,20 @@ void
 span_store_mark_exported(uint64 upto, int count)
 {
 	pg_atomic_write_u64(&store->exported_upto, upto);
+	if (count == 0)
+		return;
 	pg_atomic_fetch_add_u64(&store->exported, count);
 	SpinLockAcquire(&store->mutex);
 	store->last_export = GetCurrentTimestamp();
 	SpinLockRelease(&store->mutex);
+}
+
+/* The collector refused these spans for good: move past them as dropped. */
+void
+span_store_mark_rejected(uint64 upto, int count)
+{
+	pg_atomic_write_u64(&store->exported_upto, upto);
+	pg_atomic_fetch_add_u64(&store->dropped, count);
 }
 
 void

@@ -56,6 +56,23 @@ static int	open_count;
 static int	nesting_level;		/* executor and utility nesting */
 static int	plan_nesting;
 
+/*
+ * The statement whose tracing the planner already decided (traced or not),
+ * so that ExecutorStart does not decide again: no second sampling draw, no
+ * second count of a malformed comment.  Identified by query id and place in
+ * the source text, since the extended protocol executes a copy of the plan.
+ * Cached plans skip the planner and are decided in ExecutorStart.
+ */
+typedef struct DecidedStatement
+{
+	bool		pending;
+	uint64		query_id;
+	int			location;
+	int			len;
+} DecidedStatement;
+
+static DecidedStatement decided;
+
 static planner_hook_type prev_planner = NULL;
 static ExecutorStart_hook_type prev_ExecutorStart = NULL;
 static ExecutorRun_hook_type prev_ExecutorRun = NULL;
@@ -401,8 +418,9 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	OpenSpan   *statement = NULL;
 	OpenSpan   *planning = NULL;
 	PlannedStmt *result;
+	bool		deciding = plan_nesting == 0 && nesting_level == 0 && query_string != NULL;
 
-	if (plan_nesting == 0 && nesting_level == 0 && query_string != NULL)
+	if (deciding)
 	{
 		close_stale();
 		entry = open_count;
@@ -434,6 +452,13 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	PG_END_TRY();
 	plan_nesting--;
 
+	if (deciding)
+	{
+		decided.pending = true;
+		decided.query_id = result->queryId;
+		decided.location = result->stmt_location;
+		decided.len = result->stmt_len;
+	}
 	if (planning != NULL)
 	{
 		int64		started = planning->record->start_ns;
@@ -444,6 +469,17 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	return result;
 }
 
+/* Consume the planner's decision if it was about this statement. */
+static bool
+was_decided_by_planner(const PlannedStmt *stmt)
+{
+	bool		same = decided.pending && decided.query_id == stmt->queryId &&
+		decided.location == stmt->stmt_location && decided.len == stmt->stmt_len;
+
+	decided.pending = false;
+	return same;
+}
+
 static void
 traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
@@ -451,10 +487,13 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 	OpenSpan   *span = NULL;
 	int			entry = open_count;
 
-	if (nesting_level == 0 && open_count > 0 && open_spans[open_count - 1].awaiting_executor)
+	if (nesting_level == 0 && was_decided_by_planner(stmt))
 	{
-		span = &open_spans[open_count - 1];		/* planned just now */
-		span->awaiting_executor = false;
+		if (open_count > 0 && open_spans[open_count - 1].awaiting_executor)
+		{
+			span = &open_spans[open_count - 1];	/* planned just now */
+			span->awaiting_executor = false;
+		}
 	}
 	else if (nesting_level == 0 || traceprof_track == TRACK_ALL)
 	{
@@ -633,6 +672,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			decided.pending = false;
 			close_stale();		/* a ROLLBACK ends well */
 			nesting_level = 0;
 			plan_nesting = 0;
@@ -640,6 +680,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:
+			decided.pending = false;
 			close_stale();
 			break;
 		default:

@@ -118,6 +118,7 @@ extern void span_store_count_malformed(void);
 extern void span_store_scan_retained(SpanVisitor visit, void *arg);
 extern uint64 span_store_read_unexported(SpanVisitor visit, void *arg, int max);
 extern void span_store_mark_exported(uint64 upto, int count);
+extern void span_store_mark_rejected(uint64 upto, int count);
 extern void span_store_export_failed(const char *message);
 extern void span_store_set_exporter_latch(Latch *latch);
 extern void span_store_get_stats(SpanStoreStats *stats);

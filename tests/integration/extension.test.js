@@ -1,0 +1,827 @@
+'use strict';
+// The traceprof extension end to end: real PostgreSQL 15 clusters with
+// shared_preload_libraries = 'traceprof', the capture receiver as the OTLP
+// collector (HTTP/protobuf and gRPC), payloads decoded by
+// @opentelemetry/otlp-transformer's generated root, SQLCommenter comments
+// sent through a real driver (npm `pg`: simple and extended protocol), the
+// loader's trace continued inside the server, and the failure modes of the
+// exporter (unreachable collector, bounded ring, retries, 400s).
+//
+// Every wait polls a condition with a deadline; nothing sleeps blindly.
+
+const { test, describe, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
+const path = require('node:path');
+
+const { GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
+const { run, describe: describeRun } = require('./lib/run');
+const { startCluster, freePort } = require('./lib/cluster');
+const { startReceiver, GRPC_PATH } = require('./lib/receiver');
+const { decodeTraces, SpanKind, StatusCode } = require('./lib/otlp');
+const { makeTempDir, removeTempDir } = require('./lib/tmp');
+
+let pg;
+try {
+	pg = require('pg');
+} catch (err) {
+	throw new Error(`the npm package "pg" is missing (${err.message}): run 'make deps' ` +
+		'(npm ci in tests/integration)');
+}
+
+const EXPORT_INTERVAL_MS = 100;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const hex = (bytes) => crypto.randomBytes(bytes).toString('hex');
+const traceparent = (traceId, spanId, flags = '01') => `00-${traceId}-${spanId}-${flags}`;
+
+/** A new caller context: {traceId, spanId, header}. */
+function newContext(flags = '01') {
+	const traceId = hex(16);
+	const spanId = hex(8);
+	return { traceId, spanId, header: traceparent(traceId, spanId, flags) };
+}
+
+/**
+ * Poll fn until it returns a truthy value; throw after timeoutMs with
+ * what (a string, or a function of fn's last result) in the message.
+ */
+async function waitFor(what, fn, timeoutMs = 15000, intervalMs = 25) {
+	const deadline = Date.now() + timeoutMs;
+	let last;
+	for (;;) {
+		last = await fn();
+		if (last)
+			return last;
+		if (Date.now() > deadline) {
+			const detail = typeof what === 'function' ? what(last) : what;
+			throw new Error(`timed out after ${timeoutMs} ms waiting for ${detail}`);
+		}
+		await sleep(intervalMs);
+	}
+}
+
+/** A cluster with traceprof preloaded and created in the app database. */
+async function startTraced(settings = {}) {
+	const cluster = await startCluster({
+		settings: {
+			shared_preload_libraries: 'traceprof',
+			'traceprof.export_interval': String(EXPORT_INTERVAL_MS),
+			...settings,
+		},
+	});
+	try {
+		await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
+	} catch (err) {
+		await cluster.stop();
+		throw err;
+	}
+	return cluster;
+}
+
+/** A pg client over the cluster's unix socket (trusted), connected. */
+async function connect(cluster, user = 'postgres', database = 'app') {
+	const client = new pg.Client({ host: cluster.socketDir, port: cluster.port, user, database });
+	client.on('error', () => { /* the server going away at teardown */ });
+	await client.connect();
+	return client;
+}
+
+/** traceprof.stats with the counters as Numbers. */
+async function stats(client) {
+	const row = (await client.query('SELECT * FROM traceprof.stats')).rows[0];
+	const out = { ...row };
+	for (const k of ['spans_created', 'spans_dropped', 'spans_exported', 'export_failures',
+		'malformed_contexts', 'spans_pending', 'capacity'])
+		out[k] = Number(row[k]);
+	return out;
+}
+
+/** Decoded spans of the receiver's requests that belong to traceId. */
+function spansOf(receiver, traceId) {
+	return receiver.spans().filter((s) => s.traceId === traceId);
+}
+
+/** The receiver's requests that carry at least one span of traceId. */
+function requestsWith(receiver, traceId) {
+	return receiver.requests.filter((r) => decodeTraces(r.body).spans.some((s) => s.traceId === traceId));
+}
+
+/** Wait until the receiver holds at least n spans of traceId; returns them. */
+function waitForSpans(receiver, traceId, n, timeoutMs) {
+	return waitFor(() => `${n} span(s) of trace ${traceId} at the receiver ` +
+		`(have ${spansOf(receiver, traceId).length}: ${spansOf(receiver, traceId).map((s) => s.name)})`,
+	() => {
+		const spans = spansOf(receiver, traceId);
+		return spans.length >= n ? spans : null;
+	}, timeoutMs);
+}
+
+const summary = (s) => `${s.name} [kind ${s.kind}] span=${s.spanId} parent=${s.parentSpanId} ` +
+	`text=${JSON.stringify(s.attributes['db.query.text'])}`;
+const dump = (spans) => spans.map(summary).join('\n  ');
+const jsonish = (v) => JSON.stringify(v, (k, x) => (typeof x === 'bigint' ? x.toString() : x));
+
+function logLines(cluster, from = 0) {
+	return cluster.readLog().slice(from).split('\n');
+}
+
+// ---- 1 and 2: what a traced session exports ---------------------------
+
+const RESOURCE_ATTRIBUTES = 'deployment.environment=ci%20test,team.name=data%2Cplatform%3D1';
+const EXPECTED_RESOURCE = { 'deployment.environment': 'ci test', 'team.name': 'data,platform=1' };
+
+/**
+ * Run the same traced workload in a fresh session: a utility statement,
+ * writes and reads with literals (that must not leave the server), a CPU
+ * heavy query, and two failures.  Returns what the checks need.
+ */
+async function runWorkload(cluster, table) {
+	const ctx = newContext();
+	const client = await connect(cluster, 'app');
+	try {
+		const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+		const startedMs = Date.now();
+		await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		await client.query(`CREATE TABLE ${table} (id int PRIMARY KEY, note text)`);
+		await client.query(`INSERT INTO ${table} VALUES (1, 'secret-one'), (2, 'secret-two'), (3, 'secret-three')`);
+		const sel = await client.query(`SELECT id, note FROM ${table} WHERE id >= 2 AND note <> 'secret-none' ORDER BY id`);
+		assert.equal(sel.rows.length, 2);
+		await client.query('SELECT count(*) FROM generate_series(1, 300000) AS g');
+		await assert.rejects(client.query('SELECT 1 / 0 AS boom'), (e) => e.code === '22012');
+		await assert.rejects(client.query(`INSERT INTO ${table} VALUES (1, 'secret-dup')`), (e) => e.code === '23505');
+		return { ctx, pid, startedMs, endedMs: Date.now() };
+	} finally {
+		await client.end();
+	}
+}
+
+/** The statements runWorkload traced, as the server must describe them. */
+function expectedStatements(table) {
+	return [
+		{ text: `CREATE TABLE ${table} (id int PRIMARY KEY, note text)`, name: `CREATE TABLE ${table}`,
+			operation: 'CREATE TABLE', collection: table, planned: false },
+		{ text: `INSERT INTO ${table} VALUES ($1, $2), ($3, $4), ($5, $6)`, name: `INSERT ${table}`,
+			operation: 'INSERT', collection: table, rows: 3, planned: true },
+		{ text: `SELECT id, note FROM ${table} WHERE id >= $1 AND note <> $2 ORDER BY id`, name: `SELECT ${table}`,
+			operation: 'SELECT', collection: table, rows: 2, planned: true },
+		{ text: 'SELECT count(*) FROM generate_series($1, $2) AS g', name: 'SELECT',
+			operation: 'SELECT', rows: 1, planned: true, cpuHeavy: true },
+		{ text: 'SELECT $1 / $2 AS boom', name: 'SELECT', operation: 'SELECT', planned: true,
+			error: { sqlstate: '22012', message: 'division by zero' } },
+		{ text: `INSERT INTO ${table} VALUES ($1, $2)`, name: `INSERT ${table}`, operation: 'INSERT', planned: true,
+			collection: table,
+			error: { sqlstate: '23505', message: `duplicate key value violates unique constraint "${table}_pkey"` } },
+	];
+}
+
+/** Wait for the workload's spans and check every one of them. */
+async function checkWorkloadExport(receiver, table, run, serviceName) {
+	const expected = expectedStatements(table);
+	const planned = expected.filter((e) => e.planned).length;
+	const spans = await waitForSpans(receiver, run.ctx.traceId, expected.length + planned);
+	// One more export round: anything duplicated or extra would show now.
+	await sleep(3 * EXPORT_INTERVAL_MS);
+	const all = spansOf(receiver, run.ctx.traceId);
+	assert.equal(all.length, spans.length, `no span arrives twice or late:\n  ${dump(all)}`);
+
+	const servers = all.filter((s) => s.kind === SpanKind.SERVER);
+	const plans = all.filter((s) => s.name === 'plan');
+	assert.equal(servers.length, expected.length, `one SERVER span per statement:\n  ${dump(all)}`);
+	assert.equal(plans.length, planned, `one plan span per planned statement:\n  ${dump(all)}`);
+	assert.equal(new Set(all.map((s) => s.spanId)).size, all.length, 'span ids are unique');
+
+	const notBefore = BigInt(run.startedMs - 1000) * 1000000n;
+	const notAfter = BigInt(run.endedMs + 1000) * 1000000n;
+	for (const s of all) {
+		assert.match(s.spanId, /^[0-9a-f]{16}$/);
+		assert.notEqual(s.spanId, '0000000000000000');
+		assert.ok(s.startTimeUnixNano >= notBefore && s.endTimeUnixNano <= notAfter &&
+			s.startTimeUnixNano <= s.endTimeUnixNano, `times of ${summary(s)} lie within the run`);
+		assert.equal(s.scope.name, 'traceprof');
+		assert.equal(s.resource.attributes['service.name'], serviceName, 'service.name from traceprof.service_name');
+		for (const [k, v] of Object.entries(EXPECTED_RESOURCE))
+			assert.equal(s.resource.attributes[k], v, `resource attribute ${k} (percent-decoded)`);
+		assert.deepEqual(Object.keys(s.attributes).filter((k) => k.startsWith('__duplicate__')), [],
+			`no repeated attribute in ${summary(s)}`);
+		assert.doesNotMatch(jsonish(s.attributes), /secret/, `no literal value leaves the server: ${summary(s)}`);
+	}
+
+	for (const e of expected) {
+		const matching = servers.filter((s) => s.attributes['db.query.text'] === e.text);
+		assert.equal(matching.length, 1, `one SERVER span with db.query.text ${JSON.stringify(e.text)}:\n  ${dump(servers)}`);
+		const s = matching[0];
+		const a = s.attributes;
+		assert.equal(s.name, e.name);
+		assert.equal(s.parentSpanId, run.ctx.spanId, `${s.name}: parent is the traceparent's parent id`);
+		assert.equal(a['db.system.name'], 'postgresql');
+		assert.equal(a['db.namespace'], 'app');
+		assert.equal(a['db.operation.name'], e.operation);
+		assert.equal(a['db.collection.name'], e.collection, `db.collection.name of ${s.name}`);
+		assert.equal(a['traceprof.backend_pid'], run.pid, 'traceprof.backend_pid is the session\'s backend');
+		assert.equal(s.attributeTypes['traceprof.cpu_time_ns'], 'intValue');
+		const wallNs = Number(s.endTimeUnixNano - s.startTimeUnixNano);
+		assert.ok(a['traceprof.cpu_time_ns'] >= 0 && a['traceprof.cpu_time_ns'] <= wallNs + 1e6,
+			`0 <= cpu_time_ns (${a['traceprof.cpu_time_ns']}) <= wall time (${wallNs}) for ${s.name}`);
+		if (e.cpuHeavy)
+			assert.ok(a['traceprof.cpu_time_ns'] > 1e6, `counting 300000 rows costs over 1 ms of CPU: ${a['traceprof.cpu_time_ns']} ns`);
+		if (e.rows !== undefined) {
+			assert.equal(a['db.response.returned_rows'], e.rows, `db.response.returned_rows of ${e.text}`);
+			assert.equal(s.attributeTypes['db.response.returned_rows'], 'intValue');
+		}
+		if (e.error) {
+			assert.equal(s.status.code, StatusCode.ERROR, `${e.text}: status ERROR`);
+			assert.equal(s.status.message, e.error.message);
+			assert.equal(a['db.response.status_code'], e.error.sqlstate);
+		} else {
+			assert.equal(s.status.code, StatusCode.UNSET, `${e.text}: no error status`);
+			assert.equal(a['db.response.status_code'], undefined);
+		}
+		const children = plans.filter((p) => p.parentSpanId === s.spanId);
+		assert.equal(children.length, e.planned ? 1 : 0, `plan children of ${s.name}`);
+		for (const p of children) {
+			assert.equal(p.kind, SpanKind.INTERNAL, 'plan spans are INTERNAL');
+			assert.ok(p.startTimeUnixNano >= s.startTimeUnixNano && p.endTimeUnixNano <= s.endTimeUnixNano,
+				'planning happens inside its statement');
+		}
+	}
+}
+
+describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () => {
+	let cluster;
+	let receiver;
+	let admin;
+
+	before(async () => {
+		receiver = await startReceiver({ grpc: false });
+		cluster = await startTraced({
+			'traceprof.otlp_endpoint': receiver.httpEndpoint,
+			'traceprof.service_name': 'orders-db',
+			'traceprof.resource_attributes': RESOURCE_ATTRIBUTES,
+		});
+		admin = await connect(cluster);
+		await admin.query('CREATE TABLE orders_sc (id int PRIMARY KEY, note text); ' +
+			"INSERT INTO orders_sc VALUES (1, 'a'), (2, 'b'), (3, 'c'); " +
+			'ALTER TABLE orders_sc OWNER TO app');
+	});
+
+	after(async () => {
+		if (admin)
+			await admin.end().catch(() => {});
+		if (cluster)
+			await cluster.stop();
+		if (receiver)
+			await receiver.close();
+	});
+
+	test('1. OTLP/HTTP: traced statements arrive as SERVER spans with plan children, db.* attributes, resource and errors', async () => {
+		const table = 'orders_http';
+		const r = await runWorkload(cluster, table);
+		await checkWorkloadExport(receiver, table, r, 'orders-db');
+		const carrying = requestsWith(receiver, r.ctx.traceId);
+		assert.ok(carrying.length >= 1);
+		for (const req of carrying) {
+			assert.equal(req.method, 'POST');
+			assert.equal(req.path, '/v1/traces', 'v1/traces appended to the base URL');
+			assert.equal(req.headers['content-type'], 'application/x-protobuf');
+			assert.equal(req.bodyError, null);
+		}
+	});
+
+	test('3. SQLCommenter through npm pg: extended and simple protocol, utility, errors; the comment wins over the session', async () => {
+		const client = await connect(cluster, 'app');
+		try {
+			const comment = (ctx) => `/*db_driver='node-postgres%3A8',route='%2Forders',traceparent='${ctx.header}'*/`;
+
+			// Extended protocol (Parse/Bind/Execute), no session context.
+			const ext = newContext();
+			const res = await client.query({ text: `SELECT id, note FROM orders_sc WHERE id = $1 ${comment(ext)}`, values: [2] });
+			assert.deepEqual(res.rows, [{ id: 2, note: 'b' }]);
+
+			// The session's traceprof.traceparent applies to uncommented
+			// statements; a comment overrides it.
+			const session = newContext();
+			await client.query(`SET traceprof.traceparent = '${session.header}'`);
+			const over = newContext();
+			await client.query({ text: `SELECT note FROM orders_sc WHERE id = $1 ${comment(over)}`, values: [3] });
+			await client.query({ text: 'SELECT count(*) AS from_session FROM orders_sc WHERE id > $1', values: [0] });
+
+			// Simple protocol and a utility statement.
+			const simple = newContext();
+			await client.query(`SELECT count(*) AS simple FROM orders_sc ${comment(simple)}`);
+			const utility = newContext();
+			await client.query(`CREATE TABLE sc_made (id int) ${comment(utility)}`);
+
+			// A failing parameterized statement.
+			const failing = newContext();
+			await assert.rejects(
+				client.query({ text: `INSERT INTO orders_sc (id, note) VALUES ($1, $2) ${comment(failing)}`, values: [1, 'dup'] }),
+				(e) => e.code === '23505');
+
+			// Not sampled (flags 00): no span, even with a session context.
+			const unsampled = newContext('00');
+			const un = await client.query({ text: `SELECT $1::int AS unsampled ${comment(unsampled)}`, values: [7] });
+			assert.equal(un.rows[0].unsampled, 7);
+			await client.query(`SELECT 8 AS unsampled_simple ${comment(unsampled)}`);
+
+			// Malformed: the statement runs, the session context applies.
+			const before_ = await stats(admin);
+			const bad = await client.query({ text: "SELECT $1::int AS malformed /*traceparent='00-zz'*/", values: [5] });
+			assert.equal(bad.rows[0].malformed, 5);
+			const after_ = await stats(admin);
+			assert.ok(after_.malformed_contexts > before_.malformed_contexts,
+				`malformed_contexts grows (${before_.malformed_contexts} -> ${after_.malformed_contexts})`);
+
+			// A barrier: once it arrived, everything traced before it did too.
+			const barrier = newContext();
+			await client.query(`SELECT 1 AS barrier ${comment(barrier)}`);
+			await waitForSpans(receiver, barrier.traceId, 2);
+
+			const one = (ctx, what, pred = (s) => s.kind === SpanKind.SERVER) => {
+				const spans = spansOf(receiver, ctx.traceId).filter(pred);
+				assert.equal(spans.length, 1, `one SERVER span for ${what}:\n  ${dump(spansOf(receiver, ctx.traceId))}`);
+				const s = spans[0];
+				assert.equal(s.parentSpanId, ctx.spanId, `${what}: the parent is the comment's span id`);
+				return s;
+			};
+			const e = one(ext, 'the extended-protocol query');
+			assert.equal(e.attributes['db.query.text'], 'SELECT id, note FROM orders_sc WHERE id = $1',
+				'the comment is not part of db.query.text');
+			assert.equal(e.attributes['db.response.returned_rows'], 1);
+			assert.equal(spansOf(receiver, ext.traceId).filter((s) => s.name === 'plan' && s.parentSpanId === e.spanId).length, 1,
+				'the extended-protocol statement has its plan span');
+
+			one(over, 'the commented query in a session with traceprof.traceparent');
+			const fromSession = spansOf(receiver, session.traceId).filter((s) => s.kind === SpanKind.SERVER);
+			assert.ok(fromSession.some((s) => /from_session/.test(s.attributes['db.query.text'])),
+				`the uncommented query joins the session's trace:\n  ${dump(fromSession)}`);
+			assert.ok(fromSession.every((s) => s.parentSpanId === session.spanId));
+			assert.ok(!fromSession.some((s) => /note FROM orders_sc WHERE id/.test(s.attributes['db.query.text'])),
+				'the commented query did not also land in the session trace');
+
+			const sp = one(simple, 'the simple-protocol statement');
+			assert.equal(sp.attributes['db.query.text'], 'SELECT count(*) AS simple FROM orders_sc');
+			const u = one(utility, 'the utility statement');
+			assert.equal(u.name, 'CREATE TABLE sc_made');
+
+			const f = one(failing, 'the failing parameterized statement');
+			assert.equal(f.status.code, StatusCode.ERROR);
+			assert.equal(f.attributes['db.response.status_code'], '23505');
+			assert.match(f.status.message, /duplicate key value violates unique constraint "orders_sc_pkey"/);
+
+			assert.deepEqual(spansOf(receiver, unsampled.traceId).map(summary), [], 'flags 00: no span exported');
+			const local = await admin.query('SELECT count(*)::int AS n FROM traceprof.spans WHERE trace_id = $1', [unsampled.traceId]);
+			assert.equal(local.rows[0].n, 0, 'flags 00: no span in traceprof.spans');
+			assert.ok(!fromSession.some((s) => /unsampled/.test(s.attributes['db.query.text'])),
+				'an unsampled comment is not replaced by the session context');
+			assert.ok(fromSession.some((s) => /AS malformed/.test(s.attributes['db.query.text'])),
+				`a malformed comment falls back to the session context:\n  ${dump(fromSession)}`);
+		} finally {
+			await client.end();
+		}
+	});
+
+	test('3b. a malformed SQLCommenter traceparent is counted exactly once per statement and never errors', async () => {
+		const client = await connect(cluster, 'app');
+		try {
+			const statements = [
+				['simple SELECT', () => client.query("SELECT 1 AS m1 /*traceparent='00-zz'*/")],
+				['extended SELECT', () => client.query({ text: "SELECT $1::int AS m2 /*traceparent='00-zz'*/", values: [1] })],
+				['uppercase ids', () => client.query(`SELECT 3 AS m3 /*traceparent='00-${hex(16).toUpperCase()}-${hex(8)}-01'*/`)],
+				['utility', () => client.query("CREATE TABLE malformed_t (id int) /*traceparent='garbage'*/")],
+				['INSERT', () => client.query({ text: "INSERT INTO malformed_t VALUES ($1) /*traceparent='00-zz'*/", values: [1] })],
+			];
+			const counts = [];
+			for (const [what, q] of statements) {
+				const before_ = (await stats(admin)).malformed_contexts;
+				await q();
+				const after_ = (await stats(admin)).malformed_contexts;
+				counts.push(`${what}: +${after_ - before_}`);
+			}
+			assert.deepEqual(counts, statements.map(([what]) => `${what}: +1`),
+				'traceprof.stats.malformed_contexts grows by one per statement with a malformed comment');
+		} finally {
+			await client.end();
+		}
+	});
+
+	test('4. generator -> loader: the server COPY and COMMIT spans are children of loader.copy and loader.commit, one trace', async () => {
+		requireExecutable(GENERATOR);
+		requireExecutable(LOADER);
+		const dir = makeTempDir('traceprof-ext-');
+		try {
+			const input = path.join(dir, 'orders.json');
+			const g = await run(GENERATOR, ['2000', input]);
+			assert.equal(g.code, 0, describeRun(g));
+			const res = await run(LOADER, [cluster.url(), input, '--table', 'loaded_orders'],
+				{ env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.httpEndpoint }, timeout: 60000 });
+			assert.equal(res.code, 0, describeRun(res));
+			assert.equal((await admin.query('SELECT count(*)::int AS n FROM loaded_orders')).rows[0].n, 2000);
+
+			const named = (name) => {
+				const s = receiver.spans().filter((x) => x.name === name);
+				return s.length === 1 ? s[0] : null;
+			};
+			const root = await waitFor('the loader.run span at the receiver', () => named('loader.run'));
+			const copy = named('loader.copy');
+			const commit = named('loader.commit');
+			assert.ok(copy && commit, 'loader.copy and loader.commit were exported');
+			assert.equal(copy.traceId, root.traceId);
+			assert.equal(commit.traceId, root.traceId);
+
+			const serverCopy = await waitFor('the server COPY span', () => spansOf(receiver, root.traceId)
+				.find((s) => s.kind === SpanKind.SERVER && s.attributes['db.operation.name'] === 'COPY'));
+			const serverCommit = await waitFor('the server COMMIT span', () => spansOf(receiver, root.traceId)
+				.find((s) => s.kind === SpanKind.SERVER && s.attributes['db.operation.name'] === 'COMMIT'));
+			const context = `\n  ${dump(spansOf(receiver, root.traceId))}`;
+			assert.equal(serverCopy.parentSpanId, copy.spanId, `COPY is a child of loader.copy${context}`);
+			assert.equal(serverCommit.parentSpanId, commit.spanId, `COMMIT is a child of loader.commit${context}`);
+			assert.equal(serverCopy.attributes['db.collection.name'], 'loaded_orders');
+			assert.equal(serverCopy.attributes['db.response.returned_rows'], 2000, 'COPY reports the rows it loaded');
+			assert.equal(serverCopy.resource.attributes['service.name'], 'orders-db');
+			assert.notEqual(copy.resource.attributes['service.name'], 'orders-db', 'client and server are different services');
+			for (const [server, client] of [[serverCopy, copy], [serverCommit, commit]]) {
+				assert.ok(server.startTimeUnixNano >= client.startTimeUnixNano - 1000000n &&
+					server.endTimeUnixNano <= client.endTimeUnixNano + 1000000n,
+				`${server.name} runs inside ${client.name}`);
+			}
+
+			// Every server span of the trace hangs under a span of the trace.
+			await sleep(3 * EXPORT_INTERVAL_MS);
+			const trace = spansOf(receiver, root.traceId);
+			const ids = new Set(trace.map((s) => s.spanId));
+			for (const s of trace.filter((x) => x.resource.attributes['service.name'] === 'orders-db'))
+				assert.ok(ids.has(s.parentSpanId), `${summary(s)} has its parent in the trace${context}`);
+		} finally {
+			removeTempDir(dir);
+		}
+	});
+
+	test('7. privileges: a non-superuser cannot redirect export, rename the service or reset, and sees other roles\' spans redacted', async () => {
+		await admin.query('CREATE ROLE other_user LOGIN');
+		const app = await connect(cluster, 'app');
+		const other = await connect(cluster, 'other_user');
+		try {
+			const denied = async (sql, codes, what) => {
+				await assert.rejects(app.query(sql), (e) => {
+					assert.ok(codes.includes(e.code), `${what}: SQLSTATE ${e.code} (${e.message}), expected one of ${codes}`);
+					return true;
+				}, `${what} must fail for a non-superuser`);
+			};
+			// SET of a SIGHUP parameter: "cannot be changed now" (55P02) or
+			// permission denied (42501); ALTER SYSTEM: permission denied.
+			await denied("SET traceprof.otlp_endpoint = 'http://attacker.example:4318'", ['55P02', '42501'], 'SET otlp_endpoint');
+			await denied("ALTER SYSTEM SET traceprof.otlp_endpoint = 'http://attacker.example:4318'", ['42501'], 'ALTER SYSTEM otlp_endpoint');
+			await denied("SET traceprof.service_name = 'spoofed'", ['55P02', '42501'], 'SET service_name');
+			await denied("ALTER SYSTEM SET traceprof.service_name = 'spoofed'", ['42501'], 'ALTER SYSTEM service_name');
+			await denied("ALTER SYSTEM SET traceprof.resource_attributes = 'a=b'", ['42501'], 'ALTER SYSTEM resource_attributes');
+			await denied('SHOW traceprof.otlp_endpoint', ['42501'], 'SHOW otlp_endpoint (superuser only)');
+			await denied('SELECT traceprof.reset()', ['42501'], 'traceprof.reset()');
+			await denied('SET traceprof.sample_rate = 1', ['42501'], 'SET sample_rate');
+			assert.equal((await admin.query('SHOW traceprof.otlp_endpoint')).rows[0]['traceprof.otlp_endpoint'],
+				receiver.httpEndpoint, 'the endpoint is unchanged');
+			assert.equal((await admin.query('SHOW traceprof.service_name')).rows[0]['traceprof.service_name'], 'orders-db');
+			const auto = await admin.query("SELECT count(*)::int AS n FROM pg_file_settings WHERE name LIKE 'traceprof.%' AND sourcefile LIKE '%postgresql.auto.conf'");
+			assert.equal(auto.rows[0].n, 0, 'nothing reached postgresql.auto.conf');
+
+			// Another role's spans: query and error message redacted.
+			const ctx = newContext();
+			await other.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await other.query("SELECT 'other-private-value' AS other_marker");
+			await assert.rejects(other.query("SELECT 1 / 0 AS other_failure"), (e) => e.code === '22012');
+			await app.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await app.query('SELECT 2 AS app_marker');
+			await app.query("SET traceprof.traceparent = ''");
+
+			const seen = (await app.query(
+				'SELECT username, query, status_message, attributes FROM traceprof.spans ' +
+				"WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time", [ctx.traceId])).rows;
+			const others = seen.filter((r) => r.username === 'other_user');
+			const mine = seen.filter((r) => r.username === 'app');
+			assert.equal(others.length, 2, `app sees other_user's two spans: ${JSON.stringify(seen)}`);
+			for (const r of others) {
+				assert.equal(r.query, '<insufficient privilege>');
+				assert.ok(!('db.query.text' in r.attributes), 'no db.query.text attribute for another role\'s span');
+				assert.doesNotMatch(JSON.stringify(r), /other-private-value|other_marker|other_failure/);
+			}
+			const failure = others.find((r) => r.status_message !== null);
+			assert.ok(failure, 'the failed statement of other_user is listed');
+			assert.equal(failure.status_message, '<insufficient privilege>');
+			assert.ok(mine.some((r) => r.query === 'SELECT $1 AS app_marker'), `app sees its own query: ${JSON.stringify(mine)}`);
+			const superView = (await admin.query(
+				"SELECT query FROM traceprof.spans WHERE trace_id = $1 AND username = 'other_user' AND kind = 'server'",
+				[ctx.traceId])).rows.map((r) => r.query);
+			assert.ok(superView.includes('SELECT $1 AS other_marker'), `a superuser sees every query: ${superView}`);
+		} finally {
+			await app.end();
+			await other.end();
+		}
+	});
+});
+
+describe('OTLP/gRPC export (own cluster)', () => {
+	let cluster;
+	let receiver;
+
+	before(async () => {
+		receiver = await startReceiver({ http: false });
+		cluster = await startTraced({
+			'traceprof.otlp_protocol': 'grpc',
+			'traceprof.otlp_endpoint': `http://${receiver.grpcEndpoint}`,
+			'traceprof.service_name': 'orders-db-grpc',
+			'traceprof.resource_attributes': RESOURCE_ATTRIBUTES,
+		});
+	});
+
+	after(async () => {
+		if (cluster)
+			await cluster.stop();
+		if (receiver)
+			await receiver.close();
+	});
+
+	test('2. OTLP/gRPC: the same spans arrive over TraceService/Export', async () => {
+		const table = 'orders_grpc';
+		const r = await runWorkload(cluster, table);
+		await checkWorkloadExport(receiver, table, r, 'orders-db-grpc');
+		const carrying = requestsWith(receiver, r.ctx.traceId);
+		assert.ok(carrying.length >= 1);
+		for (const req of carrying) {
+			assert.equal(req.protocol, 'grpc');
+			assert.equal(req.method, 'POST');
+			assert.equal(req.path, GRPC_PATH);
+			assert.match(String(req.headers['content-type']), /^application\/grpc/);
+			assert.equal(req.bodyError, null, 'exactly one well-formed gRPC message');
+		}
+	});
+});
+
+// ---- 5: a collector that is not there --------------------------------
+
+describe('unreachable endpoint, small ring (own cluster)', () => {
+	const STATEMENTS = 200;
+	const SPANS_PER_STATEMENT = 2;	/* SELECT: the statement and its plan span */
+	let cluster;
+	let closedPort;
+	let monitor;
+	let ctx;
+	let created;
+	let receiver;
+
+	before(async () => {
+		closedPort = await freePort();
+		cluster = await startTraced({
+			'traceprof.otlp_endpoint': `http://127.0.0.1:${closedPort}`,
+			'traceprof.max_spans': '128',
+			'traceprof.otlp_timeout': '1000',
+		});
+		monitor = await connect(cluster);
+		// Let the exporter run a few rounds with nothing to send before
+		// anything is traced: the situation test 5b is about.
+		await sleep(3 * EXPORT_INTERVAL_MS);
+	});
+
+	after(async () => {
+		if (monitor)
+			await monitor.end().catch(() => {});
+		if (cluster)
+			await cluster.stop();
+		if (receiver)
+			await receiver.close();
+	});
+
+	test('5. unreachable endpoint: statements stay fast, failures counted and warned once, ring bounded, drops counted exactly', async () => {
+		const samples = [];
+		let sampling = true;
+		const sampler = (async () => {
+			while (sampling) {
+				samples.push(await stats(monitor));
+				await sleep(10);
+			}
+		})();
+
+		ctx = newContext();
+		let elapsed;
+		let s;
+		try {
+			const client = await connect(cluster, 'app');
+			try {
+				await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+				const t0 = Date.now();
+				for (let i = 0; i < STATEMENTS; i++)
+					await client.query(`SELECT ${i} AS n`);
+				elapsed = Date.now() - t0;
+			} finally {
+				await client.end();
+			}
+			s = await waitFor((last) => `export_failures >= 3 (stats: ${JSON.stringify(last)})`, async () => {
+				const x = await stats(monitor);
+				return x.export_failures >= 3 ? x : null;
+			});
+		} finally {
+			sampling = false;
+			await sampler;
+		}
+		samples.push(s);
+		// Hang guard only: export must never sit on a query's path.
+		assert.ok(elapsed < 10000, `${STATEMENTS} traced statements took ${elapsed} ms with the collector down`);
+
+		const expectedSpans = STATEMENTS * SPANS_PER_STATEMENT;
+		assert.equal(s.capacity, 128);
+		assert.equal(s.spans_created + s.spans_dropped, expectedSpans,
+			`created (${s.spans_created}) + dropped (${s.spans_dropped}) = the ${expectedSpans} spans of ${STATEMENTS} SELECTs`);
+		assert.ok(s.spans_dropped > 0, 'spans were dropped once the ring was full');
+		assert.equal(s.spans_created, s.capacity, 'with nothing exported, exactly the ring\'s capacity was kept');
+		assert.equal(s.spans_exported, 0);
+		assert.equal(s.spans_pending, s.spans_created);
+		for (const x of samples)
+			assert.ok(x.spans_pending <= x.capacity, `spans_pending ${x.spans_pending} <= capacity ${x.capacity}`);
+		assert.ok(s.last_failure instanceof Date, 'last_failure is set');
+		assert.ok(s.last_error && s.last_error.includes(`127.0.0.1:${closedPort}`),
+			`last_error names the endpoint: ${JSON.stringify(s.last_error)}`);
+
+		const warnings = logLines(cluster).filter((l) => /WARNING:\s+traceprof exporter: cannot export spans/.test(l));
+		assert.equal(warnings.length, 1,
+			`one WARNING for the streak of ${s.export_failures} failures:\n${warnings.join('\n')}`);
+		assert.ok(warnings[0].includes(`127.0.0.1:${closedPort}`), `the WARNING names the endpoint: ${warnings[0]}`);
+		created = s.spans_created;
+	});
+
+	test('5b. last_export stays NULL while no span was ever exported', async () => {
+		assert.ok(created > 0, 'test 5 ran first');
+		const s = await stats(monitor);
+		assert.equal(s.spans_exported, 0);
+		assert.equal(s.last_export, null,
+			`nothing was delivered (spans_exported = 0, ${s.export_failures} failures), yet last_export = ${s.last_export}`);
+	});
+
+	test('5c. pointing the endpoint at a live collector (ALTER SYSTEM + reload) resumes export and drains the ring', async () => {
+		assert.ok(created > 0, 'test 5 ran first');
+		receiver = await startReceiver({ grpc: false });
+		await monitor.query(`ALTER SYSTEM SET traceprof.otlp_endpoint = '${receiver.httpEndpoint}'`);
+		await monitor.query('SELECT pg_reload_conf()');
+
+		const arrived = await waitForSpans(receiver, ctx.traceId, created);
+		assert.equal(arrived.length, created, 'every kept span arrives, once');
+		const s = await waitFor((last) => `the ring to drain (stats: ${JSON.stringify(last)})`, async () => {
+			const x = await stats(monitor);
+			return x.spans_pending === 0 && x.spans_exported >= created ? x : null;
+		});
+		assert.equal(s.spans_exported, created);
+
+		// New statements are exported as they come.
+		const more = newContext();
+		const client = await connect(cluster, 'app');
+		try {
+			await client.query(`SET traceprof.traceparent = '${more.header}'`);
+			for (let i = 0; i < 10; i++)
+				await client.query(`SELECT ${i} AS again`);
+		} finally {
+			await client.end();
+		}
+		await waitForSpans(receiver, more.traceId, 10 * SPANS_PER_STATEMENT);
+		const t = await waitFor((last) => `spans_exported to reach ${created + 20} (stats: ${JSON.stringify(last)})`, async () => {
+			const x = await stats(monitor);
+			return x.spans_exported >= created + 20 && x.spans_pending === 0 ? x : null;
+		});
+		assert.equal(t.spans_exported, created + 20);
+		assert.ok(t.last_export instanceof Date);
+	});
+
+	test('5d. a password in the endpoint URL does not show in traceprof.stats (readable by every role)', async () => {
+		const password = `pw${hex(6)}`;
+		const failuresBefore = (await stats(monitor)).export_failures;
+		await monitor.query(`ALTER SYSTEM SET traceprof.otlp_endpoint = 'http://tpuser:${password}@127.0.0.1:${closedPort}'`);
+		await monitor.query('SELECT pg_reload_conf()');
+		const app = await connect(cluster, 'app');
+		try {
+			const c = newContext();
+			await app.query(`SET traceprof.traceparent = '${c.header}'`);
+			// Keep tracing until the exporter runs with the new endpoint and fails.
+			const s = await waitFor((last) => `an export failure after the reload (stats: ${JSON.stringify(last)})`, async () => {
+				await app.query('SELECT 1 AS keep_failing');
+				const x = await stats(app);
+				return x.export_failures > failuresBefore ? x : null;
+			});
+			assert.ok(s.last_error.includes(`127.0.0.1:${closedPort}`), `last_error names the endpoint: ${s.last_error}`);
+			await app.query("SET traceprof.traceparent = ''");
+			// traceprof.otlp_endpoint is GUC_SUPERUSER_ONLY (SHOW is refused
+			// to this role), but last_error is granted to PUBLIC.
+			await assert.rejects(app.query('SHOW traceprof.otlp_endpoint'), (e) => e.code === '42501');
+			assert.ok(!s.last_error.includes(password),
+				`a non-superuser reads the endpoint's password in traceprof.stats.last_error: ${s.last_error}`);
+		} finally {
+			await app.end();
+		}
+	});
+});
+
+// ---- 6: retries --------------------------------------------------------
+
+describe('retries and rejections (own cluster)', () => {
+	let cluster;
+	let receiver;
+	let monitor;
+
+	before(async () => {
+		receiver = await startReceiver({ grpc: false });
+		cluster = await startTraced({
+			'traceprof.otlp_endpoint': receiver.httpEndpoint,
+			'traceprof.otlp_timeout': '5000',
+		});
+		monitor = await connect(cluster);
+	});
+
+	after(async () => {
+		if (monitor)
+			await monitor.end().catch(() => {});
+		if (cluster)
+			await cluster.stop();
+		if (receiver)
+			await receiver.close();
+	});
+
+	/** Run one traced SELECT in a fresh session; returns its context. */
+	async function tracedSelect(alias) {
+		const ctx = newContext();
+		const client = await connect(cluster, 'app');
+		try {
+			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await client.query(`SELECT 1 AS ${alias}`);
+		} finally {
+			await client.end();
+		}
+		return ctx;
+	}
+
+	test('6. 503 + Retry-After: 1, then 200: the batch is delivered by the retry, no failure counted', async () => {
+		const logStart = cluster.readLog().length;
+		const before_ = await stats(monitor);
+		receiver.enqueue({ status: 503, headers: { 'retry-after': '1' } }, {});
+		const ctx = await tracedSelect('retried');
+		const reqs = await waitFor(() => `two requests with trace ${ctx.traceId} (have ${requestsWith(receiver, ctx.traceId).length})`,
+			() => {
+				const r = requestsWith(receiver, ctx.traceId);
+				return r.length >= 2 ? r : null;
+			});
+		assert.equal(reqs[0].behaviour.status, 503);
+		assert.equal(reqs[1].behaviour.status, undefined, 'the retry got the default 200');
+		const gap = reqs[1].time - reqs[0].endTime;
+		assert.ok(gap >= 950, `the retry honours Retry-After: 1 (came ${gap.toFixed(0)} ms later)`);
+		const ids = (req) => decodeTraces(req.body).spans.map((s) => s.spanId).sort();
+		assert.deepEqual(ids(reqs[1]), ids(reqs[0]), 'the retry carries the same batch');
+		assert.equal(ids(reqs[0]).length, 2, 'the statement and its plan span');
+
+		const s = await waitFor((last) => `the batch to count as exported (${JSON.stringify(last)})`, async () => {
+			const x = await stats(monitor);
+			return x.spans_exported >= before_.spans_exported + 2 && x.spans_pending === 0 ? x : null;
+		});
+		await sleep(3 * EXPORT_INTERVAL_MS);
+		assert.equal(requestsWith(receiver, ctx.traceId).length, 2, 'delivered once: no further copies');
+		assert.equal(s.export_failures, before_.export_failures, 'a delivered retry is no failure');
+		assert.equal(s.spans_exported, before_.spans_exported + 2);
+		assert.deepEqual(logLines(cluster, logStart).filter((l) => /WARNING/.test(l)), [], 'no WARNING for a delivered retry');
+	});
+
+	test('6b. 400: not retried (the batch is sent once), counted as a failure', async () => {
+		const before_ = await stats(monitor);
+		receiver.enqueue({ status: 400, body: 'bad request' });
+		const rejected = await tracedSelect('rejected');
+		await waitFor('the request answered 400', () => requestsWith(receiver, rejected.traceId).length >= 1);
+		// Later spans still flow; once they arrived, any resend of the
+		// rejected batch would have happened too.
+		const barrier = await tracedSelect('after_rejection');
+		await waitForSpans(receiver, barrier.traceId, 2);
+		await sleep(3 * EXPORT_INTERVAL_MS);
+
+		const s = await stats(monitor);
+		const carrying = requestsWith(receiver, rejected.traceId);
+		assert.deepEqual(carrying.map((r) => r.behaviour.status ?? 200), [400],
+			'the batch answered 400 is sent exactly once (OTLP: a 400 MUST NOT be retried)');
+		assert.equal(s.export_failures, before_.export_failures + 1, 'the 400 counts as one export failure');
+		assert.match(s.last_error || '', /400/, 'last_error tells the status');
+	});
+
+	test('sampling: traceprof.sample_rate = 0.5 traces about half of the statements, each with its plan span', async () => {
+		const client = await connect(cluster);
+		const N = 1000;
+		try {
+			await client.query('SET traceprof.sample_rate = 0.5');
+			for (let i = 0; i < N; i++)
+				await client.query('SELECT 1 AS sample_probe');
+			await client.query('SET traceprof.sample_rate = 0');
+		} finally {
+			await client.end();
+		}
+		const rows = (await monitor.query(
+			'WITH spans AS MATERIALIZED (SELECT span_id, parent_span_id, name, kind, query FROM traceprof.spans) ' +
+			'SELECT s.span_id, s.parent_span_id, ' +
+			"(SELECT count(*)::int FROM spans p WHERE p.parent_span_id = s.span_id AND p.name = 'plan') AS plans " +
+			"FROM spans s WHERE s.kind = 'server' AND s.query = 'SELECT $1 AS sample_probe'")).rows;
+		const fraction = rows.length / N;
+		assert.ok(fraction > 0.4 && fraction < 0.6,
+			`sample_rate 0.5 sampled ${rows.length} of ${N} statements (${(100 * fraction).toFixed(1)}%)`);
+		assert.ok(rows.every((r) => r.parent_span_id === null), 'sampled statements start new root traces');
+		const withoutPlan = rows.filter((r) => r.plans !== 1).length;
+		assert.equal(withoutPlan, 0, `${withoutPlan} of ${rows.length} sampled statements have no plan span`);
+	});
+});
