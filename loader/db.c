@@ -1,0 +1,421 @@
+/*
+ * db.c - connection, statements and error messages for the loader.
+ */
+#include "db.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "order_row.h"
+#include "url_mask.h"
+
+/* Type OIDs (pg_type.dat) of the columns binary tuples can fill. */
+#define INT8OID 20
+#define TEXTOID 25
+#define BPCHAROID 1042
+#define VARCHAROID 1043
+#define NUMERICOID 1700
+#define TIMESTAMPTZOID 1184
+#define TEXTARRAYOID 1009
+#define JSONBOID 3802
+
+/*
+ * One line from a libpq message: trailing newlines dropped, inner line
+ * breaks folded into "; " (". " before the tab-indented hints libpq adds).
+ */
+static void
+one_line(char *out, size_t outlen, const char *msg)
+{
+	size_t		o = 0;
+
+	for (const char *p = msg; *p && o + 3 < outlen; p++)
+	{
+		if (*p == '\n')
+		{
+			while (p[1] == '\n')
+				p++;
+			if (p[1] == '\0')
+				break;
+			if (p[1] == '\t')
+				p++;
+			/* "refused\n\tIs the server..." reads "refused. Is the server..." */
+			if (o > 0 && strchr(".?!:;", out[o - 1]) == NULL)
+				out[o++] = p[0] == '\t' ? '.' : ';';
+			out[o++] = ' ';
+		}
+		else
+			out[o++] = *p;
+	}
+	out[o] = '\0';
+}
+
+static void
+set_libpq_error(ld_db *db, const char *what)
+{
+	char		line[1024];
+
+	one_line(line, sizeof(line), db->conn ? PQerrorMessage(db->conn) : "out of memory");
+	if (what != NULL)
+		snprintf(db->error, sizeof(db->error), "%s: %s", what, line[0] ? line : "unknown error");
+	else
+		snprintf(db->error, sizeof(db->error), "%s", line[0] ? line : "unknown error");
+	if (db->conninfo != NULL)
+		ld_scrub_message(db->conninfo, db->error, sizeof(db->error));
+}
+
+/* "COPY orders, line 5, column amount: ..." -> 5 and "amount". */
+static uint64_t
+copy_context_row(const char *context, char *column, size_t columnlen)
+{
+	const char *p = context;
+
+	column[0] = '\0';
+	while (p != NULL && (p = strstr(p, "COPY ")) != NULL)
+	{
+		const char *line = strstr(p, ", line ");
+		char	   *end;
+		unsigned long long row;
+
+		if (line == NULL)
+			return 0;
+		row = strtoull(line + 7, &end, 10);
+		if (end != line + 7)
+		{
+			if (strncmp(end, ", column ", 9) == 0)
+			{
+				size_t		n = strcspn(end + 9, ":\n");
+
+				snprintf(column, columnlen, "%.*s", (int) n, end + 9);
+			}
+			return row;
+		}
+		p = line + 7;
+	}
+	return 0;
+}
+
+/* db->error from a failed result: "what: message: detail". */
+static void
+set_result_error(ld_db *db, const PGresult *res, const char *what)
+{
+	const char *primary;
+	const char *detail;
+	const char *context;
+	const char *sqlstate;
+	char		column[128];
+	char		text[1200];
+
+	db->error_row = 0;
+	db->error_sqlstate[0] = '\0';
+	if (res == NULL || (primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)) == NULL)
+	{
+		set_libpq_error(db, what);
+		return;
+	}
+	detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	context = PQresultErrorField(res, PG_DIAG_CONTEXT);
+	sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	if (sqlstate != NULL)
+		snprintf(db->error_sqlstate, sizeof(db->error_sqlstate), "%s", sqlstate);
+	if (context != NULL)
+		db->error_row = copy_context_row(context, column, sizeof(column));
+	if (detail != NULL)
+		snprintf(text, sizeof(text), "%s: %s", primary, detail);
+	else
+		snprintf(text, sizeof(text), "%s", primary);
+	if (db->error_row > 0 && column[0] != '\0')
+	{
+		size_t		n = strlen(text);
+
+		snprintf(text + n, sizeof(text) - n, " (column %s)", column);
+	}
+	if (what != NULL)
+		snprintf(db->error, sizeof(db->error), "%s: %s", what, text);
+	else
+		snprintf(db->error, sizeof(db->error), "%s", text);
+	{
+		char		folded[sizeof(db->error)];
+
+		one_line(folded, sizeof(folded), db->error);
+		memcpy(db->error, folded, sizeof(folded));
+	}
+}
+
+/* Server NOTICEs (e.g. "relation already exists, skipping") stay quiet. */
+static void
+notice_receiver(void *arg, const PGresult *res)
+{
+	const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+
+	(void) arg;
+	if (severity != NULL && primary != NULL && strcmp(severity, "WARNING") == 0)
+		tp_warn("server: %s", primary);
+}
+
+bool
+ld_db_connect(ld_db *db, const char *conninfo)
+{
+	/* Later entries override earlier ones, and the expanded URL sits in between. */
+	const char *const keys[] = {
+		"connect_timeout", "dbname", "fallback_application_name", "client_encoding", NULL
+	};
+	const char *const values[] = {"10", conninfo, "traceprof-loader", "UTF8", NULL};
+	PGresult   *res;
+
+	memset(db, 0, sizeof(*db));
+	db->conninfo = conninfo;
+	db->conn = PQconnectdbParams(keys, values, 1);
+	if (db->conn == NULL)
+	{
+		snprintf(db->error, sizeof(db->error), "out of memory");
+		return false;
+	}
+	if (PQstatus(db->conn) != CONNECTION_OK)
+	{
+		set_libpq_error(db, NULL);
+		return false;
+	}
+	PQsetNoticeReceiver(db->conn, notice_receiver, NULL);
+
+	res = PQexec(db->conn, "SELECT current_setting('traceprof.traceparent', true)");
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		db->traceparent_guc = !PQgetisnull(res, 0, 0);
+	PQclear(res);
+	return true;
+}
+
+void
+ld_db_close(ld_db *db)
+{
+	if (db->conn != NULL)
+		PQfinish(db->conn);
+	db->conn = NULL;
+}
+
+bool
+ld_db_exec(ld_db *db, const char *sql)
+{
+	PGresult   *res = PQexec(db->conn, sql);
+	ExecStatusType st = PQresultStatus(res);
+	bool		ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+
+	if (!ok)
+		set_result_error(db, res, NULL);
+	PQclear(res);
+	return ok;
+}
+
+bool
+ld_db_set_traceparent(ld_db *db, const char *traceparent)
+{
+	char		sql[128];
+
+	/* a traceparent is hex digits and dashes: nothing to escape */
+	snprintf(sql, sizeof(sql), "SET traceprof.traceparent = '%s'", traceparent);
+	return ld_db_exec(db, sql);
+}
+
+bool
+ld_db_quote_table(ld_db *db, const char *schema, const char *name, char **out)
+{
+	char	   *qschema = NULL;
+	char	   *qname;
+	size_t		len;
+
+	*out = NULL;
+	qname = PQescapeIdentifier(db->conn, name, strlen(name));
+	if (qname == NULL || (schema != NULL &&
+						  (qschema = PQescapeIdentifier(db->conn, schema, strlen(schema))) == NULL))
+	{
+		set_libpq_error(db, "invalid table name");
+		PQfreemem(qname);
+		return false;
+	}
+	len = strlen(qname) + (qschema ? strlen(qschema) + 1 : 0) + 1;
+	*out = malloc(len);
+	if (*out != NULL)
+		snprintf(*out, len, "%s%s%s", qschema ? qschema : "", qschema ? "." : "", qname);
+	else
+		snprintf(db->error, sizeof(db->error), "out of memory");
+	PQfreemem(qschema);
+	PQfreemem(qname);
+	return *out != NULL;
+}
+
+bool
+ld_db_create_table(ld_db *db, const char *qtable)
+{
+	char	   *sql;
+	size_t		len = strlen(qtable) + 512;
+	bool		ok;
+
+	sql = malloc(len);
+	if (sql == NULL)
+	{
+		snprintf(db->error, sizeof(db->error), "out of memory");
+		return false;
+	}
+	snprintf(sql, len,
+			 "CREATE TABLE IF NOT EXISTS %s (\n"
+			 "    id            bigint PRIMARY KEY,\n"
+			 "    customer_id   bigint NOT NULL,\n"
+			 "    customer_name text NOT NULL,\n"
+			 "    amount        numeric(12,2) NOT NULL,\n"
+			 "    currency      text NOT NULL,\n"
+			 "    created_at    timestamptz NOT NULL,\n"
+			 "    tags          text[] NOT NULL,\n"
+			 "    attributes    jsonb NOT NULL\n"
+			 ")", qtable);
+	ok = ld_db_exec(db, sql);
+	free(sql);
+	return ok;
+}
+
+typedef struct expected_column
+{
+	const char *name;
+	const char *type;
+	unsigned	oids[3];
+} expected_column;
+
+static const expected_column expected_columns[] = {
+	{"id", "bigint", {INT8OID}},
+	{"customer_id", "bigint", {INT8OID}},
+	{"customer_name", "text", {TEXTOID, VARCHAROID, BPCHAROID}},
+	{"amount", "numeric", {NUMERICOID}},
+	{"currency", "text", {TEXTOID, VARCHAROID, BPCHAROID}},
+	{"created_at", "timestamptz", {TIMESTAMPTZOID}},
+	{"tags", "text[]", {TEXTARRAYOID}},
+	{"attributes", "jsonb", {JSONBOID}},
+};
+
+bool
+ld_db_check_columns(ld_db *db, const char *qtable, const char *shown)
+{
+	const char *params[1] = {qtable};
+	PGresult   *res;
+	int			n;
+
+	/* the base type, so that domains over the right types pass */
+	res = PQexecParams(db->conn,
+					   "SELECT a.attname::text, "
+					   "       COALESCE(NULLIF(t.typbasetype, 0), a.atttypid)::int8, "
+					   "       format_type(a.atttypid, a.atttypmod) "
+					   "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+					   "WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+					   1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		set_result_error(db, res, NULL);
+		PQclear(res);
+		return false;
+	}
+	n = PQntuples(res);
+	for (size_t c = 0; c < sizeof(expected_columns) / sizeof(expected_columns[0]); c++)
+	{
+		const expected_column *e = &expected_columns[c];
+		int			row = -1;
+		unsigned	oid;
+		bool		fits = false;
+
+		for (int i = 0; i < n && row < 0; i++)
+			if (strcmp(PQgetvalue(res, i, 0), e->name) == 0)
+				row = i;
+		if (row < 0)
+		{
+			snprintf(db->error, sizeof(db->error),
+					 "table %s has no column \"%s\" (the loader fills %s)",
+					 shown, e->name, ORDER_ROW_COLUMNS);
+			PQclear(res);
+			return false;
+		}
+		oid = (unsigned) strtoul(PQgetvalue(res, row, 1), NULL, 10);
+		for (int k = 0; k < 3; k++)
+			fits |= e->oids[k] != 0 && e->oids[k] == oid;
+		if (!fits)
+		{
+			snprintf(db->error, sizeof(db->error),
+					 "column \"%s\" of table %s has type %s, but the loader sends %s",
+					 e->name, shown, PQgetvalue(res, row, 2), e->type);
+			PQclear(res);
+			return false;
+		}
+	}
+	PQclear(res);
+	return true;
+}
+
+bool
+ld_db_copy_start(ld_db *db, const char *qtable)
+{
+	char	   *sql;
+	size_t		len = strlen(qtable) + 256;
+	PGresult   *res;
+	bool		ok;
+
+	sql = malloc(len);
+	if (sql == NULL)
+	{
+		snprintf(db->error, sizeof(db->error), "out of memory");
+		return false;
+	}
+	snprintf(sql, len, "COPY %s (" ORDER_ROW_COLUMNS ") FROM STDIN (FORMAT binary)", qtable);
+	res = PQexec(db->conn, sql);
+	free(sql);
+	ok = PQresultStatus(res) == PGRES_COPY_IN;
+	if (!ok)
+		set_result_error(db, res, NULL);
+	PQclear(res);
+	return ok;
+}
+
+bool
+ld_db_copy_result(ld_db *db, uint64_t *rows)
+{
+	PGresult   *res = PQgetResult(db->conn);
+	bool		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+	*rows = 0;
+	if (ok)
+		*rows = strtoull(PQcmdTuples(res), NULL, 10);
+	else
+		set_result_error(db, res, NULL);
+	PQclear(res);
+	while ((res = PQgetResult(db->conn)) != NULL)
+		PQclear(res);
+	return ok;
+}
+
+bool
+ld_db_commit(ld_db *db)
+{
+	PGresult   *res = PQexec(db->conn, "COMMIT");
+	bool		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+	if (!ok)
+		set_result_error(db, res, NULL);
+	else if (strcmp(PQcmdStatus(res), "COMMIT") != 0)
+	{
+		snprintf(db->error, sizeof(db->error),
+				 "the server rolled the transaction back instead of committing it");
+		ok = false;
+	}
+	PQclear(res);
+	return ok;
+}
+
+void
+ld_db_rollback(ld_db *db)
+{
+	if (db->conn != NULL && PQstatus(db->conn) == CONNECTION_OK)
+		PQclear(PQexec(db->conn, "ROLLBACK"));
+}
+
+bool
+ld_db_connection_lost(const ld_db *db)
+{
+	return db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK;
+}

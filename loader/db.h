@@ -1,0 +1,76 @@
+/*
+ * db.h - the loader's conversation with PostgreSQL through libpq.
+ *
+ * Every failing call leaves one line in db->error (server message and
+ * detail, or libpq's message; passwords scrubbed) and, for errors raised
+ * while the server processed COPY data, the row it was at.
+ */
+#ifndef LD_DB_H
+#define LD_DB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+typedef struct ld_db
+{
+	PGconn	   *conn;
+	const char *conninfo;		/* as given: for scrubbing messages */
+	bool		traceparent_guc;	/* the server knows traceprof.traceparent */
+	char		error[1536];
+	uint64_t	error_row;		/* "COPY t, line N" of the last error, or 0 */
+	char		error_sqlstate[6];
+} ld_db;
+
+/*
+ * Connect (URL or keyword/value string; PG* environment variables apply),
+ * with fallback_application_name=traceprof-loader, client_encoding=UTF8
+ * and a 10 s connect_timeout unless conninfo sets one.  Then find out
+ * whether the traceprof extension's traceparent setting exists.
+ */
+bool		ld_db_connect(ld_db *db, const char *conninfo);
+void		ld_db_close(ld_db *db);
+
+/* Run a statement that returns no rows of interest. */
+bool		ld_db_exec(ld_db *db, const char *sql);
+
+/* SET traceprof.traceparent (only call when db->traceparent_guc). */
+bool		ld_db_set_traceparent(ld_db *db, const char *traceparent);
+
+/*
+ * Quote "name" or "schema.name" for SQL into out (malloc'd).  False when
+ * libpq cannot (out of memory, or bytes invalid in the client encoding).
+ */
+bool		ld_db_quote_table(ld_db *db, const char *schema, const char *name,
+							  char **out);
+
+/* CREATE TABLE IF NOT EXISTS with the documented schema. */
+bool		ld_db_create_table(ld_db *db, const char *qtable);
+
+/*
+ * Check that the table has the columns the binary tuples fill, with types
+ * that accept them (binary COPY does not convert between types).
+ */
+bool		ld_db_check_columns(ld_db *db, const char *qtable, const char *shown);
+
+/* Send COPY ... FROM STDIN (FORMAT binary); the server awaits data. */
+bool		ld_db_copy_start(ld_db *db, const char *qtable);
+
+/*
+ * After PQputCopyEnd(): read the COPY's outcome.  *rows: rows the server
+ * took.  On failure db->error_row tells the row the server was at (if it
+ * said), and error_sqlstate is 57014 when the failure is our own abort.
+ */
+bool		ld_db_copy_result(ld_db *db, uint64_t *rows);
+
+/* COMMIT, and make sure it committed (a failed transaction rolls back). */
+bool		ld_db_commit(ld_db *db);
+
+/* ROLLBACK, ignoring errors (the connection may be gone). */
+void		ld_db_rollback(ld_db *db);
+
+/* The connection is gone (so the outcome of a COMMIT is unknown, etc.). */
+bool		ld_db_connection_lost(const ld_db *db);
+
+#endif

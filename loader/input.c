@@ -1,0 +1,160 @@
+/*
+ * input.c - file reading and buffer refills for the JSON reader.
+ */
+#include "input.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+bool
+ld_input_open(ld_input *in, const char *path)
+{
+	struct stat st;
+
+	memset(in, 0, sizeof(*in));
+	in->name = path;
+	in->fd = -1;
+	jr_init(&in->reader);
+
+	in->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (in->fd < 0)
+	{
+		snprintf(in->message, sizeof(in->message), "cannot open %s: %s", path, strerror(errno));
+		return false;
+	}
+	if (fstat(in->fd, &st) == 0)
+	{
+		if (S_ISDIR(st.st_mode))
+		{
+			snprintf(in->message, sizeof(in->message), "cannot read %s: it is a directory", path);
+			return false;
+		}
+		if (S_ISREG(st.st_mode))
+		{
+			in->size_known = true;
+			in->size = (uint64_t) st.st_size;
+			(void) posix_fadvise(in->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		}
+	}
+	in->cap = LD_INPUT_BUFFER;
+	in->max_cap = in->reader.max_record + LD_INPUT_BUFFER;
+	in->buf = malloc(in->cap);
+	if (in->buf == NULL)
+	{
+		in->out_of_memory = true;
+		snprintf(in->message, sizeof(in->message), "out of memory");
+		return false;
+	}
+	return true;
+}
+
+/* Compact, then fill the buffer up (a pipe may deliver little per read). */
+static bool
+refill(ld_input *in)
+{
+	if (in->start > 0)
+	{
+		memmove(in->buf, in->buf + in->start, in->end - in->start);
+		in->end -= in->start;
+		in->start = 0;
+	}
+	if (in->end == in->cap)
+	{
+		size_t		cap = in->cap * 2 > in->max_cap ? in->max_cap : in->cap * 2;
+		char	   *buf;
+
+		if (cap <= in->cap)
+		{
+			/* cannot happen: the reader refuses records this large */
+			snprintf(in->message, sizeof(in->message), "%s: record too large", in->name);
+			return false;
+		}
+		buf = realloc(in->buf, cap);
+		if (buf == NULL)
+		{
+			in->out_of_memory = true;
+			snprintf(in->message, sizeof(in->message), "out of memory");
+			return false;
+		}
+		in->buf = buf;
+		in->cap = cap;
+	}
+	while (in->end < in->cap)
+	{
+		ssize_t		n = read(in->fd, in->buf + in->end, in->cap - in->end);
+
+		if (n < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			snprintf(in->message, sizeof(in->message), "cannot read %s: %s", in->name, strerror(errno));
+			return false;
+		}
+		if (n == 0)
+		{
+			in->eof = true;
+			break;
+		}
+		in->end += (size_t) n;
+	}
+	return true;
+}
+
+ld_input_result
+ld_input_next(ld_input *in, jr_record *rec)
+{
+	for (;;)
+	{
+		size_t		consumed;
+		jr_result	res;
+
+		res = jr_next(&in->reader, in->buf + in->start, in->end - in->start,
+					  in->eof, &consumed, rec);
+		in->start += consumed;
+		switch (res)
+		{
+			case JR_RECORD:
+				return LD_INPUT_RECORD;
+			case JR_END:
+				return LD_INPUT_END;
+			case JR_ERROR:
+				ld_input_set_record_error(in);
+				return LD_INPUT_ERROR;
+			case JR_NEED_MORE:
+				if (in->eof || !refill(in))
+				{
+					if (in->eof)
+						snprintf(in->message, sizeof(in->message),
+								 "%s: internal error: reader wants more input after the end", in->name);
+					return LD_INPUT_ERROR;
+				}
+				break;
+		}
+	}
+}
+
+void
+ld_input_set_record_error(ld_input *in)
+{
+	in->out_of_memory = in->reader.error.out_of_memory;
+	if (in->out_of_memory)
+		snprintf(in->message, sizeof(in->message), "out of memory");
+	else
+		jr_format_error(&in->reader.error, in->name, in->message, sizeof(in->message));
+}
+
+void
+ld_input_close(ld_input *in)
+{
+	if (in->fd >= 0)
+		close(in->fd);
+	in->fd = -1;
+	free(in->buf);
+	in->buf = NULL;
+	jr_free(&in->reader);
+}

@@ -1,0 +1,482 @@
+/*
+ * main.c - loader: stream order records from a file into PostgreSQL with
+ * binary COPY, traced.
+ *
+ * The flow: read and check the first record (so a missing, empty or broken
+ * file fails before any connection), connect, then per batch (one batch
+ * for the whole file by default): BEGIN, CREATE TABLE IF NOT EXISTS and a
+ * column check (first batch only), COPY, stream the tuples, end the COPY,
+ * COMMIT.  Any failure ends the COPY with an error (so the server discards
+ * it), rolls back, prints one message and exits with the code --help lists.
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "copy_stream.h"
+#include "db.h"
+#include "input.h"
+#include "log.h"
+#include "order_row.h"
+#include "progress.h"
+#include "tracer.h"
+#include "url_mask.h"
+
+/* Batches past this many share the root span, so memory stays bounded. */
+#define LD_TRACED_BATCHES 100
+
+typedef struct loader
+{
+	ld_options	opt;
+	ld_input	in;
+	ld_db		db;
+	ld_copy_stream cs;
+	ld_progress progress;
+	char	   *qtable;			/* quoted table name for SQL */
+	tp_span    *root;
+	tp_span    *copy_span;		/* the open batch's, NULL if untraced */
+	double		start;
+	uint64_t	batch_no;
+	uint64_t	rows_in_batch;	/* tuples of the open batch written so far */
+	uint64_t	rows_committed;
+	uint64_t	batches_committed;
+	bool		propagate;		/* SET traceprof.traceparent per phase */
+} loader;
+
+static volatile sig_atomic_t interrupted;
+
+/* Set while connected: a signal also cancels the statement in progress. */
+static PGcancel *volatile cancel_handle;
+
+static void
+on_signal(int signo)
+{
+	PGcancel   *cancel = cancel_handle;
+	char		errbuf[256];
+
+	(void) signo;
+	interrupted = 1;
+	/* PQcancel() is documented as safe to call from a signal handler */
+	if (cancel != NULL)
+		(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+}
+
+static void
+install_signal_handlers(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESETHAND; /* a second signal kills at once */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Print "loader: error: ..." (with the batch note), mark the spans failed. */
+static int	fail(loader *ld, int code, tp_span *span, const char *fmt, ...)
+			__attribute__((format(printf, 4, 5)));
+
+static int
+fail(loader *ld, int code, tp_span *span, const char *fmt, ...)
+{
+	char		msg[2048];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (interrupted)
+	{
+		/* whatever failed, it failed because we cancelled it */
+		code = LD_EXIT_INTERRUPTED;
+		snprintf(msg, sizeof(msg), "interrupted");
+	}
+	if (ld->opt.batch_size > 0 && ld->batch_no > 0)
+	{
+		size_t		n = strlen(msg);
+
+		snprintf(msg + n, sizeof(msg) - n,
+				 " (%llu rows in %llu earlier batch%s stay committed in %s)",
+				 (unsigned long long) ld->rows_committed,
+				 (unsigned long long) ld->batches_committed,
+				 ld->batches_committed == 1 ? "" : "es", ld->opt.table);
+	}
+	ld_progress_finish(&ld->progress, ld->rows_committed + ld->rows_in_batch,
+					   ld_input_offset(&ld->in));
+	tp_error("%s", msg);
+	if (span != NULL)
+	{
+		tp_span_set_error(span, msg);
+		tp_span_end(span);
+	}
+	tp_span_set_error(ld->root, msg);
+	return code;
+}
+
+static void
+set_db_attributes(tp_span *span, const ld_db *db, const char *table)
+{
+	const char *v;
+
+	tp_span_set_string(span, "db.system.name", "postgresql");
+	if (db->conn != NULL)
+	{
+		if ((v = PQdb(db->conn)) != NULL && *v)
+			tp_span_set_string(span, "db.namespace", v);
+		if ((v = PQhost(db->conn)) != NULL && *v)
+			tp_span_set_string(span, "server.address", v);
+		if ((v = PQport(db->conn)) != NULL && *v)
+			tp_span_set_int(span, "server.port", strtol(v, NULL, 10));
+	}
+	if (table != NULL)
+		tp_span_set_string(span, "db.collection.name", table);
+}
+
+static tp_span *
+start_db_span(loader *ld, const char *name, const char *operation)
+{
+	tp_span    *span = tp_span_start(name, TP_SPAN_CLIENT, ld->root);
+
+	set_db_attributes(span, &ld->db, ld->opt.table);
+	tp_span_set_string(span, "db.operation.name", operation);
+	if (ld->opt.batch_size > 0)
+		tp_span_set_int(span, "loader.batch", (int64_t) ld->batch_no);
+	return span;
+}
+
+/* Hand the current span's context to the server's traceprof extension. */
+static void
+propagate(loader *ld, const tp_span *span)
+{
+	char		traceparent[TP_TRACEPARENT_LEN + 1];
+
+	if (!ld->propagate)
+		return;
+	tp_span_traceparent(span, traceparent);
+	if (!ld_db_set_traceparent(&ld->db, traceparent))
+	{
+		tp_warn("cannot set traceprof.traceparent (%s); the server's spans will not join the trace",
+				ld->db.error);
+		ld->propagate = false;
+	}
+}
+
+static int
+input_failure(loader *ld, tp_span *span)
+{
+	return fail(ld, ld->in.out_of_memory ? LD_EXIT_INTERNAL : LD_EXIT_INPUT, span,
+				"%s", ld->in.message);
+}
+
+/* The server refused the COPY data (or the connection broke). */
+static int
+copy_failure(loader *ld)
+{
+	tp_span    *span = ld->copy_span;
+	uint64_t	batch_start = ld->rows_committed;	/* records before this batch */
+
+	ld->copy_span = NULL;
+	ld_db_rollback(&ld->db);
+	if (ld->db.error_row > 0)
+		return fail(ld, LD_EXIT_DATABASE, span, "%s: record %llu: rejected by the server: %s",
+					ld->opt.file, (unsigned long long) (batch_start + ld->db.error_row),
+					ld->db.error);
+	return fail(ld, LD_EXIT_DATABASE, span, "COPY into %s failed: %s",
+				ld->opt.table, ld->db.error);
+}
+
+/*
+ * Give up on the open batch because of something on our side (bad input,
+ * interruption).  The server has checked every row sent before; if it
+ * refused one of them, that error came first and is the one reported.
+ */
+static int
+abort_batch(loader *ld, int code, const char *message)
+{
+	uint64_t	rows;
+
+	if (!ld_copy_abort(&ld->cs, ld->db.conn, "loader: input rejected"))
+		ld_db_rollback(&ld->db);
+	else if (!ld_db_copy_result(&ld->db, &rows) && ld->db.error_row > 0 &&
+			 strcmp(ld->db.error_sqlstate, "57014") != 0 && code != LD_EXIT_INTERRUPTED)
+		return copy_failure(ld);
+	ld_db_rollback(&ld->db);
+	{
+		tp_span    *span = ld->copy_span;
+
+		ld->copy_span = NULL;
+		return fail(ld, code, span, "%s", message);
+	}
+}
+
+static int
+connect_phase(loader *ld)
+{
+	tp_span    *span = tp_span_start("loader.connect", TP_SPAN_CLIENT, ld->root);
+	bool		ok = ld_db_connect(&ld->db, ld->opt.conninfo);
+
+	set_db_attributes(span, &ld->db, NULL);
+	if (!ok)
+	{
+		char		shown[1024];
+
+		ld_mask_conninfo(ld->opt.conninfo, shown, sizeof(shown));
+		return fail(ld, LD_EXIT_DATABASE, span, "cannot connect to %s: %s", shown, ld->db.error);
+	}
+	tp_span_end(span);
+	cancel_handle = PQgetCancel(ld->db.conn);
+	ld->propagate = ld->db.traceparent_guc;
+	if (!ld_db_quote_table(&ld->db, ld->opt.schema[0] ? ld->opt.schema : NULL,
+						   ld->opt.name, &ld->qtable))
+		return fail(ld, LD_EXIT_USAGE, NULL, "--table %s: %s", ld->opt.table, ld->db.error);
+	return LD_EXIT_OK;
+}
+
+/* Server side of a batch: BEGIN, (CREATE TABLE, column check), COPY. */
+static int
+begin_batch(loader *ld)
+{
+	tp_span    *span = NULL;
+
+	ld->batch_no++;
+	if (ld->batch_no <= LD_TRACED_BATCHES)
+	{
+		span = start_db_span(ld, "loader.copy", "COPY");
+		propagate(ld, span);
+	}
+	else if (ld->batch_no == LD_TRACED_BATCHES + 1)
+	{
+		tp_span_set_int(ld->root, "loader.traced_batches", LD_TRACED_BATCHES);
+		propagate(ld, ld->root);
+	}
+	ld->copy_span = span;
+	if (!ld_db_exec(&ld->db, "BEGIN"))
+	{
+		ld->copy_span = NULL;
+		return fail(ld, LD_EXIT_DATABASE, span, "BEGIN failed: %s", ld->db.error);
+	}
+	if (ld->batch_no == 1)
+	{
+		if (!ld_db_create_table(&ld->db, ld->qtable))
+		{
+			ld_db_rollback(&ld->db);
+			ld->copy_span = NULL;
+			return fail(ld, LD_EXIT_DATABASE, span, "cannot create table %s: %s",
+						ld->opt.table, ld->db.error);
+		}
+		if (!ld_db_check_columns(&ld->db, ld->qtable, ld->opt.table))
+		{
+			ld_db_rollback(&ld->db);
+			ld->copy_span = NULL;
+			return fail(ld, LD_EXIT_DATABASE, span, "cannot load into %s: %s",
+						ld->opt.table, ld->db.error);
+		}
+	}
+	if (!ld_db_copy_start(&ld->db, ld->qtable))
+	{
+		ld_db_rollback(&ld->db);
+		ld->copy_span = NULL;
+		return fail(ld, LD_EXIT_DATABASE, span, "cannot start COPY into %s: %s",
+					ld->opt.table, ld->db.error);
+	}
+	return LD_EXIT_OK;
+}
+
+/* End the COPY and commit the batch. */
+static int
+end_batch(loader *ld)
+{
+	tp_span    *span;
+	uint64_t	rows;
+
+	if (!ld_copy_finish(&ld->cs, ld->db.conn))
+	{
+		tp_span    *cspan = ld->copy_span;
+
+		ld->copy_span = NULL;
+		ld_db_rollback(&ld->db);
+		return fail(ld, LD_EXIT_DATABASE, cspan, "COPY into %s failed: %s",
+					ld->opt.table, ld->cs.error);
+	}
+	if (!ld_db_copy_result(&ld->db, &rows))
+		return copy_failure(ld);
+	if (ld->copy_span != NULL)
+	{
+		tp_span_set_int(ld->copy_span, "db.response.returned_rows", (int64_t) rows);
+		tp_span_end(ld->copy_span);
+		ld->copy_span = NULL;
+	}
+
+	span = ld->batch_no <= LD_TRACED_BATCHES ? start_db_span(ld, "loader.commit", "COMMIT") : NULL;
+	if (span != NULL)
+		propagate(ld, span);
+	if (!ld_db_commit(&ld->db))
+	{
+		if (ld_db_connection_lost(&ld->db))
+			return fail(ld, LD_EXIT_DATABASE, span,
+						"lost the connection during COMMIT; whether the last %llu rows were committed is unknown: %s",
+						(unsigned long long) ld->rows_in_batch, ld->db.error);
+		ld_db_rollback(&ld->db);
+		return fail(ld, LD_EXIT_DATABASE, span, "COMMIT failed: %s", ld->db.error);
+	}
+	if (span != NULL)
+		tp_span_end(span);
+	ld->rows_committed += rows;
+	ld->batches_committed++;
+	ld->rows_in_batch = 0;
+	return LD_EXIT_OK;
+}
+
+static int
+run(loader *ld)
+{
+	jr_record	rec;
+	ld_input_result ir;
+	int			rc;
+
+	if (!ld_input_open(&ld->in, ld->opt.file))
+		return input_failure(ld, NULL);
+	if (!ld_copy_init(&ld->cs))
+		return fail(ld, LD_EXIT_INTERNAL, NULL, "out of memory");
+	ld_progress_init(&ld->progress, isatty(STDERR_FILENO) == 1, ld->in.size);
+
+	/* The first record, checked before connecting. */
+	ir = ld_input_next(&ld->in, &rec);
+	if (ir != LD_INPUT_RECORD)
+		return input_failure(ld, NULL);
+	if (!ld_copy_begin(&ld->cs) || !order_row_append(&ld->in.reader, &rec, &ld->cs.buf))
+	{
+		ld_input_set_record_error(&ld->in);
+		return input_failure(ld, NULL);
+	}
+	ld->rows_in_batch = 1;
+
+	if ((rc = connect_phase(ld)) != LD_EXIT_OK)
+		return rc;
+
+	for (;;)
+	{
+		/* The batch's first tuple is in the buffer already. */
+		if (interrupted)
+			return fail(ld, LD_EXIT_INTERRUPTED, NULL, "interrupted");
+		if ((rc = begin_batch(ld)) != LD_EXIT_OK)
+			return rc;
+		ir = LD_INPUT_RECORD;
+		while (ld->opt.batch_size == 0 || ld->rows_in_batch < ld->opt.batch_size)
+		{
+			ir = ld_input_next(&ld->in, &rec);
+			if (ir == LD_INPUT_END)
+				break;
+			if (ir == LD_INPUT_ERROR)
+				return abort_batch(ld, ld->in.out_of_memory ? LD_EXIT_INTERNAL : LD_EXIT_INPUT,
+								   ld->in.message);
+			if (interrupted)
+				return abort_batch(ld, LD_EXIT_INTERRUPTED, "interrupted");
+			if (!order_row_append(&ld->in.reader, &rec, &ld->cs.buf))
+			{
+				ld_input_set_record_error(&ld->in);
+				return abort_batch(ld, ld->in.out_of_memory ? LD_EXIT_INTERNAL : LD_EXIT_INPUT,
+								   ld->in.message);
+			}
+			ld->rows_in_batch++;
+			if (!ld_copy_tuple_done(&ld->cs, ld->db.conn))
+			{
+				tp_span    *span = ld->copy_span;
+
+				ld->copy_span = NULL;
+				ld_db_rollback(&ld->db);
+				return fail(ld, LD_EXIT_DATABASE, span, "COPY into %s failed: %s",
+							ld->opt.table, ld->cs.error);
+			}
+			ld_progress_update(&ld->progress, ld->rows_committed + ld->rows_in_batch,
+							   ld_input_offset(&ld->in));
+		}
+		if ((rc = end_batch(ld)) != LD_EXIT_OK)
+			return rc;
+		if (ir == LD_INPUT_END)
+			break;
+
+		/* Next batch: its first record, before the server is involved. */
+		ir = ld_input_next(&ld->in, &rec);
+		if (ir == LD_INPUT_END)
+			break;
+		if (ir == LD_INPUT_ERROR)
+			return input_failure(ld, NULL);
+		if (!ld_copy_begin(&ld->cs) || !order_row_append(&ld->in.reader, &rec, &ld->cs.buf))
+		{
+			ld_input_set_record_error(&ld->in);
+			return input_failure(ld, NULL);
+		}
+		ld->rows_in_batch = 1;
+	}
+
+	{
+		double		elapsed = ld_now() - ld->start;
+
+		ld_progress_finish(&ld->progress, ld->rows_committed, ld_input_offset(&ld->in));
+		fprintf(stderr, "loader: loaded %llu rows into %s in %.2f s (%.0f rows/s)\n",
+				(unsigned long long) ld->rows_committed, ld->opt.table, elapsed,
+				elapsed > 0 ? (double) ld->rows_committed / elapsed : 0.0);
+	}
+	return LD_EXIT_OK;
+}
+
+int
+main(int argc, char **argv)
+{
+	static loader ld;
+	char		err[512];
+	char		trace_id[TP_TRACE_ID_HEX + 1];
+	int			rc;
+
+	tp_log_set_program("loader");
+	switch (ld_cli_parse(argc, argv, &ld.opt, err, sizeof(err)))
+	{
+		case LD_CLI_HELP:
+			ld_cli_help(stdout);
+			return LD_EXIT_OK;
+		case LD_CLI_USAGE_ERROR:
+			tp_error("%s (usage: loader POSTGRES_URL FILE [--table T] [--batch-size N]; see loader --help)", err);
+			return LD_EXIT_USAGE;
+		case LD_CLI_RUN:
+			break;
+	}
+
+	ld.start = ld_now();
+	ld.in.fd = -1;
+	tp_tracer_init("traceprof.loader");
+	ld.root = tp_span_start("loader.run", TP_SPAN_INTERNAL, NULL);
+	tp_span_trace_id_hex(ld.root, trace_id);
+	fprintf(stderr, "loader: trace_id=%s\n", trace_id);
+	tp_span_set_string(ld.root, "loader.file", ld.opt.file);
+	tp_span_set_string(ld.root, "loader.table", ld.opt.table);
+	tp_span_set_int(ld.root, "loader.batch_size", (int64_t) ld.opt.batch_size);
+	install_signal_handlers();
+
+	rc = run(&ld);
+
+	if (cancel_handle != NULL)
+	{
+		PGcancel   *cancel = cancel_handle;
+
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		cancel_handle = NULL;
+		PQfreeCancel(cancel);
+	}
+	tp_span_set_int(ld.root, "loader.rows", (int64_t) ld.rows_committed);
+	tp_span_set_int(ld.root, "loader.bytes", (int64_t) ld_input_offset(&ld.in));
+	tp_span_end(ld.root);
+	ld_db_close(&ld.db);
+	ld_copy_free(&ld.cs);
+	ld_input_close(&ld.in);
+	free(ld.qtable);
+	tp_tracer_shutdown();
+	return rc;
+}
