@@ -1,0 +1,57 @@
+/*
+ * pyroscope.h - PYROSCOPE_* configuration and the /ingest client.
+ *
+ * POST <server>/ingest?name=<app>{k=v,...}&from=<s>&until=<s>&format=pprof
+ * with the gzip pprof as body; X-Scope-OrgID for a tenant; basic auth.
+ */
+#ifndef TP_PYROSCOPE_H
+#define TP_PYROSCOPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvlist.h"
+
+typedef struct tp_pyroscope_config
+{
+	bool		enabled;		/* PYROSCOPE_ENABLE */
+	bool		trace_correlation;	/* PYROSCOPE_TRACE_CORRELATION */
+	char	   *server_address; /* default http://localhost:4040 */
+	char	   *application_name;
+	tp_kvlist	tags;			/* PYROSCOPE_TAGS, valid members only */
+	char	   *tenant_id;
+	char	   *basic_auth_user;
+	char	   *basic_auth_password;
+	long		timeout_ms;
+} tp_pyroscope_config;
+
+/* Read the environment; malformed values are warned about, never fatal. */
+void		tp_pyroscope_config_from_env(tp_pyroscope_config *cfg,
+										 const char *default_application);
+
+/*
+ * Parse PYROSCOPE_TAGS-style text into tags, keeping valid members and
+ * warning (naming the bad part) about missing '=', empty keys, invalid
+ * label names ([A-Za-z0-9_.]) or values (no , } =), and duplicates.
+ */
+void		tp_pyroscope_parse_tags(const char *text, tp_kvlist *tags);
+
+/* Append key=value unless key is already present (never overwrites). */
+void		tp_pyroscope_add_tag(tp_kvlist *tags, const char *key, const char *value);
+
+/* The URL-encoded "name" parameter: app{k=v,...}; malloc'd. */
+char	   *tp_pyroscope_series_name(const tp_pyroscope_config *cfg);
+
+/*
+ * Upload one pprof covering [from_ns, until_ns].  Bounded by timeout_ms;
+ * on failure returns false with one line in err (no credentials).
+ */
+bool		tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
+								const uint8_t *pprof, size_t len,
+								uint64_t from_ns, uint64_t until_ns,
+								char *err, size_t errlen);
+
+void		tp_pyroscope_config_free(tp_pyroscope_config *cfg);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * sampler.h - a CPU (or wall-clock) stack sampler for one thread.
+ *
+ * A POSIX timer on the thread's own CPU clock (or CLOCK_MONOTONIC in wall
+ * mode) delivers SIGPROF to that thread.  The signal handler copies the
+ * interrupted call stack (frame-pointer walk, every read bounds-checked
+ * against the thread's stack) and the labels current at that instant into
+ * a preallocated ring; nothing in the handler allocates, locks or prints.
+ * The host drains the ring outside the handler (tp_sampler_drain) and
+ * symbolizes there (symbols.h).
+ *
+ * One sampler per process (it owns SIGPROF); it samples the thread that
+ * called tp_sampler_start().  Timers are not inherited across fork: a
+ * forked child (a PostgreSQL backend) starts its own.
+ */
+#ifndef TP_SAMPLER_H
+#define TP_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace_context.h"
+
+#define TP_SAMPLER_MAX_FRAMES 64
+#define TP_SAMPLER_MAX_HZ 250	/* the kernel checks CPU timers on its 250 Hz tick */
+
+typedef enum tp_sampler_clock
+{
+	TP_SAMPLER_CPU,				/* the thread's CPU time */
+	TP_SAMPLER_WALL,			/* elapsed time, also while blocked */
+} tp_sampler_clock;
+
+/* Labels attached to every sample taken while they are current. */
+typedef struct tp_sample_labels
+{
+	uint8_t		trace_id[TP_TRACE_ID_BYTES];	/* all zero: none */
+	uint8_t		span_id[TP_SPAN_ID_BYTES];
+	uint32_t	span_name_id;	/* host-defined, 0: none */
+	uint32_t	wait_event;		/* host-defined (wall mode), 0: none */
+} tp_sample_labels;
+
+typedef struct tp_sample
+{
+	tp_sample_labels labels;
+	uint32_t	weight;			/* 1 + timer overruns */
+	uint32_t	depth;			/* frames in pcs */
+	uint64_t	time_ns;		/* CLOCK_REALTIME when taken */
+	uintptr_t	pcs[TP_SAMPLER_MAX_FRAMES];	/* pcs[0]: the interrupted
+											 * PC; then return addresses */
+} tp_sample;
+
+typedef struct tp_sampler_stats
+{
+	uint64_t	samples;		/* stored in the ring */
+	uint64_t	dropped;		/* ring full */
+	uint64_t	truncated;		/* stack deeper than TP_SAMPLER_MAX_FRAMES */
+} tp_sampler_stats;
+
+/*
+ * Arm the timer for the calling thread at hz samples per second (1 ..
+ * TP_SAMPLER_MAX_HZ), keeping up to capacity samples between drains.
+ * Memory is allocated here, never in the handler.  False with a message in
+ * err when the timer or signal handler cannot be set up.
+ */
+bool		tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
+							 char *err, size_t errlen);
+
+/* Disarm the timer (samples stay in the ring until drained). */
+void		tp_sampler_pause(void);
+
+/* Re-arm after tp_sampler_pause(); cheap, for "sample only while traced". */
+void		tp_sampler_resume(void);
+
+/* Disarm, restore the previous SIGPROF disposition and free the ring. */
+void		tp_sampler_stop(void);
+
+/* Make labels current for samples taken from now on (async-signal-safe). */
+void		tp_sampler_set_labels(const tp_sample_labels *labels);
+
+/* Call fn for each sample taken since the last drain, oldest first. */
+typedef void (*tp_sample_fn) (const tp_sample *sample, void *arg);
+size_t		tp_sampler_drain(tp_sample_fn fn, void *arg);
+
+void		tp_sampler_get_stats(tp_sampler_stats *stats);
+
+#endif

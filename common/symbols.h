@@ -1,0 +1,43 @@
+/*
+ * symbols.h - program counters to function names, outside signal handlers.
+ *
+ * Built once per process from /proc/self/maps and each mapped ELF file's
+ * .symtab and .dynsym (sorted arrays, binary search): dladdr costs ~117 us
+ * a call here and cannot see static functions.  The main executable is
+ * found through /proc/self/exe (PostgreSQL overwrites argv[0]).  Modules
+ * loaded later are picked up by tp_symbols_refresh().
+ */
+#ifndef TP_SYMBOLS_H
+#define TP_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct tp_symbols tp_symbols;
+
+typedef struct tp_symbol
+{
+	const char *function;		/* NULL when unknown */
+	const char *module;			/* path of the mapped file, NULL if none */
+	uintptr_t	module_start;	/* mapping range, for pprof Mapping */
+	uintptr_t	module_end;
+	uint64_t	module_offset;	/* file offset of module_start */
+	const char *build_id;		/* hex GNU build id, or NULL */
+} tp_symbol;
+
+tp_symbols *tp_symbols_load(void);
+
+/* Re-read /proc/self/maps for modules loaded since (e.g. by dlopen). */
+void		tp_symbols_refresh(tp_symbols *symbols);
+
+/*
+ * Resolve pc.  is_return_address: pc is a return address (every frame but
+ * the interrupted one), so pc - 1 is looked up to land inside the call.
+ * Strings stay valid until tp_symbols_free().
+ */
+bool		tp_symbols_lookup(tp_symbols *symbols, uintptr_t pc,
+							  bool is_return_address, tp_symbol *out);
+
+void		tp_symbols_free(tp_symbols *symbols);
+
+#endif
