@@ -204,7 +204,7 @@ traceprof_exporter_main(Datum arg)
 			free(target.url);
 			build_target(&target);
 		}
-		if (traceprof_otlp_endpoint[0] == '\0')
+		if (!traceprof_export_enabled())
 			continue;
 		/* Drain full batches; stop at the first failure until next round. */
 		while (!ShutdownRequestPending &&

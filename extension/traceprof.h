@@ -111,6 +111,7 @@ typedef struct SpanStoreStats
 
 typedef bool (*SpanVisitor) (const TraceprofSpan *span, void *arg);
 
+extern bool traceprof_export_enabled(void);
 extern Size span_store_shmem_size(void);
 extern void span_store_shmem_startup(void);
 extern void span_store_write(const TraceprofSpan *span);
