@@ -117,7 +117,7 @@ measure "$loader" "$CLUSTER_URL" "$dir/orders.json"
 PSQL_DB=app psql_app -q -c "COPY orders TO '$CLUSTER_DIR/orders.csv' (FORMAT csv)"
 rows=$(PSQL_DB=app psql_app -At -c "SELECT count(*) FROM orders")
 
-echo "bench/loader.sh: $runs runs each of loader and \\copy ($rows rows)" >&2
+printf 'bench/loader.sh: %s runs each of psql \\copy and loader (%s rows)\n' "$runs" "$rows" >&2
 best_of psql -X -q "$CLUSTER_URL" -c "\\copy orders from '$CLUSTER_DIR/orders.csv' csv"
 copy_wall=$best_wall copy_cpu=$best_cpu copy_rss=$best_rss
 best_of "$loader" "$CLUSTER_URL" "$dir/orders.json"
@@ -133,7 +133,7 @@ json_mb=$(awk -v b="$(stat -c %s "$dir/big.json")" 'BEGIN { printf "%.0f", b / 1
 rm -f "$dir/big.json"
 
 csv_mb=$(awk -v b="$(stat -c %s "$CLUSTER_DIR/orders.csv")" 'BEGIN { printf "%.0f", b / 1e6 }')
-server_version=$(psql_app -At -c "SHOW server_version")
+server_version=$(psql_app -At -c "SHOW server_version" | cut -d' ' -f1)
 
 awk -v rows="$rows" -v lw="$load_wall" -v lc="$load_cpu" -v lr="$load_rss" \
 	-v cw="$copy_wall" -v cc="$copy_cpu" -v cr="$copy_rss" \

@@ -16,7 +16,8 @@ static const char help_text[] =
 "\n"
 "  POSTGRES_URL    libpq connection URL or key=value string, for example\n"
 "                  postgresql://user:password@host:5432/db (PGPASSWORD,\n"
-"                  ~/.pgpass and the other PG* variables apply)\n"
+"                  ~/.pgpass and the other PG* variables apply; connect_timeout\n"
+"                  is 10 s unless set there)\n"
 "  FILE            one JSON array of records, or one record per line\n"
 "                  (ndjson), told apart by the first non-blank byte\n"
 "  --table T       target table, NAME or SCHEMA.NAME, taken literally (quoted,\n"
@@ -30,14 +31,16 @@ static const char help_text[] =
 "row the server refuses, loads nothing.  With --batch-size N the batches\n"
 "committed before a failure stay committed; the error message says how many\n"
 "rows that is.  Every record is checked strictly (exact keys, types, ranges,\n"
-"UTF-8); records may be at most 16 MiB.\n"
+"UTF-8); a record may be at most 16 MiB, attributes may nest 4096 levels deep.\n"
 "\n"
 "Messages, all on stderr:\n"
 "  loader: trace_id=<32 hex digits>                  at the start\n"
 "  loader: N rows, R rows/s, P% read                 progress, on a terminal only\n"
 "  loader: loaded N rows into T in S s (R rows/s)    when done\n"
 "  loader: error: FILE: record N (line L, column C, byte offset O): what\n"
+"  loader: error: FILE: line L, column C, byte offset O: what   (between records)\n"
 "  loader: error: FILE: record N: rejected by the server: what\n"
+"  loader: error: cannot connect to URL: what\n"
 "Lines and columns count from 1 (columns in bytes), byte offsets from 0.\n"
 "Passwords in POSTGRES_URL are shown as ***.\n"
 "\n"
@@ -54,7 +57,9 @@ static const char help_text[] =
 "exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or\n"
 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set; OTEL_SERVICE_NAME and\n"
 "OTEL_RESOURCE_ATTRIBUTES apply.  When the server has the traceprof extension,\n"
-"the loader sets traceprof.traceparent so that the server's spans join the trace.\n";
+"the loader sets traceprof.traceparent so that the server's spans join the trace.\n"
+"With --batch-size, the first 100 batches get loader.copy and loader.commit spans\n"
+"of their own; later batches run under loader.run.\n";
 
 void
 ld_cli_help(FILE *out)
@@ -117,7 +122,7 @@ ld_cli_parse(int argc, char **argv, ld_options *opt, char *err, size_t errlen)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
-	const char *positional[2];
+	const char *positional[2] = {NULL, NULL};
 	int			npositional = 0;
 	int			c;
 
