@@ -10,7 +10,7 @@ WARNINGS  := -Wall -Wextra -Werror -Wno-missing-field-initializers
 CFLAGS    ?= -O2 -g
 CPPFLAGS  += -D_GNU_SOURCE -Icommon -I$(BUILD)/proto -I$(shell $(PG_CONFIG) --includedir)
 ALL_CFLAGS = -std=c11 -fPIC $(WARNINGS) $(CFLAGS)
-LDLIBS    := -lcurl -lprotobuf-c -lm
+LDLIBS    := -lcurl -lprotobuf-c -lz -lm
 
 PROTOS        := $(wildcard proto/*.proto)
 PROTO_C       := $(patsubst proto/%.proto,$(BUILD)/proto/%.pb-c.c,$(PROTOS))

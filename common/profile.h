@@ -27,6 +27,15 @@ tp_profile *tp_profile_new(const char *sample_type, uint64_t period_ns);
 void		tp_profile_add(tp_profile *profile, tp_symbols *symbols,
 						   const tp_sample *sample, const char *span_name);
 
+/*
+ * Add one sample whose frames are already names (leaf first), as stored by
+ * a process that symbolized them itself; such frames have no address or
+ * mapping.  labels and weight as in tp_sample.
+ */
+void		tp_profile_add_named(tp_profile *profile, const char *const *frames,
+								 uint32_t depth, const tp_sample_labels *labels,
+								 uint32_t weight, const char *span_name);
+
 /* Samples (sum of weights) added so far. */
 uint64_t	tp_profile_total(const tp_profile *profile);
 

@@ -22,6 +22,8 @@
 #include "kvlist.h"
 #include "log.h"
 #include "otlp_export.h"
+#include "profile.h"
+#include "pyroscope.h"
 #include "span.h"
 #include "traceprof.h"
 
@@ -35,7 +37,19 @@ typedef struct Batch
 	int			capacity;
 } Batch;
 
+#define SAMPLES_PER_UPLOAD 8192
+
 static bool failing = false;	/* inside a streak of failed exports */
+static bool pyroscope_failing = false;
+
+/* Samples gathered for one Pyroscope upload. */
+typedef struct SampleBatch
+{
+	tp_profile *profile;
+	int			count;
+	int64		first_ns;
+	int64		last_ns;
+} SampleBatch;
 
 static void
 log_to_server(const char *message)
@@ -176,11 +190,99 @@ export_one_batch(const tp_kvlist *resource, const tp_otlp_target *target)
 	return -1;
 }
 
+static void
+build_pyroscope(tp_pyroscope_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->enabled = traceprof_pyroscope_address[0] != '\0';
+	cfg->server_address = strdup(traceprof_pyroscope_address);
+	/* Grafana links a span to profiles whose service_name is its service.name. */
+	cfg->application_name = strdup(traceprof_service_name);
+	if (traceprof_pyroscope_tenant_id[0] != '\0')
+		cfg->tenant_id = strdup(traceprof_pyroscope_tenant_id);
+	cfg->timeout_ms = traceprof_otlp_timeout_ms;
+}
+
+static bool
+add_sample(const TraceprofSample *sample, void *arg)
+{
+	SampleBatch *batch = arg;
+	const char *frames[TRACEPROF_MAX_FRAMES];
+	tp_sample_labels labels;
+
+	for (uint32 i = 0; i < sample->depth; i++)
+		frames[i] = function_names_get(sample->frames[i]);
+	memset(&labels, 0, sizeof(labels));
+	memcpy(labels.trace_id, sample->trace_id, TP_TRACE_ID_BYTES);
+	memcpy(labels.span_id, sample->span_id, TP_SPAN_ID_BYTES);
+	tp_profile_add_named(batch->profile, frames, sample->depth, &labels, sample->weight,
+						 sample->span_name_id ? function_names_get(sample->span_name_id) : NULL);
+	if (batch->count == 0 || sample->time_ns < batch->first_ns)
+		batch->first_ns = sample->time_ns;
+	batch->last_ns = Max(batch->last_ns, sample->time_ns);
+	batch->count++;
+	return true;
+}
+
+/*
+ * One upload of stored samples as pprof.  A failed upload drops its batch
+ * (counted): samples are plentiful, and resending a batch the server
+ * refuses would block the ring.  Returns the number of samples taken.
+ */
+static int
+upload_samples(const tp_pyroscope_config *cfg)
+{
+	uint64		period_ns = UINT64CONST(1000000000) / traceprof_sample_hz;
+	SampleBatch batch = {0};
+	uint64		upto;
+	uint8_t    *pprof;
+	size_t		len;
+	char		err[1024] = "out of memory while encoding samples";
+	bool		ok = false;
+
+	batch.profile = tp_profile_new(traceprof_profile_mode == PROFILE_MODE_WALL ? "wall" : "cpu",
+								   period_ns);
+	if (batch.profile == NULL)
+		return 0;
+	upto = sample_store_read_unexported(add_sample, &batch, SAMPLES_PER_UPLOAD);
+	if (batch.count == 0)
+	{
+		sample_store_mark_exported(upto, 0);
+		tp_profile_free(batch.profile);
+		return 0;
+	}
+	tp_profile_set_window(batch.profile, batch.first_ns, batch.last_ns + period_ns);
+	pprof = tp_profile_pprof(batch.profile, &len);
+	if (pprof != NULL)
+		ok = tp_pyroscope_ingest(cfg, pprof, len, batch.first_ns, batch.last_ns + period_ns,
+								 err, sizeof(err));
+	free(pprof);
+	tp_profile_free(batch.profile);
+	if (ok)
+	{
+		sample_store_mark_exported(upto, batch.count);
+		if (pyroscope_failing)
+			ereport(LOG, (errmsg("traceprof exporter: profile upload resumed")));
+		pyroscope_failing = false;
+		return batch.count;
+	}
+	sample_store_mark_rejected(upto, batch.count);
+	span_store_export_failed(err);
+	if (!pyroscope_failing)
+		ereport(WARNING,
+				(errmsg("traceprof exporter: cannot upload profiles: %s", err),
+				 errdetail("Samples that cannot be uploaded are dropped and counted in traceprof.stats.")));
+	pyroscope_failing = true;
+	return batch.count;
+}
+
 void
 traceprof_exporter_main(Datum arg)
 {
 	tp_kvlist	resource = {0};
 	tp_otlp_target target;
+	tp_pyroscope_config pyroscope;
+	TimestampTz last_upload = GetCurrentTimestamp();
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -190,6 +292,7 @@ traceprof_exporter_main(Datum arg)
 
 	build_resource(&resource);
 	build_target(&target);
+	build_pyroscope(&pyroscope);
 	while (!ShutdownRequestPending)
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -203,13 +306,22 @@ traceprof_exporter_main(Datum arg)
 			build_resource(&resource);
 			free(target.url);
 			build_target(&target);
+			tp_pyroscope_config_free(&pyroscope);
+			build_pyroscope(&pyroscope);
 		}
-		if (!traceprof_export_enabled())
-			continue;
 		/* Drain full batches; stop at the first failure until next round. */
-		while (!ShutdownRequestPending &&
+		while (traceprof_export_enabled() && !ShutdownRequestPending &&
 			   export_one_batch(&resource, &target) == traceprof_export_batch_size)
 			;
+		if (pyroscope.enabled &&
+			TimestampDifferenceExceeds(last_upload, GetCurrentTimestamp(),
+									   traceprof_profile_upload_interval_ms))
+		{
+			while (!ShutdownRequestPending &&
+				   upload_samples(&pyroscope) == SAMPLES_PER_UPLOAD)
+				;
+			last_upload = GetCurrentTimestamp();
+		}
 	}
 	span_store_set_exporter_latch(NULL);
 	proc_exit(0);

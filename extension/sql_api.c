@@ -26,7 +26,7 @@ PG_FUNCTION_INFO_V1(traceprof_stats);
 PG_FUNCTION_INFO_V1(traceprof_reset);
 
 #define SPANS_COLUMNS 16
-#define STATS_COLUMNS 11
+#define STATS_COLUMNS 14
 #define HIDDEN "<insufficient privilege>"
 
 typedef struct SpanScan
@@ -179,6 +179,9 @@ Datum
 traceprof_stats(PG_FUNCTION_ARGS)
 {
 	SpanStoreStats stats;
+	int64		samples_stored;
+	int64		samples_dropped;
+	int64		samples_exported;
 	TupleDesc	desc;
 	Datum		values[STATS_COLUMNS];
 	bool		nulls[STATS_COLUMNS];
@@ -205,6 +208,10 @@ traceprof_stats(PG_FUNCTION_ARGS)
 	else
 		nulls[i++] = true;
 	values[i++] = TimestampTzGetDatum(stats.stats_reset);
+	sample_store_counts(&samples_stored, &samples_dropped, &samples_exported);
+	values[i++] = Int64GetDatum(samples_stored);
+	values[i++] = Int64GetDatum(samples_dropped);
+	values[i++] = Int64GetDatum(samples_exported);
 	Assert(i == STATS_COLUMNS);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
@@ -214,5 +221,6 @@ traceprof_reset(PG_FUNCTION_ARGS)
 {
 	require_loaded();
 	span_store_reset();
+	sample_store_reset();
 	PG_RETURN_VOID();
 }

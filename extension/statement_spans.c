@@ -243,6 +243,7 @@ open_span(bool top_level, int kind, const char *name, const char *operation,
 	r->start_ns = (int64) tp_unix_now_ns();
 	span->cpu_start_ns = thread_cpu_ns();
 	open_count++;
+	profiler_set_span(r, open_spans[0].record);
 	return span;
 }
 
@@ -271,6 +272,8 @@ close_innermost(int64 rows, int sqlerrcode, const char *message)
 	}
 	span_store_write(r);
 	open_count--;
+	profiler_set_span(open_count > 0 ? open_spans[open_count - 1].record : NULL,
+					  open_count > 0 ? open_spans[0].record : NULL);
 }
 
 /* Close every span from index up, innermost first. */
@@ -487,6 +490,8 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 	OpenSpan   *span = NULL;
 	int			entry = open_count;
 
+	if (nesting_level == 0)
+		profiler_statement_start();
 	if (nesting_level == 0 && was_decided_by_planner(stmt))
 	{
 		if (open_count > 0 && open_spans[open_count - 1].awaiting_executor)
@@ -592,6 +597,8 @@ traceprof_ExecutorEnd(QueryDesc *query_desc)
 	PG_END_TRY();
 	if (owner >= 0)
 		close_from(owner, rows, 0, NULL);
+	if (nesting_level == 0 && open_count == 0)
+		profiler_flush();
 }
 
 static void
@@ -612,6 +619,8 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	bool		transparent = IsA(stmt, ExecuteStmt) || IsA(stmt, PrepareStmt) ||
 		IsA(stmt, DeallocateStmt);
 
+	if (!transparent && nesting_level == 0)
+		profiler_statement_start();
 	if (!transparent && (nesting_level == 0 || traceprof_track == TRACK_ALL))
 	{
 		if (nesting_level == 0)
@@ -658,6 +667,8 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	else if (span != NULL)
 		close_from(entry, qc && command_tag_display_rowcount(qc->commandTag) ?
 				   (int64) qc->nprocessed : -1, 0, NULL);
+	if (nesting_level == 0 && open_count == 0)
+		profiler_flush();
 }
 
 
@@ -682,6 +693,8 @@ traceprof_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PREPARE:
 			decided.pending = false;
 			close_stale();
+			if (open_count == 0)
+				profiler_flush();
 			break;
 		default:
 			break;

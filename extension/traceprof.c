@@ -32,6 +32,15 @@ char	   *traceprof_resource_attributes = NULL;
 int			traceprof_otlp_timeout_ms = 10000;
 int			traceprof_export_interval_ms = 1000;
 int			traceprof_export_batch_size = 512;
+int			traceprof_profile = PROFILE_TRACED;
+int			traceprof_profile_mode = PROFILE_MODE_CPU;
+int			traceprof_sample_hz = 100;
+bool		traceprof_profile_root_span_only = false;
+int			traceprof_max_samples = 32768;
+int			traceprof_max_functions = 16384;
+char	   *traceprof_pyroscope_address = NULL;
+char	   *traceprof_pyroscope_tenant_id = NULL;
+int			traceprof_profile_upload_interval_ms = 10000;
 
 bool		traceprof_guc_context_valid = false;
 tp_span_context traceprof_guc_context;
@@ -51,6 +60,19 @@ static const struct config_enum_entry query_text_options[] = {
 	{"normalized", QUERY_TEXT_NORMALIZED, false},
 	{"full", QUERY_TEXT_FULL, false},
 	{"off", QUERY_TEXT_OFF, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry profile_options[] = {
+	{"traced", PROFILE_TRACED, false},
+	{"all", PROFILE_ALL, false},
+	{"off", PROFILE_OFF, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry profile_mode_options[] = {
+	{"cpu", PROFILE_MODE_CPU, false},
+	{"wall", PROFILE_MODE_WALL, false},
 	{NULL, 0, false}
 };
 
@@ -151,6 +173,44 @@ define_gucs(void)
 							"Spans per OTLP request.",
 							NULL, &traceprof_export_batch_size, 512, 1, 65536, PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
+	DefineCustomEnumVariable("traceprof.profile",
+							 "When backends sample their stacks: traced (while a traced span is open), all, or off.",
+							 NULL, &traceprof_profile, PROFILE_TRACED, profile_options, PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomEnumVariable("traceprof.profile_mode",
+							 "What the sampling timer counts: cpu (the backend's CPU time) or wall (elapsed time).",
+							 "Takes effect in backends that have not sampled yet.",
+							 &traceprof_profile_mode, PROFILE_MODE_CPU, profile_mode_options, PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("traceprof.sample_hz",
+							"Samples per second of CPU (or wall) time.",
+							"The kernel checks CPU timers on its 250 Hz tick, so higher rates would not be delivered.",
+							&traceprof_sample_hz, 100, 1, 250, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomBoolVariable("traceprof.profile_root_span_only",
+							 "Label samples with the local root span instead of the innermost span.",
+							 NULL, &traceprof_profile_root_span_only, false, PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("traceprof.max_samples",
+							"Stack samples kept in shared memory.",
+							NULL, &traceprof_max_samples, 32768, 1024, 1048576, PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("traceprof.max_functions",
+							"Distinct frame names kept in shared memory.",
+							NULL, &traceprof_max_functions, 16384, 1024, 1048576, PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.pyroscope_address",
+							   "Grafana Pyroscope server profiles are sent to; empty disables.",
+							   NULL, &traceprof_pyroscope_address, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.pyroscope_tenant_id",
+							   "X-Scope-OrgID sent to a multi-tenant Pyroscope.",
+							   NULL, &traceprof_pyroscope_tenant_id, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomIntVariable("traceprof.profile_upload_interval",
+							"Time between profile uploads to Pyroscope.",
+							NULL, &traceprof_profile_upload_interval_ms, 10000, 100, 3600000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("traceprof");
 }
 
@@ -160,6 +220,9 @@ traceprof_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(span_store_shmem_size());
+	RequestAddinShmemSpace(sample_store_shmem_size());
+	RequestAddinShmemSpace(function_names_shmem_size());
+	function_names_request_lock();
 }
 
 static void
@@ -169,6 +232,8 @@ traceprof_shmem_startup(void)
 		prev_shmem_startup_hook();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	span_store_shmem_startup();
+	sample_store_shmem_startup();
+	function_names_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -135,6 +135,70 @@ extern char *query_text_for_span(const char *source, int location, int len);
 extern void traceprof_register_exporter(void);
 PGDLLEXPORT void traceprof_exporter_main(Datum arg);
 
+/* Profiling (backend_profiler.c, sample_store.c, function_names.c) */
+typedef enum
+{
+	PROFILE_TRACED,				/* sample while a traced span is open */
+	PROFILE_ALL,				/* sample every statement */
+	PROFILE_OFF,
+} ProfileScope;
+
+typedef enum
+{
+	PROFILE_MODE_CPU,
+	PROFILE_MODE_WALL,
+} ProfileMode;
+
+extern int	traceprof_profile;
+extern int	traceprof_profile_mode;
+extern int	traceprof_sample_hz;
+extern bool traceprof_profile_root_span_only;
+extern int	traceprof_max_samples;
+extern int	traceprof_max_functions;
+extern char *traceprof_pyroscope_address;
+extern char *traceprof_pyroscope_tenant_id;
+extern int	traceprof_profile_upload_interval_ms;
+
+#define TRACEPROF_MAX_FRAMES 64
+#define TRACEPROF_NAME_LEN 96
+
+/* One stack sample, frames as function_names ids, leaf first. */
+typedef struct TraceprofSample
+{
+	uint8		trace_id[TP_TRACE_ID_BYTES];	/* zero: outside traced spans */
+	uint8		span_id[TP_SPAN_ID_BYTES];
+	uint32		span_name_id;	/* function_names id of the span's name */
+	int64		time_ns;
+	int32		pid;
+	uint32		weight;			/* 1 + timer overruns */
+	uint32		depth;
+	uint32		frames[TRACEPROF_MAX_FRAMES];
+} TraceprofSample;
+
+typedef bool (*SampleVisitor) (const TraceprofSample *sample, void *arg);
+
+extern Size sample_store_shmem_size(void);
+extern void sample_store_shmem_startup(void);
+extern void sample_store_write(const TraceprofSample *sample);
+extern void sample_store_scan(SampleVisitor visit, void *arg);
+extern uint64 sample_store_read_unexported(SampleVisitor visit, void *arg, int max);
+extern void sample_store_mark_exported(uint64 upto, int count);
+extern void sample_store_mark_rejected(uint64 upto, int count);
+extern void sample_store_counts(int64 *stored, int64 *dropped, int64 *exported);
+extern void sample_store_reset(void);
+
+extern Size function_names_shmem_size(void);
+extern void function_names_request_lock(void);
+extern void function_names_shmem_startup(void);
+extern uint32 function_names_intern(const char *name);
+extern const char *function_names_get(uint32 id);
+extern int64 function_names_overflow(void);
+
+/* backend_profiler.c: the sampler's life in a backend */
+extern void profiler_statement_start(void);
+extern void profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root);
+extern void profiler_flush(void);
+
 /* span_attributes.c: stored span → tp_span (malloc'd; tp_span_clear frees) */
 struct tp_span;
 extern void span_to_tp_span(const TraceprofSpan *span, struct tp_span *out,

@@ -42,7 +42,10 @@ CREATE FUNCTION stats_internal(
     OUT last_export timestamptz,
     OUT last_failure timestamptz,
     OUT last_error text,
-    OUT stats_reset timestamptz)
+    OUT stats_reset timestamptz,
+    OUT samples_stored int8,
+    OUT samples_dropped int8,
+    OUT samples_exported int8)
 RETURNS record
 AS 'MODULE_PATHNAME', 'traceprof_stats'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
@@ -50,7 +53,35 @@ LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 CREATE VIEW stats AS SELECT * FROM stats_internal();
 
 COMMENT ON VIEW stats IS
-    'Span counters: created, dropped when shared memory was full, exported, export failures, malformed trace contexts';
+    'Span and sample counters: created, dropped when shared memory was full, exported, export failures, malformed trace contexts';
+
+CREATE FUNCTION profile(
+    trace_id text,
+    span_id text DEFAULT NULL,
+    OUT span_name text,
+    OUT stack text,
+    OUT samples int8,
+    OUT sampled_ms float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'traceprof_profile_stacks'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION profile(text, text) IS
+    'CPU (or wall) stack samples of a trace (or one span): folded stacks, root first';
+
+CREATE FUNCTION top_functions(
+    trace_id text,
+    span_id text DEFAULT NULL,
+    OUT function text,
+    OUT self_samples int8,
+    OUT total_samples int8,
+    OUT self_percent float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'traceprof_top_functions'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION top_functions(text, text) IS
+    'Functions of a trace (or one span) by samples where they were running (self) or on the stack (total)';
 
 CREATE FUNCTION reset()
 RETURNS void

@@ -1,0 +1,503 @@
+/* elf_symbols.c - bounds-checked reading of ELF symbols, segments, notes. */
+#include "elf_symbols.h"
+
+#include <elf.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if __SIZEOF_POINTER__ == 8
+#define NATIVE_CLASS ELFCLASS64
+#define SYM_TYPE(info) ELF64_ST_TYPE(info)
+#define SYM_BIND(info) ELF64_ST_BIND(info)
+#else
+#define NATIVE_CLASS ELFCLASS32
+#define SYM_TYPE(info) ELF32_ST_TYPE(info)
+#define SYM_BIND(info) ELF32_ST_BIND(info)
+#endif
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define NATIVE_DATA ELFDATA2LSB
+#else
+#define NATIVE_DATA ELFDATA2MSB
+#endif
+
+/* A size-less symbol (hand-written assembly) covers at most this much. */
+#define SIZELESS_SPAN 4096
+
+/* A symbol before names are copied: name points into a mapped image. */
+typedef struct raw_func
+{
+	uint64_t	addr;
+	uint64_t	size;
+	const char *name;
+	int			rank;			/* lower is the better name for the address */
+} raw_func;
+
+typedef struct raw_funcs
+{
+	raw_func   *items;
+	size_t		count;
+	size_t		capacity;
+	bool		failed;			/* out of memory */
+} raw_funcs;
+
+static bool
+in_bounds(size_t size, uint64_t offset, uint64_t len)
+{
+	return offset <= size && len <= size - offset;
+}
+
+/* Headers are copied out: offsets in a corrupt file need not be aligned. */
+static bool
+read_ehdr(const void *data, size_t size, ElfW(Ehdr) *ehdr)
+{
+	if (data == NULL || size < sizeof(*ehdr))
+		return false;
+	memcpy(ehdr, data, sizeof(*ehdr));
+	return memcmp(ehdr->e_ident, ELFMAG, SELFMAG) == 0 &&
+		ehdr->e_ident[EI_CLASS] == NATIVE_CLASS &&
+		ehdr->e_ident[EI_DATA] == NATIVE_DATA;
+}
+
+bool
+tp_elf_check(const void *data, size_t size)
+{
+	ElfW(Ehdr) ehdr;
+
+	return read_ehdr(data, size, &ehdr);
+}
+
+static size_t
+phdr_count(const ElfW(Ehdr) *ehdr, size_t size)
+{
+	if (ehdr->e_phoff == 0 || ehdr->e_phentsize != sizeof(ElfW(Phdr)) ||
+		!in_bounds(size, ehdr->e_phoff, (uint64_t) ehdr->e_phnum * sizeof(ElfW(Phdr))))
+		return 0;
+	return ehdr->e_phnum;
+}
+
+static bool
+read_phdr(const void *data, const ElfW(Ehdr) *ehdr, size_t i, ElfW(Phdr) *phdr)
+{
+	memcpy(phdr, (const char *) data + ehdr->e_phoff + i * sizeof(*phdr), sizeof(*phdr));
+	return true;
+}
+
+/* Section count, with the extended numbering of files with >= 0xff00. */
+static size_t
+shdr_count(const void *data, const ElfW(Ehdr) *ehdr, size_t size)
+{
+	uint64_t	count = ehdr->e_shnum;
+
+	if (ehdr->e_shoff == 0 || ehdr->e_shentsize != sizeof(ElfW(Shdr)) ||
+		!in_bounds(size, ehdr->e_shoff, sizeof(ElfW(Shdr))))
+		return 0;
+	if (count == 0)
+	{
+		ElfW(Shdr) first;
+
+		memcpy(&first, (const char *) data + ehdr->e_shoff, sizeof(first));
+		count = first.sh_size;
+	}
+	if (count > (size - ehdr->e_shoff) / sizeof(ElfW(Shdr)))
+		return 0;
+	return (size_t) count;
+}
+
+static void
+read_shdr(const void *data, const ElfW(Ehdr) *ehdr, size_t i, ElfW(Shdr) *shdr)
+{
+	memcpy(shdr, (const char *) data + ehdr->e_shoff + i * sizeof(*shdr), sizeof(*shdr));
+}
+
+/* Hex GNU build id from one note area, or NULL. */
+static char *
+build_id_in_notes(const char *notes, uint64_t len, uint64_t align)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint64_t	pos = 0;
+
+	if (align != 8)
+		align = 4;
+	while (len - pos >= 3 * sizeof(uint32_t))
+	{
+		uint32_t	header[3];	/* namesz, descsz, type */
+		uint64_t	name_len;
+		uint64_t	desc_len;
+		const char *name;
+		const unsigned char *desc;
+
+		memcpy(header, notes + pos, sizeof(header));
+		pos += sizeof(header);
+		name_len = ((uint64_t) header[0] + align - 1) & ~(align - 1);
+		desc_len = ((uint64_t) header[1] + align - 1) & ~(align - 1);
+		if (name_len > len - pos)
+			return NULL;
+		name = notes + pos;
+		pos += name_len;
+		if (desc_len > len - pos)
+			return NULL;
+		desc = (const unsigned char *) notes + pos;
+		pos += desc_len;
+		if (header[2] == NT_GNU_BUILD_ID && header[0] == 4 &&
+			memcmp(name, "GNU", 4) == 0 && header[1] > 0 && header[1] <= 64)
+		{
+			char	   *out = malloc(2 * (size_t) header[1] + 1);
+
+			if (out == NULL)
+				return NULL;
+			for (uint32_t i = 0; i < header[1]; i++)
+			{
+				out[2 * i] = hex[desc[i] >> 4];
+				out[2 * i + 1] = hex[desc[i] & 15];
+			}
+			out[2 * header[1]] = '\0';
+			return out;
+		}
+	}
+	return NULL;
+}
+
+char *
+tp_elf_build_id(const void *data, size_t size)
+{
+	ElfW(Ehdr) ehdr;
+	size_t		count;
+
+	if (!read_ehdr(data, size, &ehdr))
+		return NULL;
+
+	/* Program headers first: they are all a stripped file may keep. */
+	count = phdr_count(&ehdr, size);
+	for (size_t i = 0; i < count; i++)
+	{
+		ElfW(Phdr) phdr;
+		char	   *id;
+
+		read_phdr(data, &ehdr, i, &phdr);
+		if (phdr.p_type != PT_NOTE || !in_bounds(size, phdr.p_offset, phdr.p_filesz))
+			continue;
+		id = build_id_in_notes((const char *) data + phdr.p_offset, phdr.p_filesz, phdr.p_align);
+		if (id != NULL)
+			return id;
+	}
+
+	/* Separate debug files keep the note as a section. */
+	count = shdr_count(data, &ehdr, size);
+	for (size_t i = 0; i < count; i++)
+	{
+		ElfW(Shdr) shdr;
+		char	   *id;
+
+		read_shdr(data, &ehdr, i, &shdr);
+		if (shdr.sh_type != SHT_NOTE || !in_bounds(size, shdr.sh_offset, shdr.sh_size))
+			continue;
+		id = build_id_in_notes((const char *) data + shdr.sh_offset, shdr.sh_size, shdr.sh_addralign);
+		if (id != NULL)
+			return id;
+	}
+	return NULL;
+}
+
+bool
+tp_elf_has_symtab(const void *data, size_t size)
+{
+	ElfW(Ehdr) ehdr;
+	size_t		count;
+
+	if (!read_ehdr(data, size, &ehdr))
+		return false;
+	count = shdr_count(data, &ehdr, size);
+	for (size_t i = 0; i < count; i++)
+	{
+		ElfW(Shdr) shdr;
+
+		read_shdr(data, &ehdr, i, &shdr);
+		if (shdr.sh_type == SHT_SYMTAB && shdr.sh_size >= 2 * sizeof(ElfW(Sym)))
+			return true;
+	}
+	return false;
+}
+
+/* Global names beat weak beat local; then fewer leading '_'; no '@'. */
+static int
+name_rank(unsigned char bind, const char *name)
+{
+	int			rank;
+	int			underscores = 0;
+
+	switch (bind)
+	{
+		case STB_GLOBAL:
+			rank = 0;
+			break;
+		case STB_WEAK:
+			rank = 1;
+			break;
+		case STB_LOCAL:
+			rank = 2;
+			break;
+		default:
+			rank = 3;
+			break;
+	}
+	while (name[underscores] == '_' && underscores < 7)
+		underscores++;
+	return rank * 16 + underscores * 2 + (strchr(name, '@') != NULL);
+}
+
+static void
+add_raw(raw_funcs *funcs, uint64_t addr, uint64_t size, const char *name, int rank)
+{
+	if (funcs->failed)
+		return;
+	if (funcs->count == funcs->capacity)
+	{
+		size_t		capacity = funcs->capacity ? funcs->capacity * 2 : 1024;
+		raw_func   *grown = realloc(funcs->items, capacity * sizeof(raw_func));
+
+		if (grown == NULL)
+		{
+			funcs->failed = true;
+			return;
+		}
+		funcs->items = grown;
+		funcs->capacity = capacity;
+	}
+	funcs->items[funcs->count].addr = addr;
+	funcs->items[funcs->count].size = size;
+	funcs->items[funcs->count].name = name;
+	funcs->items[funcs->count].rank = rank;
+	funcs->count++;
+}
+
+/* FUNC and IFUNC symbols of every section of type want. */
+static bool
+collect_symbols(const void *data, size_t size, uint32_t want, raw_funcs *funcs)
+{
+	const char *base = data;
+	ElfW(Ehdr) ehdr;
+	size_t		count;
+	bool		found = false;
+
+	if (!read_ehdr(data, size, &ehdr))
+		return false;
+	count = shdr_count(data, &ehdr, size);
+	for (size_t i = 0; i < count; i++)
+	{
+		ElfW(Shdr) symtab;
+		ElfW(Shdr) strtab;
+		size_t		nsyms;
+
+		read_shdr(data, &ehdr, i, &symtab);
+		if (symtab.sh_type != want || symtab.sh_entsize != sizeof(ElfW(Sym)) ||
+			!in_bounds(size, symtab.sh_offset, symtab.sh_size) ||
+			symtab.sh_link >= count)
+			continue;
+		read_shdr(data, &ehdr, symtab.sh_link, &strtab);
+		if (strtab.sh_type != SHT_STRTAB || strtab.sh_size == 0 ||
+			!in_bounds(size, strtab.sh_offset, strtab.sh_size))
+			continue;
+		found = true;
+		nsyms = symtab.sh_size / sizeof(ElfW(Sym));
+		for (size_t j = 1; j < nsyms; j++)
+		{
+			ElfW(Sym)	sym;
+			unsigned char type;
+			const char *name;
+
+			memcpy(&sym, base + symtab.sh_offset + j * sizeof(sym), sizeof(sym));
+			type = SYM_TYPE(sym.st_info);
+			if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+				sym.st_shndx == SHN_UNDEF || sym.st_value == 0 ||
+				sym.st_name == 0 || sym.st_name >= strtab.sh_size)
+				continue;
+			name = base + strtab.sh_offset + sym.st_name;
+			if (name[0] == '\0')
+				continue;
+			if (memchr(name, '\0', strtab.sh_size - sym.st_name) == NULL)
+				continue;		/* unterminated: corrupt string table */
+			add_raw(funcs, sym.st_value, sym.st_size, name,
+					name_rank(SYM_BIND(sym.st_info), name));
+		}
+	}
+	return found;
+}
+
+static int
+compare_raw(const void *a, const void *b)
+{
+	const raw_func *x = a;
+	const raw_func *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* Sort, keep the best name per address, copy names out of the image. */
+static bool
+finish_funcs(raw_funcs *raw, tp_elf_image *image)
+{
+	size_t		names_len = 0;
+	size_t		kept = 0;
+	size_t		pos = 0;
+
+	if (raw->count == 0)
+		return true;
+	qsort(raw->items, raw->count, sizeof(raw_func), compare_raw);
+	for (size_t i = 0; i < raw->count; i++)
+	{
+		if (kept > 0 && raw->items[kept - 1].addr == raw->items[i].addr)
+		{
+			if (raw->items[i].size > raw->items[kept - 1].size)
+				raw->items[kept - 1].size = raw->items[i].size;
+			continue;
+		}
+		raw->items[kept++] = raw->items[i];
+		names_len += strlen(raw->items[i].name) + 1;
+	}
+	if (names_len > UINT32_MAX)
+		return false;
+	image->funcs = malloc(kept * sizeof(tp_elf_func));
+	image->names = malloc(names_len);
+	if (image->funcs == NULL || image->names == NULL)
+		return false;
+	for (size_t i = 0; i < kept; i++)
+	{
+		size_t		len = strlen(raw->items[i].name) + 1;
+
+		memcpy(image->names + pos, raw->items[i].name, len);
+		image->funcs[i].addr = raw->items[i].addr;
+		image->funcs[i].size = raw->items[i].size;
+		image->funcs[i].name = (uint32_t) pos;
+		pos += len;
+	}
+	image->nfuncs = kept;
+	return true;
+}
+
+static bool
+read_loads(const void *data, size_t size, tp_elf_image *image)
+{
+	ElfW(Ehdr) ehdr;
+	size_t		count;
+
+	if (!read_ehdr(data, size, &ehdr))
+		return false;
+	count = phdr_count(&ehdr, size);
+	if (count == 0)
+		return true;
+	image->loads = calloc(count, sizeof(tp_elf_load));
+	if (image->loads == NULL)
+		return false;
+	for (size_t i = 0; i < count; i++)
+	{
+		ElfW(Phdr) phdr;
+
+		read_phdr(data, &ehdr, i, &phdr);
+		if (phdr.p_type != PT_LOAD)
+			continue;
+		image->loads[image->nloads].offset = phdr.p_offset;
+		image->loads[image->nloads].vaddr = phdr.p_vaddr;
+		image->loads[image->nloads].filesz = phdr.p_filesz;
+		image->loads[image->nloads].exec = (phdr.p_flags & PF_X) != 0;
+		image->nloads++;
+	}
+	return true;
+}
+
+bool
+tp_elf_image_read(const void *data, size_t size,
+				  const void *debug, size_t debug_size,
+				  tp_elf_image *image)
+{
+	raw_funcs	raw = {0};
+	bool		ok;
+
+	memset(image, 0, sizeof(*image));
+	if (!tp_elf_check(data, size))
+		return false;
+	if (!read_loads(data, size, image))
+		goto fail;
+	image->build_id = tp_elf_build_id(data, size);
+	image->has_symtab = collect_symbols(data, size, SHT_SYMTAB, &raw);
+	collect_symbols(data, size, SHT_DYNSYM, &raw);
+	if (debug != NULL && collect_symbols(debug, debug_size, SHT_SYMTAB, &raw))
+		image->has_symtab = true;
+	ok = !raw.failed && finish_funcs(&raw, image);
+	free(raw.items);
+	if (ok)
+		return true;
+fail:
+	free(raw.items);
+	tp_elf_image_free(image);
+	return false;
+}
+
+bool
+tp_elf_load_bias(const tp_elf_image *image, uintptr_t map_start,
+				 uint64_t map_offset, uintptr_t *bias)
+{
+	uint64_t	page = (uint64_t) sysconf(_SC_PAGESIZE);
+
+	/* Executable segments first: the mappings we look up are r-x. */
+	for (int pass = 0; pass < 2; pass++)
+	{
+		for (size_t i = 0; i < image->nloads; i++)
+		{
+			const tp_elf_load *load = &image->loads[i];
+			uint64_t	first = load->offset & ~(page - 1);	/* mapped from here */
+
+			if (load->exec != (pass == 0))
+				continue;
+			if (first <= map_offset &&
+				(map_offset < load->offset || map_offset - load->offset < load->filesz))
+			{
+				/* file offset o sits at bias + vaddr + (o - offset) */
+				*bias = map_start - (uintptr_t) map_offset + (uintptr_t) load->offset - (uintptr_t) load->vaddr;
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+const tp_elf_func *
+tp_elf_find(const tp_elf_image *image, uint64_t vaddr)
+{
+	size_t		lo = 0;
+	size_t		hi = image->nfuncs;
+	const tp_elf_func *func;
+
+	/* The last function starting at or before vaddr. */
+	while (lo < hi)
+	{
+		size_t		mid = lo + (hi - lo) / 2;
+
+		if (image->funcs[mid].addr <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	func = &image->funcs[lo - 1];
+	if (func->size > 0)
+		return vaddr - func->addr < func->size ? func : NULL;
+	return vaddr - func->addr < SIZELESS_SPAN ? func : NULL;
+}
+
+void
+tp_elf_image_free(tp_elf_image *image)
+{
+	free(image->loads);
+	free(image->funcs);
+	free(image->names);
+	free(image->build_id);
+	memset(image, 0, sizeof(*image));
+}

@@ -1,0 +1,75 @@
+/*
+ * elf_symbols.h - function symbols, load segments and build id of one ELF
+ * image held in memory (a mapped file, or the vDSO).
+ *
+ * Every offset and size read from the image is checked against its size:
+ * a truncated or corrupt file gives fewer symbols, never a crash.  The
+ * result owns copies of the names, so the image can be unmapped after.
+ */
+#ifndef TP_ELF_SYMBOLS_H
+#define TP_ELF_SYMBOLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tp_elf_load
+{
+	uint64_t	offset;			/* p_offset */
+	uint64_t	vaddr;			/* p_vaddr */
+	uint64_t	filesz;			/* p_filesz */
+	bool		exec;			/* PF_X */
+} tp_elf_load;
+
+typedef struct tp_elf_func
+{
+	uint64_t	addr;			/* st_value (link-time address) */
+	uint64_t	size;			/* 0 when the symbol has none */
+	uint32_t	name;			/* offset in tp_elf_image.names */
+} tp_elf_func;
+
+typedef struct tp_elf_image
+{
+	tp_elf_load *loads;			/* PT_LOAD segments, in header order */
+	size_t		nloads;
+	tp_elf_func *funcs;			/* sorted by addr, one per address */
+	size_t		nfuncs;
+	char	   *names;			/* NUL-terminated names, back to back */
+	char	   *build_id;		/* lowercase hex, or NULL */
+	bool		has_symtab;		/* a .symtab was read (static functions) */
+} tp_elf_image;
+
+/* Is this a well-formed ELF header of this machine's class and byte order? */
+bool		tp_elf_check(const void *data, size_t size);
+
+/* GNU build id as malloc'd lowercase hex, NULL if none (or no memory). */
+char	   *tp_elf_build_id(const void *data, size_t size);
+
+/* Does the image have a non-empty .symtab? */
+bool		tp_elf_has_symtab(const void *data, size_t size);
+
+/*
+ * Fill image from data: load segments, build id, and FUNC/IFUNC symbols of
+ * .symtab and .dynsym.  debug (may be NULL) is a separate debug file for
+ * the same build: its .symtab is merged in.  Aliases at one address are
+ * merged, preferring global, then fewer leading underscores.  False when
+ * data is not a usable ELF image or memory runs out.
+ */
+bool		tp_elf_image_read(const void *data, size_t size,
+							  const void *debug, size_t debug_size,
+							  tp_elf_image *image);
+
+/*
+ * Difference between run-time and link-time addresses for a mapping of
+ * the file at map_start from file offset map_offset.  False if no PT_LOAD
+ * covers map_offset.
+ */
+bool		tp_elf_load_bias(const tp_elf_image *image, uintptr_t map_start,
+							 uint64_t map_offset, uintptr_t *bias);
+
+/* The function containing link-time address vaddr, or NULL. */
+const tp_elf_func *tp_elf_find(const tp_elf_image *image, uint64_t vaddr);
+
+void		tp_elf_image_free(tp_elf_image *image);
+
+#endif

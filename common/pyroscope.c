@@ -1,0 +1,556 @@
+/*
+ * pyroscope.c - PYROSCOPE_* settings, series names, and the /ingest upload.
+ *
+ * Settings (all optional):
+ *   PYROSCOPE_ENABLE, PYROSCOPE_TRACE_CORRELATION  true/1/yes (any case)
+ *   PYROSCOPE_SERVER_ADDRESS      default http://localhost:4040
+ *   PYROSCOPE_APPLICATION_NAME    default chosen by the program
+ *   PYROSCOPE_TAGS                k=v,k=v (series labels)
+ *   PYROSCOPE_TENANT_ID           sent as X-Scope-OrgID
+ *   PYROSCOPE_BASIC_AUTH_USER, PYROSCOPE_BASIC_AUTH_PASSWORD
+ *   PYROSCOPE_UPLOAD_TIMEOUT      ms for a whole upload, default 10000
+ *
+ * from/until go out in Unix seconds (10 digits, which Pyroscope reads as
+ * seconds): from rounded down, until rounded up, so the window always
+ * covers the samples; the exact window is in the pprof (time_nanos,
+ * duration_nanos).  One attempt per upload: the next window's upload
+ * comes soon, and a retry loop would only delay it.
+ */
+#include <ctype.h>
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+#include "pyroscope.h"
+
+#define DEFAULT_SERVER "http://localhost:4040"
+#define DEFAULT_TIMEOUT_MS 10000L
+#define MAX_TIMEOUT_MS 600000L
+#define CONNECT_TIMEOUT_MS 3000L
+#define SNIPPET_BYTES 200
+#define NS_PER_SEC 1000000000ULL
+
+/* ---- small helpers ---- */
+
+/*
+ * Text from the environment as shown in a warning: printable ASCII only,
+ * cut short, so a stray control character cannot forge log lines.
+ */
+static const char *
+shown(const char *s, size_t len, char *buf, size_t buflen)
+{
+	size_t		n = 0;
+
+	for (size_t i = 0; i < len && n + 4 < buflen; i++)
+		buf[n++] = isprint((unsigned char) s[i]) ? s[i] : '?';
+	if (n < len && n + 4 >= buflen)
+	{
+		memcpy(buf + n, "...", 3);
+		n += 3;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+static bool
+is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+static char *
+trimmed_copy(const char *start, const char *end)
+{
+	while (start < end && is_blank(*start))
+		start++;
+	while (end > start && is_blank(end[-1]))
+		end--;
+	return strndup(start, (size_t) (end - start));
+}
+
+/* A non-empty environment value, trimmed; malloc'd or NULL. */
+static char *
+env_string(const char *name)
+{
+	const char *value = getenv(name);
+	char	   *copy;
+
+	if (value == NULL)
+		return NULL;
+	copy = trimmed_copy(value, value + strlen(value));
+	if (copy != NULL && copy[0] == '\0')
+	{
+		free(copy);
+		return NULL;
+	}
+	return copy;
+}
+
+static bool
+env_bool(const char *name)
+{
+	char	   *value = env_string(name);
+	char		buf[80];
+	bool		result = false;
+
+	if (value == NULL)
+		return false;
+	if (strcasecmp(value, "true") == 0 || strcmp(value, "1") == 0 ||
+		strcasecmp(value, "yes") == 0)
+		result = true;
+	else if (strcasecmp(value, "false") != 0 && strcmp(value, "0") != 0 &&
+			 strcasecmp(value, "no") != 0)
+		tp_warn("%s=\"%s\" is not a boolean (expected true, 1 or yes to enable, "
+				"false, 0 or no to disable); treated as false",
+				name, shown(value, strlen(value), buf, sizeof(buf)));
+	free(value);
+	return result;
+}
+
+static bool
+env_timeout(const char *name, long *out)
+{
+	char	   *value = env_string(name);
+	char	   *end;
+	long		ms;
+	char		buf[80];
+
+	*out = DEFAULT_TIMEOUT_MS;
+	if (value == NULL)
+		return true;
+	ms = strtol(value, &end, 10);
+	if (end == value || *end != '\0' || ms < 1 || ms > MAX_TIMEOUT_MS)
+	{
+		tp_warn("%s=\"%s\" is not a timeout (expected milliseconds from 1 to %ld); using %ld",
+				name, shown(value, strlen(value), buf, sizeof(buf)),
+				MAX_TIMEOUT_MS, DEFAULT_TIMEOUT_MS);
+		free(value);
+		return false;
+	}
+	*out = ms;
+	free(value);
+	return true;
+}
+
+/* The URL as shown in messages: user info ("user:secret@") masked. */
+static void
+displayable_url(const char *url, char *out, size_t outlen)
+{
+	const char *authority = strstr(url, "://");
+	const char *end;
+	const char *at;
+
+	if (authority == NULL)
+	{
+		snprintf(out, outlen, "%s", url);
+		return;
+	}
+	authority += 3;
+	end = authority + strcspn(authority, "/?#");
+	at = NULL;
+	for (const char *p = authority; p < end; p++)
+		if (*p == '@')
+			at = p;				/* the last '@' ends the user info */
+	if (at == NULL)
+		snprintf(out, outlen, "%s", url);
+	else
+		snprintf(out, outlen, "%.*s***%s", (int) (authority - url), url, at);
+}
+
+/* ---- names and tags ---- */
+
+static bool
+is_label_name_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		(c >= '0' && c <= '9') || c == '_' || c == '.';
+}
+
+static bool
+is_app_name_char(char c)
+{
+	return is_label_name_char(c) || c == '-' || c == '/';
+}
+
+/* NULL when key=value can be a series label, else why not. */
+static const char *
+tag_problem(const char *key, const char *value)
+{
+	if (key[0] == '\0')
+		return "empty key";
+	for (const char *p = key; *p; p++)
+		if (!is_label_name_char(*p))
+			return "the key has a character outside A-Z a-z 0-9 _ .";
+	if (value[0] == '\0')
+		return "empty value";
+	for (const char *p = value; *p; p++)
+	{
+		if (*p == ',' || *p == '}' || *p == '=')
+			return "the value contains ',', '}' or '=', which series names cannot carry";
+		if ((unsigned char) *p < 0x20 || *p == 0x7f)
+			return "the value contains a control character";
+	}
+	return NULL;
+}
+
+/* One "key=value" member [start, end), already known to be non-blank. */
+static void
+parse_tag(const char *start, const char *end, tp_kvlist *tags)
+{
+	const char *eq = memchr(start, '=', (size_t) (end - start));
+	char		member[128];
+	char		buf[128];
+	char	   *key;
+	char	   *value;
+	const char *problem;
+	const char *existing;
+
+	shown(start, (size_t) (end - start), member, sizeof(member));
+	if (eq == NULL)
+	{
+		tp_warn("PYROSCOPE_TAGS: \"%s\" has no '=' (expected key=value); ignored", member);
+		return;
+	}
+	key = trimmed_copy(start, eq);
+	value = trimmed_copy(eq + 1, end);
+	if (key == NULL || value == NULL)
+		tp_warn("PYROSCOPE_TAGS: out of memory; \"%s\" ignored", member);
+	else if ((problem = tag_problem(key, value)) != NULL)
+		tp_warn("PYROSCOPE_TAGS: \"%s\": %s; ignored", member, problem);
+	else if ((existing = tp_kvlist_get(tags, key)) != NULL)
+		tp_warn("PYROSCOPE_TAGS: \"%s\": key \"%s\" is already set; keeping the first value \"%s\"",
+				member, key, shown(existing, strlen(existing), buf, sizeof(buf)));
+	else if (!tp_kvlist_add(tags, key, value))
+		tp_warn("PYROSCOPE_TAGS: out of memory; \"%s\" ignored", member);
+	free(key);
+	free(value);
+}
+
+void
+tp_pyroscope_parse_tags(const char *text, tp_kvlist *tags)
+{
+	const char *p = text;
+
+	if (text == NULL)
+		return;
+	while (*p)
+	{
+		const char *end = p + strcspn(p, ",");
+		const char *s = p;
+
+		while (s < end && is_blank(*s))
+			s++;
+		if (s < end)			/* empty members ("a=1,,b=2") are skipped */
+			parse_tag(p, end, tags);
+		p = *end ? end + 1 : end;
+	}
+}
+
+void
+tp_pyroscope_add_tag(tp_kvlist *tags, const char *key, const char *value)
+{
+	const char *problem;
+	char		kbuf[80];
+	char		vbuf[80];
+
+	if (tp_kvlist_get(tags, key) != NULL)
+		return;					/* the user's tag wins */
+	if ((problem = tag_problem(key, value)) != NULL)
+		tp_warn("Pyroscope tag \"%s=%s\": %s; ignored",
+				shown(key, strlen(key), kbuf, sizeof(kbuf)),
+				shown(value, strlen(value), vbuf, sizeof(vbuf)), problem);
+	else if (!tp_kvlist_add(tags, key, value))
+		tp_warn("Pyroscope tag \"%s\": out of memory; ignored", key);
+}
+
+/* Characters outside [A-Za-z0-9_.\-/] become '_'; malloc'd. */
+static char *
+application_name(const char *requested, const char *fallback)
+{
+	const char *source = requested ? requested : fallback;
+	char	   *name = strdup(source);
+	bool		changed = false;
+	char		buf[128];
+
+	if (name == NULL)
+		return NULL;
+	for (char *p = name; *p; p++)
+		if (!is_app_name_char(*p))
+		{
+			*p = '_';
+			changed = true;
+		}
+	if (changed)
+		tp_warn("%s \"%s\" has characters outside A-Z a-z 0-9 _ . - /; using \"%s\"",
+				requested ? "PYROSCOPE_APPLICATION_NAME" : "application name",
+				shown(source, strlen(source), buf, sizeof(buf)), name);
+	return name;
+}
+
+/* Without a scheme, http:// is meant; a trailing '/' would double up. */
+static char *
+server_address(char *configured)
+{
+	char	   *address;
+	size_t		len;
+
+	if (configured == NULL)
+		return strdup(DEFAULT_SERVER);
+	if (strstr(configured, "://") == NULL)
+	{
+		address = malloc(strlen(configured) + sizeof("http://"));
+		if (address != NULL)
+			sprintf(address, "http://%s", configured);
+		free(configured);
+	}
+	else
+		address = configured;
+	if (address == NULL)
+		return NULL;
+	len = strlen(address);
+	while (len > 0 && address[len - 1] == '/')
+		address[--len] = '\0';
+	return address;
+}
+
+void
+tp_pyroscope_config_from_env(tp_pyroscope_config *cfg, const char *default_application)
+{
+	char	   *app = env_string("PYROSCOPE_APPLICATION_NAME");
+	char	   *tags = env_string("PYROSCOPE_TAGS");
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->enabled = env_bool("PYROSCOPE_ENABLE");
+	cfg->trace_correlation = env_bool("PYROSCOPE_TRACE_CORRELATION");
+	cfg->server_address = server_address(env_string("PYROSCOPE_SERVER_ADDRESS"));
+	cfg->application_name = application_name(app,
+											 default_application ? default_application : "traceprof");
+	tp_pyroscope_parse_tags(tags, &cfg->tags);
+	cfg->tenant_id = env_string("PYROSCOPE_TENANT_ID");
+	if (cfg->tenant_id != NULL)
+	{
+		for (const char *p = cfg->tenant_id; *p; p++)
+			if ((unsigned char) *p < 0x20 || *p == 0x7f)
+			{
+				tp_warn("PYROSCOPE_TENANT_ID contains a control character, which an HTTP header cannot carry; ignored");
+				free(cfg->tenant_id);
+				cfg->tenant_id = NULL;
+				break;
+			}
+	}
+	cfg->basic_auth_user = env_string("PYROSCOPE_BASIC_AUTH_USER");
+	cfg->basic_auth_password = env_string("PYROSCOPE_BASIC_AUTH_PASSWORD");
+	env_timeout("PYROSCOPE_UPLOAD_TIMEOUT", &cfg->timeout_ms);
+	free(app);
+	free(tags);
+}
+
+void
+tp_pyroscope_config_free(tp_pyroscope_config *cfg)
+{
+	free(cfg->server_address);
+	free(cfg->application_name);
+	tp_kvlist_free(&cfg->tags);
+	free(cfg->tenant_id);
+	free(cfg->basic_auth_user);
+	free(cfg->basic_auth_password);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+/* ---- series name ---- */
+
+/* Percent-encode everything but RFC 3986's unreserved characters. */
+static void
+put_encoded(FILE *out, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *) s; *p; p++)
+	{
+		if (isalnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~')
+			fputc(*p, out);
+		else
+			fprintf(out, "%%%02X", *p);
+	}
+}
+
+char *
+tp_pyroscope_series_name(const tp_pyroscope_config *cfg)
+{
+	char	   *text = NULL;
+	size_t		size = 0;
+	FILE	   *out = open_memstream(&text, &size);
+	bool		ok;
+
+	if (out == NULL)
+		return NULL;
+	put_encoded(out, cfg->application_name ? cfg->application_name : "traceprof");
+	put_encoded(out, "{");
+	for (size_t i = 0; i < cfg->tags.count; i++)
+	{
+		if (i > 0)
+			put_encoded(out, ",");
+		put_encoded(out, cfg->tags.items[i].key);
+		put_encoded(out, "=");
+		put_encoded(out, cfg->tags.items[i].value);
+	}
+	put_encoded(out, "}");
+	ok = !ferror(out);
+	if (fclose(out) != 0 || !ok)
+	{
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+/* ---- upload ---- */
+
+typedef struct answer
+{
+	char		snippet[SNIPPET_BYTES + 1];
+	size_t		len;
+} answer;
+
+/* Keep the start of the body, for the error message; drop the rest. */
+static size_t
+on_body(char *data, size_t size, size_t n, void *userdata)
+{
+	answer	   *a = userdata;
+	size_t		len = size * n;
+	size_t		keep = SNIPPET_BYTES - a->len;
+
+	if (keep > len)
+		keep = len;
+	memcpy(a->snippet + a->len, data, keep);
+	a->len += keep;
+	a->snippet[a->len] = '\0';
+	return len;
+}
+
+/* "HTTP status N" plus the start of the body on one line. */
+static void
+describe_status(const char *where, long status, answer *a, char *err, size_t errlen)
+{
+	char	   *s = a->snippet;
+	size_t		len = a->len;
+
+	for (size_t i = 0; i < len; i++)
+		if (!isprint((unsigned char) s[i]))
+			s[i] = ' ';
+	while (len > 0 && s[len - 1] == ' ')
+		s[--len] = '\0';
+	while (*s == ' ')
+		s++;
+	if (*s != '\0')
+		snprintf(err, errlen, "%s: HTTP status %ld: %s", where, status, s);
+	else
+		snprintf(err, errlen, "%s: HTTP status %ld", where, status);
+}
+
+static char *
+ingest_url(const tp_pyroscope_config *cfg, uint64_t from_ns, uint64_t until_ns)
+{
+	char	   *name = tp_pyroscope_series_name(cfg);
+	const char *server = cfg->server_address ? cfg->server_address : DEFAULT_SERVER;
+	size_t		server_len = strlen(server);
+	uint64_t	from = from_ns / NS_PER_SEC;
+	uint64_t	until = until_ns / NS_PER_SEC + (until_ns % NS_PER_SEC != 0);
+	char	   *url = NULL;
+
+	if (name == NULL)
+		return NULL;
+	if (until <= from)
+		until = from + 1;		/* an empty window is not a window */
+	while (server_len > 0 && server[server_len - 1] == '/')
+		server_len--;
+	if (asprintf(&url, "%.*s/ingest?name=%s&from=%" PRIu64 "&until=%" PRIu64 "&format=pprof",
+				 (int) server_len, server, name, from, until) < 0)
+		url = NULL;
+	free(name);
+	return url;
+}
+
+bool
+tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
+					const uint8_t *pprof, size_t len,
+					uint64_t from_ns, uint64_t until_ns,
+					char *err, size_t errlen)
+{
+	char	   *url = ingest_url(cfg, from_ns, until_ns);
+	char		where[512];
+	char		curl_message[CURL_ERROR_SIZE] = "";
+	struct curl_slist *headers = NULL;
+	answer		a = {.len = 0};
+	long		timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
+	long		status = 0;
+	CURL	   *curl;
+	CURLcode	rc;
+	bool		ok = false;
+
+	err[0] = '\0';
+	if (url == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return false;
+	}
+	/* Messages name the endpoint only: no query, no credentials. */
+	displayable_url(url, where, sizeof(where));
+	where[strcspn(where, "?")] = '\0';
+	curl = curl_easy_init();
+	if (curl == NULL)
+	{
+		snprintf(err, errlen, "cannot initialise libcurl");
+		free(url);
+		return false;
+	}
+	headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+	headers = curl_slist_append(headers, "Expect:");	/* no 100-continue round trip */
+	if (cfg->tenant_id != NULL)
+	{
+		char		line[512];
+
+		snprintf(line, sizeof(line), "X-Scope-OrgID: %s", cfg->tenant_id);
+		headers = curl_slist_append(headers, line);
+	}
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(curl, CURLOPT_POST, 1L);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, pprof);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) len);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+					 timeout < CONNECT_TIMEOUT_MS ? timeout : CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);	/* no SIGALRM in our hosts */
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_message);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
+	curl_easy_setopt(curl, CURLOPT_USERAGENT, "traceprof-pyroscope/0.1");
+	if (cfg->basic_auth_user != NULL || cfg->basic_auth_password != NULL)
+	{
+		curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long) CURLAUTH_BASIC);
+		curl_easy_setopt(curl, CURLOPT_USERNAME,
+						 cfg->basic_auth_user ? cfg->basic_auth_user : "");
+		curl_easy_setopt(curl, CURLOPT_PASSWORD,
+						 cfg->basic_auth_password ? cfg->basic_auth_password : "");
+	}
+
+	rc = curl_easy_perform(curl);
+	if (rc != CURLE_OK)
+		snprintf(err, errlen, "%s: %s", where,
+				 curl_message[0] ? curl_message : curl_easy_strerror(rc));
+	else
+	{
+		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+		ok = status >= 200 && status <= 299;
+		if (!ok)
+			describe_status(where, status, &a, err, errlen);
+	}
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(curl);
+	free(url);
+	return ok;
+}

@@ -1,0 +1,404 @@
+/*
+ * sampler.c - SIGPROF stack sampler for one thread (see sampler.h).
+ *
+ * The handler is the only producer of the sample ring and the consumer
+ * (tp_sampler_drain) runs on the same thread, outside the handler.  A
+ * handler therefore always runs to completion between two instructions of
+ * the consumer, never the other way round: plain atomics with relaxed
+ * order plus signal fences (compiler barriers) are all the ordering needed,
+ * and no lock is ever taken.
+ *
+ * Everything the handler touches is static or preallocated by
+ * tp_sampler_start(); it calls only clock_gettime and reads the stack.
+ */
+#include "sampler.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stack_walk.h"
+
+/* Enough that nested tp_sampler_set_labels calls never reuse a live slot. */
+#define LABEL_SLOTS 4
+
+_Static_assert(ATOMIC_LONG_LOCK_FREE == 2, "the handler needs lock-free atomics");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the handler needs lock-free atomics");
+
+/* Read by the handler. */
+static tp_sample *ring;
+static unsigned long ring_capacity;
+static atomic_ulong ring_head;	/* samples ever stored; only the handler writes */
+static atomic_ulong ring_tail;	/* samples ever drained; only drain writes */
+static atomic_ulong stat_dropped;
+static atomic_ulong stat_truncated;
+static atomic_int active;		/* record samples; off while paused */
+static tp_stack_bounds stack_bounds;
+static tp_sample_labels label_slots[LABEL_SLOTS];
+static atomic_uint label_current;
+static atomic_uint label_next;
+
+/* Our timer's si_value, to ignore SIGPROF that other code sends. */
+static int	timer_cookie;
+
+/* Only outside the handler. */
+static bool started;
+static bool forked_child;		/* state inherited by fork(): no timer */
+static bool handler_installed;
+static bool timer_valid;
+static bool paused;
+static bool atfork_registered;
+static timer_t timer;
+static struct timespec period;
+static struct timespec remaining;	/* of the interval cut by pause */
+static struct sigaction previous_action;
+
+static void
+sigprof_handler(int signo, siginfo_t *info, void *ucontext)
+{
+	int			saved_errno = errno;
+	unsigned long head;
+	unsigned long tail;
+	unsigned int slot;
+	tp_sample  *sample;
+	struct timespec now;
+	bool		truncated;
+	uint32_t	overrun;
+
+	(void) signo;
+	if (info == NULL || info->si_code != SI_TIMER ||
+		info->si_value.sival_ptr != &timer_cookie ||
+		!atomic_load_explicit(&active, memory_order_relaxed))
+	{
+		errno = saved_errno;
+		return;
+	}
+
+	head = atomic_load_explicit(&ring_head, memory_order_relaxed);
+	tail = atomic_load_explicit(&ring_tail, memory_order_relaxed);
+	if (head - tail >= ring_capacity)
+	{
+		atomic_fetch_add_explicit(&stat_dropped, 1, memory_order_relaxed);
+		errno = saved_errno;
+		return;
+	}
+	atomic_signal_fence(memory_order_acquire);
+	sample = &ring[head % ring_capacity];
+
+	slot = atomic_load_explicit(&label_current, memory_order_relaxed);
+	atomic_signal_fence(memory_order_acquire);
+	sample->labels = label_slots[slot % LABEL_SLOTS];
+
+	/*
+	 * si_overrun is what timer_getoverrun() would return for this signal,
+	 * without its system call.
+	 */
+	overrun = info->si_overrun > 0 ? (uint32_t) info->si_overrun : 0;
+	sample->weight = overrun < UINT32_MAX ? overrun + 1 : UINT32_MAX;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	sample->time_ns = (uint64_t) now.tv_sec * 1000000000u + (uint64_t) now.tv_nsec;
+
+	sample->depth = (uint32_t) tp_stack_walk_ucontext(ucontext, &stack_bounds,
+													  sample->pcs,
+													  TP_SAMPLER_MAX_FRAMES,
+													  &truncated);
+	if (truncated)
+		atomic_fetch_add_explicit(&stat_truncated, 1, memory_order_relaxed);
+
+	/* Publish only a completely written sample. */
+	atomic_signal_fence(memory_order_release);
+	atomic_store_explicit(&ring_head, head + 1, memory_order_relaxed);
+	errno = saved_errno;
+}
+
+/*
+ * fork() copies our state but not the timer.  Only flags here (fork may
+ * have been called from a signal handler): the copied ring is freed by the
+ * child's next tp_sampler_start() or tp_sampler_stop().
+ */
+static void
+after_fork_child(void)
+{
+	if (!started)
+		return;
+	atomic_store_explicit(&active, 0, memory_order_relaxed);
+	forked_child = true;
+	timer_valid = false;
+	paused = true;
+	/* The parent's samples are the parent's to report. */
+	atomic_store_explicit(&ring_head, 0, memory_order_relaxed);
+	atomic_store_explicit(&ring_tail, 0, memory_order_relaxed);
+	atomic_store_explicit(&stat_dropped, 0, memory_order_relaxed);
+	atomic_store_explicit(&stat_truncated, 0, memory_order_relaxed);
+}
+
+static void
+set_error(char *err, size_t errlen, const char *what, int error)
+{
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "sampler: %s: %s", what, strerror(error));
+}
+
+static void
+arm(const struct timespec *first)
+{
+	struct itimerspec its;
+
+	its.it_interval = period;
+	its.it_value = *first;
+	timer_settime(timer, 0, &its, NULL);
+}
+
+/*
+ * Drop the timer and our SIGPROF handler.  A signal the timer queued just
+ * before it was deleted must not reach the restored disposition (for
+ * SIG_DFL that would terminate the process): it is taken while blocked.
+ */
+static void
+release(void)
+{
+	sigset_t	prof;
+	sigset_t	saved_mask;
+	struct timespec no_wait = {0, 0};
+
+	atomic_store_explicit(&active, 0, memory_order_relaxed);
+	sigemptyset(&prof);
+	sigaddset(&prof, SIGPROF);
+	pthread_sigmask(SIG_BLOCK, &prof, &saved_mask);
+	if (timer_valid)
+		timer_delete(timer);
+	timer_valid = false;
+	if (handler_installed)
+	{
+		while (sigtimedwait(&prof, NULL, &no_wait) == SIGPROF)
+			;
+		sigaction(SIGPROF, &previous_action, NULL);
+		handler_installed = false;
+	}
+	pthread_sigmask(SIG_SETMASK, &saved_mask, NULL);
+
+	free(ring);
+	ring = NULL;
+	ring_capacity = 0;
+	started = false;
+	forked_child = false;
+	paused = false;
+}
+
+bool
+tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
+				 char *err, size_t errlen)
+{
+	struct sigevent sev;
+	struct sigaction action;
+	clockid_t	clock_id;
+	long		interval_ns;
+
+	if (started && forked_child)
+	{
+		/* Keep the handler and the disposition it replaced; drop the rest. */
+		free(ring);
+		ring = NULL;
+		started = false;
+		forked_child = false;
+	}
+	if (started)
+	{
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "sampler: already running in this process");
+		return false;
+	}
+	if (capacity == 0 || capacity > SIZE_MAX / sizeof(tp_sample) ||
+		capacity > (unsigned long) -1 / 2)
+	{
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "sampler: capacity %zu out of range (1 .. %zu samples)",
+					 capacity, SIZE_MAX / sizeof(tp_sample));
+		return false;
+	}
+	if (hz < 1)
+		hz = 1;
+	if (hz > TP_SAMPLER_MAX_HZ)
+		hz = TP_SAMPLER_MAX_HZ;
+	interval_ns = 1000000000L / hz;
+	period.tv_sec = interval_ns / 1000000000L;
+	period.tv_nsec = interval_ns % 1000000000L;
+
+	ring = calloc(capacity, sizeof(tp_sample));
+	if (ring == NULL)
+	{
+		set_error(err, errlen, "cannot allocate the sample ring", ENOMEM);
+		return false;
+	}
+	ring_capacity = capacity;
+	atomic_store_explicit(&ring_head, 0, memory_order_relaxed);
+	atomic_store_explicit(&ring_tail, 0, memory_order_relaxed);
+	atomic_store_explicit(&stat_dropped, 0, memory_order_relaxed);
+	atomic_store_explicit(&stat_truncated, 0, memory_order_relaxed);
+	atomic_store_explicit(&active, 0, memory_order_relaxed);
+	tp_stack_bounds_current(&stack_bounds);	/* none: PCs only */
+	started = true;
+
+	if (!handler_installed)
+	{
+		memset(&action, 0, sizeof(action));
+		action.sa_sigaction = sigprof_handler;
+		action.sa_flags = SA_SIGINFO | SA_RESTART;
+		sigemptyset(&action.sa_mask);
+		if (sigaction(SIGPROF, &action, &previous_action) != 0)
+		{
+			set_error(err, errlen, "sigaction(SIGPROF)", errno);
+			release();
+			return false;
+		}
+		handler_installed = true;
+	}
+
+	clock_id = clock == TP_SAMPLER_WALL ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = SIGPROF;
+	sev.sigev_value.sival_ptr = &timer_cookie;
+	sev._sigev_un._tid = gettid();
+	if (timer_create(clock_id, &sev, &timer) != 0)
+	{
+		int			error = errno;
+
+		set_error(err, errlen,
+				  clock == TP_SAMPLER_WALL ? "timer_create(CLOCK_MONOTONIC)"
+				  : "timer_create(CLOCK_THREAD_CPUTIME_ID)", error);
+		release();
+		return false;
+	}
+	timer_valid = true;
+
+	if (!atfork_registered && pthread_atfork(NULL, NULL, after_fork_child) == 0)
+		atfork_registered = true;
+
+	paused = false;
+	atomic_store_explicit(&active, 1, memory_order_relaxed);
+	arm(&period);
+	return true;
+}
+
+void
+tp_sampler_pause(void)
+{
+	struct itimerspec off;
+	struct itimerspec now;
+	struct itimerspec old;
+	bool		expired;
+
+	if (!started || paused || !timer_valid)
+		return;
+	memset(&off, 0, sizeof(off));
+
+	/*
+	 * Resume continues the interval that pause cut: restarting a full
+	 * period each time would never sample regions shorter than a period.
+	 *
+	 * The kernel notices that a CPU timer expired only on its next tick
+	 * (4 ms here), and timer_settime discards an expiry not yet signalled;
+	 * with short traced regions that lost half the samples.  Such a
+	 * pending expiry reads as 1 ns left: carry it to resume, which fires at
+	 * the first tick of the next region (its stack and labels then agree).
+	 * A signal already queued is delivered as timer_gettime returns, while
+	 * still active.
+	 */
+	expired = timer_gettime(timer, &now) == 0 &&
+		now.it_value.tv_sec == 0 && now.it_value.tv_nsec == 1;
+	if (timer_settime(timer, 0, &off, &old) == 0)
+		remaining = old.it_value;
+	else
+		remaining = period;
+	if (expired)
+	{
+		remaining.tv_sec = 0;
+		remaining.tv_nsec = 1;
+	}
+	atomic_store_explicit(&active, 0, memory_order_relaxed);
+	paused = true;
+}
+
+void
+tp_sampler_resume(void)
+{
+	if (!started || !paused || !timer_valid)
+		return;
+	paused = false;
+	atomic_store_explicit(&active, 1, memory_order_relaxed);
+	if (remaining.tv_sec == 0 && remaining.tv_nsec == 0)
+		remaining = period;
+	arm(&remaining);
+}
+
+void
+tp_sampler_stop(void)
+{
+	if (!started)
+		return;
+	release();
+}
+
+void
+tp_sampler_set_labels(const tp_sample_labels *labels)
+{
+	static const tp_sample_labels none;
+	unsigned int slot;
+
+	/*
+	 * Write a slot the handler is not reading, then switch to it.  Taking
+	 * the slot with an atomic increment keeps a nested call (from a signal
+	 * handler that interrupted this one) off the slot being written.
+	 */
+	slot = atomic_fetch_add_explicit(&label_next, 1, memory_order_relaxed) % LABEL_SLOTS;
+	if (slot == atomic_load_explicit(&label_current, memory_order_relaxed) % LABEL_SLOTS)
+		slot = atomic_fetch_add_explicit(&label_next, 1, memory_order_relaxed) % LABEL_SLOTS;
+	label_slots[slot] = labels != NULL ? *labels : none;
+	atomic_signal_fence(memory_order_release);
+	atomic_store_explicit(&label_current, slot, memory_order_relaxed);
+}
+
+size_t
+tp_sampler_drain(tp_sample_fn fn, void *arg)
+{
+	unsigned long tail;
+	unsigned long head;
+	size_t		count = 0;
+
+	if (!started || ring == NULL)
+		return 0;
+	tail = atomic_load_explicit(&ring_tail, memory_order_relaxed);
+	head = atomic_load_explicit(&ring_head, memory_order_relaxed);
+	atomic_signal_fence(memory_order_acquire);
+
+	/*
+	 * Samples taken while fn runs wait for the next drain.  fn reads the
+	 * slot in place: the handler does not reuse it until tail moves past.
+	 */
+	while (tail != head)
+	{
+		if (fn != NULL)
+			fn(&ring[tail % ring_capacity], arg);
+		tail++;
+		atomic_signal_fence(memory_order_release);
+		atomic_store_explicit(&ring_tail, tail, memory_order_relaxed);
+		count++;
+	}
+	return count;
+}
+
+void
+tp_sampler_get_stats(tp_sampler_stats *stats)
+{
+	stats->samples = atomic_load_explicit(&ring_head, memory_order_relaxed);
+	stats->dropped = atomic_load_explicit(&stat_dropped, memory_order_relaxed);
+	stats->truncated = atomic_load_explicit(&stat_truncated, memory_order_relaxed);
+}

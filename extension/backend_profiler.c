@@ -1,0 +1,198 @@
+/*
+ * backend_profiler.c - the sampler's life inside one backend.
+ *
+ * The sampler (common/sampler.c) is started lazily, the first time this
+ * backend has something to profile: POSIX timers are not inherited across
+ * fork, so every backend arms its own.  With traceprof.profile = traced the
+ * timer runs only while a traced span is open and is disarmed otherwise
+ * (zero cost when idle).  Samples carry the trace_id and span_id of the
+ * innermost open span (or of the local root span with
+ * traceprof.profile_root_span_only).
+ *
+ * When the outermost span closes, the samples taken meanwhile are drained,
+ * symbolized here (addresses of libraries loaded after fork are only valid
+ * in this process) and stored in shared memory as frame-name ids.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "sampler.h"
+#include "symbols.h"
+#include "traceprof.h"
+
+#define SAMPLER_CAPACITY 1024	/* samples between drains: 10 s at 100 Hz */
+
+typedef enum SamplerState
+{
+	SAMPLER_NOT_STARTED,
+	SAMPLER_RUNNING,
+	SAMPLER_PAUSED,
+	SAMPLER_UNAVAILABLE,		/* could not start: warned once */
+} SamplerState;
+
+typedef struct PcEntry
+{
+	uintptr_t	pc;				/* hash key (with the flag below) */
+	bool		is_return_address;
+	uint32		name_id;
+} PcEntry;
+
+static SamplerState state = SAMPLER_NOT_STARTED;
+static tp_symbols *symbols;
+static HTAB *pc_cache;
+
+static bool
+want_sampling(const TraceprofSpan *innermost)
+{
+	if (traceprof_profile == PROFILE_OFF)
+		return false;
+	return traceprof_profile == PROFILE_ALL || innermost != NULL;
+}
+
+static void
+start_sampler(void)
+{
+	char		err[256];
+
+	if (!tp_sampler_start(traceprof_sample_hz,
+						  traceprof_profile_mode == PROFILE_MODE_WALL ? TP_SAMPLER_WALL : TP_SAMPLER_CPU,
+						  SAMPLER_CAPACITY, err, sizeof(err)))
+	{
+		state = SAMPLER_UNAVAILABLE;
+		ereport(WARNING,
+				(errmsg("traceprof: cannot start the sampler in this backend: %s", err),
+				 errdetail("Spans are still recorded; their samples are not.")));
+		return;
+	}
+	state = SAMPLER_RUNNING;
+}
+
+/* Run or pause the timer as the settings and the open spans require. */
+static void
+arm_for(const TraceprofSpan *innermost)
+{
+	bool		want = want_sampling(innermost);
+
+	if (state == SAMPLER_UNAVAILABLE)
+		return;
+	if (want && state == SAMPLER_NOT_STARTED)
+		start_sampler();
+	else if (want && state == SAMPLER_PAUSED)
+	{
+		tp_sampler_resume();
+		state = SAMPLER_RUNNING;
+	}
+	else if (!want && state == SAMPLER_RUNNING)
+	{
+		tp_sampler_pause();
+		state = SAMPLER_PAUSED;
+	}
+}
+
+void
+profiler_statement_start(void)
+{
+	if (traceprof_profile == PROFILE_ALL)
+		arm_for(NULL);
+}
+
+void
+profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root)
+{
+	tp_sample_labels labels;
+
+	arm_for(innermost);
+	if (state == SAMPLER_NOT_STARTED || state == SAMPLER_UNAVAILABLE)
+		return;
+	memset(&labels, 0, sizeof(labels));
+	if (innermost != NULL)
+	{
+		const TraceprofSpan *labelled = traceprof_profile_root_span_only && root ? root : innermost;
+
+		memcpy(labels.trace_id, labelled->trace_id, TP_TRACE_ID_BYTES);
+		memcpy(labels.span_id, labelled->span_id, TP_SPAN_ID_BYTES);
+		labels.span_name_id = function_names_intern(labelled->name);
+	}
+	tp_sampler_set_labels(&labels);
+}
+
+/* "name", or "[unknown] (module)" naming the library at least. */
+static uint32
+frame_name_id(uintptr_t pc, bool is_return_address)
+{
+	PcEntry		key;
+	PcEntry    *entry;
+	bool		found;
+	tp_symbol	symbol;
+
+	memset(&key, 0, sizeof(key));
+	key.pc = pc;
+	key.is_return_address = is_return_address;
+	entry = hash_search(pc_cache, &key, HASH_ENTER, &found);
+	if (found)
+		return entry->name_id;
+
+	if (!tp_symbols_lookup(symbols, pc, is_return_address, &symbol) && symbol.module == NULL)
+	{
+		tp_symbols_refresh(symbols);	/* maybe a library loaded since */
+		tp_symbols_lookup(symbols, pc, is_return_address, &symbol);
+	}
+	if (symbol.function != NULL)
+		entry->name_id = function_names_intern(symbol.function);
+	else
+	{
+		char		name[TRACEPROF_NAME_LEN];
+		const char *module = symbol.module ? strrchr(symbol.module, '/') : NULL;
+
+		snprintf(name, sizeof(name), "[unknown] (%s)",
+				 module ? module + 1 : symbol.module ? symbol.module : "no module");
+		entry->name_id = function_names_intern(name);
+	}
+	return entry->name_id;
+}
+
+static void
+store_sample(const tp_sample *sample, void *arg)
+{
+	TraceprofSample record;
+
+	memcpy(record.trace_id, sample->labels.trace_id, TP_TRACE_ID_BYTES);
+	memcpy(record.span_id, sample->labels.span_id, TP_SPAN_ID_BYTES);
+	record.span_name_id = sample->labels.span_name_id;
+	record.time_ns = (int64) sample->time_ns;
+	record.pid = MyProcPid;
+	record.weight = sample->weight;
+	record.depth = Min(sample->depth, TRACEPROF_MAX_FRAMES);
+	for (uint32 i = 0; i < record.depth; i++)
+		record.frames[i] = frame_name_id(sample->pcs[i], i > 0);
+	sample_store_write(&record);
+}
+
+/* Without a symbol table the samples cannot be named: keep the ring clear. */
+static void
+discard_sample(const tp_sample *sample, void *arg)
+{
+}
+
+void
+profiler_flush(void)
+{
+	if (state == SAMPLER_NOT_STARTED || state == SAMPLER_UNAVAILABLE)
+		return;
+	if (symbols == NULL)
+	{
+		HASHCTL		info;
+
+		symbols = tp_symbols_load();
+		memset(&info, 0, sizeof(info));
+		info.keysize = offsetof(PcEntry, name_id);
+		info.entrysize = sizeof(PcEntry);
+		info.hcxt = TopMemoryContext;
+		pc_cache = hash_create("traceprof pc names", 4096, &info,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	tp_sampler_drain(symbols ? store_sample : discard_sample, NULL);
+}

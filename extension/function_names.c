@@ -1,0 +1,158 @@
+/*
+ * function_names.c - a shared table of frame names, so stored samples hold
+ * small ids instead of strings.
+ *
+ * Backends intern names when they store samples (never in the signal
+ * handler); a backend-local cache keeps the shared lock off the common
+ * path.  The table is fixed-size: once full, new names map to one overflow
+ * id, counted, and the profile says so.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "traceprof.h"
+
+typedef struct NameEntry
+{
+	char		name[TRACEPROF_NAME_LEN];	/* hash key */
+	uint32		id;
+} NameEntry;
+
+typedef struct NameTable
+{
+	LWLock	   *lock;
+	uint32		count;			/* ids 1..count are in use */
+	pg_atomic_uint64 overflow;	/* lookups that found the table full */
+	char		names[FLEXIBLE_ARRAY_MEMBER];	/* [id] -> name */
+} NameTable;
+
+static NameTable *table;
+static HTAB *shared_index;
+static HTAB *local_cache;
+
+static Size
+names_size(void)
+{
+	return add_size(offsetof(NameTable, names),
+					mul_size(traceprof_max_functions + 1, TRACEPROF_NAME_LEN));
+}
+
+Size
+function_names_shmem_size(void)
+{
+	return add_size(MAXALIGN(names_size()),
+					hash_estimate_size(traceprof_max_functions, sizeof(NameEntry)));
+}
+
+void
+function_names_request_lock(void)
+{
+	RequestNamedLWLockTranche("traceprof function names", 1);
+}
+
+void
+function_names_shmem_startup(void)
+{
+	HASHCTL		info;
+	bool		found;
+
+	table = ShmemInitStruct("traceprof function names", names_size(), &found);
+	if (!found)
+	{
+		table->lock = &(GetNamedLWLockTranche("traceprof function names"))->lock;
+		table->count = 0;
+		pg_atomic_init_u64(&table->overflow, 0);
+		strlcpy(table->names, "[too many functions]", TRACEPROF_NAME_LEN);
+	}
+	memset(&info, 0, sizeof(info));
+	info.keysize = TRACEPROF_NAME_LEN;
+	info.entrysize = sizeof(NameEntry);
+	shared_index = ShmemInitHash("traceprof function name index",
+								 traceprof_max_functions, traceprof_max_functions,
+								 &info, HASH_ELEM | HASH_STRINGS);
+}
+
+static uint32
+shared_lookup(const char *key)
+{
+	NameEntry  *entry;
+	bool		found;
+	uint32		id;
+
+	LWLockAcquire(table->lock, LW_SHARED);
+	entry = hash_search(shared_index, key, HASH_FIND, NULL);
+	id = entry ? entry->id : 0;
+	LWLockRelease(table->lock);
+	if (entry != NULL)
+		return id;
+
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	if (table->count >= (uint32) traceprof_max_functions)
+		entry = hash_search(shared_index, key, HASH_FIND, NULL);
+	else
+	{
+		entry = hash_search(shared_index, key, HASH_ENTER_NULL, &found);
+		if (entry != NULL && !found)
+		{
+			entry->id = ++table->count;
+			strlcpy(table->names + (Size) entry->id * TRACEPROF_NAME_LEN, key, TRACEPROF_NAME_LEN);
+		}
+	}
+	id = entry ? entry->id : 0;
+	LWLockRelease(table->lock);
+	if (id == 0)
+		pg_atomic_fetch_add_u64(&table->overflow, 1);
+	return id;
+}
+
+uint32
+function_names_intern(const char *name)
+{
+	char		key[TRACEPROF_NAME_LEN];
+	NameEntry  *cached;
+	bool		found;
+	uint32		id;
+
+	memset(key, 0, sizeof(key));
+	strlcpy(key, name, sizeof(key));
+	if (local_cache == NULL)
+	{
+		HASHCTL		info;
+
+		memset(&info, 0, sizeof(info));
+		info.keysize = TRACEPROF_NAME_LEN;
+		info.entrysize = sizeof(NameEntry);
+		info.hcxt = TopMemoryContext;
+		local_cache = hash_create("traceprof local function names", 1024, &info,
+								  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	cached = hash_search(local_cache, key, HASH_FIND, NULL);
+	if (cached != NULL)
+		return cached->id;
+	id = shared_lookup(key);
+	if (id != 0)
+	{
+		cached = hash_search(local_cache, key, HASH_ENTER, &found);
+		cached->id = id;
+	}
+	return id;
+}
+
+const char *
+function_names_get(uint32 id)
+{
+	if (id > table->count)
+		return "[unknown]";
+	return table->names + (Size) id * TRACEPROF_NAME_LEN;
+}
+
+int64
+function_names_overflow(void)
+{
+	return (int64) pg_atomic_read_u64(&table->overflow);
+}

@@ -1,0 +1,225 @@
+/*
+ * profile_api.c - profiles readable from SQL, with no backend at all.
+ *
+ *   traceprof.profile(trace_id, span_id DEFAULT NULL)
+ *       one row per distinct stack: span name, folded stack (root first,
+ *       frames joined by ';'), samples, and the CPU (or wall) time they
+ *       stand for
+ *   traceprof.top_functions(trace_id, span_id DEFAULT NULL)
+ *       per function: samples where it was the leaf (self) and samples it
+ *       was anywhere on the stack (total)
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+
+#include "traceprof.h"
+
+PG_FUNCTION_INFO_V1(traceprof_profile_stacks);
+PG_FUNCTION_INFO_V1(traceprof_top_functions);
+
+/* Which samples a call asks for. */
+typedef struct SampleFilter
+{
+	uint8		trace_id[TP_TRACE_ID_BYTES];
+	uint8		span_id[TP_SPAN_ID_BYTES];
+	bool		by_span;
+	HTAB	   *groups;
+	int64		total;
+} SampleFilter;
+
+typedef struct StackKey
+{
+	uint32		span_name_id;
+	uint32		depth;
+	uint32		frames[TRACEPROF_MAX_FRAMES];
+} StackKey;
+
+typedef struct StackGroup
+{
+	StackKey	key;
+	int64		samples;
+} StackGroup;
+
+typedef struct FunctionCount
+{
+	uint32		name_id;		/* hash key */
+	int64		self;
+	int64		total;
+	int64		last_counted;	/* sample number, to count a function once per stack */
+} FunctionCount;
+
+static void
+parse_filter(FunctionCallInfo fcinfo, SampleFilter *filter)
+{
+	text	   *trace;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("trace_id must not be NULL")));
+	trace = PG_GETARG_TEXT_PP(0);
+	memset(filter, 0, sizeof(*filter));
+	if (VARSIZE_ANY_EXHDR(trace) != TP_TRACE_ID_HEX ||
+		!tp_hex_decode(VARDATA_ANY(trace), filter->trace_id, TP_TRACE_ID_BYTES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid trace_id \"%s\"", text_to_cstring(trace)),
+				 errhint("A trace_id is 32 lowercase hex digits.")));
+	if (!PG_ARGISNULL(1))
+	{
+		text	   *span = PG_GETARG_TEXT_PP(1);
+
+		if (VARSIZE_ANY_EXHDR(span) != TP_SPAN_ID_HEX ||
+			!tp_hex_decode(VARDATA_ANY(span), filter->span_id, TP_SPAN_ID_BYTES))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid span_id \"%s\"", text_to_cstring(span)),
+					 errhint("A span_id is 16 lowercase hex digits.")));
+		filter->by_span = true;
+	}
+}
+
+static bool
+matches(const SampleFilter *filter, const TraceprofSample *sample)
+{
+	return memcmp(sample->trace_id, filter->trace_id, TP_TRACE_ID_BYTES) == 0 &&
+		(!filter->by_span || memcmp(sample->span_id, filter->span_id, TP_SPAN_ID_BYTES) == 0);
+}
+
+static bool
+group_stack(const TraceprofSample *sample, void *arg)
+{
+	SampleFilter *filter = arg;
+	StackKey	key;
+	StackGroup *group;
+	bool		found;
+
+	if (!matches(filter, sample))
+		return true;
+	memset(&key, 0, sizeof(key));
+	key.span_name_id = sample->span_name_id;
+	key.depth = sample->depth;
+	memcpy(key.frames, sample->frames, sample->depth * sizeof(uint32));
+	group = hash_search(filter->groups, &key, HASH_ENTER, &found);
+	if (!found)
+		group->samples = 0;
+	group->samples += sample->weight;
+	return true;
+}
+
+Datum
+traceprof_profile_stacks(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SampleFilter filter;
+	HASHCTL		info;
+	HASH_SEQ_STATUS scan;
+	StackGroup *group;
+	double		ms_per_sample = 1000.0 / traceprof_sample_hz;
+
+	parse_filter(fcinfo, &filter);
+	InitMaterializedSRF(fcinfo, 0);
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(StackKey);
+	info.entrysize = sizeof(StackGroup);
+	info.hcxt = CurrentMemoryContext;
+	filter.groups = hash_create("traceprof stacks", 256, &info, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	sample_store_scan(group_stack, &filter);
+
+	hash_seq_init(&scan, filter.groups);
+	while ((group = hash_seq_search(&scan)) != NULL)
+	{
+		StringInfoData stack;
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		initStringInfo(&stack);
+		for (int i = (int) group->key.depth - 1; i >= 0; i--)
+		{
+			appendStringInfoString(&stack, function_names_get(group->key.frames[i]));
+			if (i > 0)
+				appendStringInfoChar(&stack, ';');
+		}
+		values[0] = CStringGetTextDatum(group->key.span_name_id ?
+										function_names_get(group->key.span_name_id) : "");
+		values[1] = CStringGetTextDatum(stack.data);
+		values[2] = Int64GetDatum(group->samples);
+		values[3] = Float8GetDatum(group->samples * ms_per_sample);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		pfree(stack.data);
+	}
+	return (Datum) 0;
+}
+
+static bool
+count_functions(const TraceprofSample *sample, void *arg)
+{
+	SampleFilter *filter = arg;
+
+	if (!matches(filter, sample) || sample->depth == 0)
+		return true;
+	filter->total++;
+	for (uint32 i = 0; i < sample->depth; i++)
+	{
+		bool		found;
+		FunctionCount *count = hash_search(filter->groups, &sample->frames[i], HASH_ENTER, &found);
+
+		if (!found)
+		{
+			count->self = 0;
+			count->total = 0;
+			count->last_counted = 0;
+		}
+		if (i == 0)
+			count->self += sample->weight;
+		/* Recursion puts a function on a stack more than once: count it once. */
+		if (count->last_counted != filter->total)
+		{
+			count->total += sample->weight;
+			count->last_counted = filter->total;
+		}
+	}
+	return true;
+}
+
+Datum
+traceprof_top_functions(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SampleFilter filter;
+	HASHCTL		info;
+	HASH_SEQ_STATUS scan;
+	FunctionCount *count;
+	int64		weight_total = 0;
+
+	parse_filter(fcinfo, &filter);
+	InitMaterializedSRF(fcinfo, 0);
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(uint32);
+	info.entrysize = sizeof(FunctionCount);
+	info.hcxt = CurrentMemoryContext;
+	filter.groups = hash_create("traceprof functions", 256, &info, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	sample_store_scan(count_functions, &filter);
+
+	hash_seq_init(&scan, filter.groups);
+	while ((count = hash_seq_search(&scan)) != NULL)
+		weight_total += count->self;
+	hash_seq_init(&scan, filter.groups);
+	while ((count = hash_seq_search(&scan)) != NULL)
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		values[0] = CStringGetTextDatum(function_names_get(count->name_id));
+		values[1] = Int64GetDatum(count->self);
+		values[2] = Int64GetDatum(count->total);
+		values[3] = Float8GetDatum(weight_total > 0 ? 100.0 * count->self / weight_total : 0);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

@@ -1,0 +1,117 @@
+/*
+ * sample_store.c - symbolized stack samples in shared memory.
+ *
+ * Each backend drains its own sampler when a traced span closes, resolves
+ * the addresses there (they are only valid in that process: libraries
+ * loaded after fork sit at different addresses in different backends), and
+ * stores the samples here as frame-name ids.  SQL reads them back per
+ * trace; the exporter sends them to Pyroscope.
+ */
+#include "postgres.h"
+
+#include "storage/shmem.h"
+
+#include "shm_ring.h"
+#include "traceprof.h"
+
+static ShmRing *ring;
+
+Size
+sample_store_shmem_size(void)
+{
+	return shm_ring_size(traceprof_max_samples, sizeof(TraceprofSample));
+}
+
+void
+sample_store_shmem_startup(void)
+{
+	bool		found;
+
+	ring = ShmemInitStruct("traceprof samples", sample_store_shmem_size(), &found);
+	if (!found)
+		shm_ring_init(ring, traceprof_max_samples, sizeof(TraceprofSample));
+}
+
+static bool
+keep_for_export(void)
+{
+	return traceprof_pyroscope_address != NULL && traceprof_pyroscope_address[0] != '\0';
+}
+
+void
+sample_store_write(const TraceprofSample *sample)
+{
+	uint64		pending;
+
+	if (ring != NULL)
+		(void) shm_ring_write(ring, sample,
+							  offsetof(TraceprofSample, frames) + sample->depth * sizeof(uint32),
+							  keep_for_export(), &pending);
+}
+
+/* Copies may race a writer and are discarded by the ring; bound depth anyway. */
+typedef struct SampleVisit
+{
+	SampleVisitor visit;
+	void	   *arg;
+} SampleVisit;
+
+static bool
+visit_sample(const void *record, void *arg)
+{
+	SampleVisit *v = arg;
+	TraceprofSample *sample = (TraceprofSample *) record;
+
+	sample->depth = Min(sample->depth, TRACEPROF_MAX_FRAMES);
+	return v->visit(sample, v->arg);
+}
+
+void
+sample_store_scan(SampleVisitor visit, void *arg)
+{
+	SampleVisit v = {visit, arg};
+	TraceprofSample *buf = palloc(sizeof(TraceprofSample));
+
+	shm_ring_scan_retained(ring, buf, visit_sample, &v);
+	pfree(buf);
+}
+
+uint64
+sample_store_read_unexported(SampleVisitor visit, void *arg, int max)
+{
+	SampleVisit v = {visit, arg};
+	TraceprofSample *buf = palloc(sizeof(TraceprofSample));
+	uint64		upto = shm_ring_read_unexported(ring, buf, visit_sample, &v, max);
+
+	pfree(buf);
+	return upto;
+}
+
+void
+sample_store_mark_exported(uint64 upto, int count)
+{
+	shm_ring_mark_exported(ring, upto, count);
+}
+
+void
+sample_store_mark_rejected(uint64 upto, int count)
+{
+	shm_ring_mark_rejected(ring, upto, count);
+}
+
+void
+sample_store_counts(int64 *stored, int64 *dropped, int64 *exported)
+{
+	ShmRingCounts counts;
+
+	shm_ring_counts(ring, keep_for_export(), &counts);
+	*stored = counts.written;
+	*dropped = counts.dropped;
+	*exported = counts.exported;
+}
+
+void
+sample_store_reset(void)
+{
+	shm_ring_reset(ring);
+}

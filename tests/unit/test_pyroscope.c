@@ -1,0 +1,306 @@
+/*
+ * test_pyroscope.c - PYROSCOPE_* settings, tags, series names, and the
+ * upload's failure messages (no server needed: a closed port).  The
+ * successful upload is checked against a capture server in
+ * tests/integration/pprof.test.js.
+ */
+#include <stdlib.h>
+#include <time.h>
+
+#include "kvlist.h"
+#include "log.h"
+#include "pyroscope.h"
+#include "unit.h"
+
+#define MAX_WARNINGS 16
+
+static char warning_text[MAX_WARNINGS][1024];
+static int	warnings;
+
+static void
+capture_warning(const char *message)
+{
+	if (warnings < MAX_WARNINGS)
+		snprintf(warning_text[warnings], sizeof(warning_text[0]), "%s", message);
+	warnings++;
+}
+
+/* True when some warning contains every one of the given parts. */
+static bool
+warned(const char *part, const char *also)
+{
+	for (int i = 0; i < warnings && i < MAX_WARNINGS; i++)
+		if (strstr(warning_text[i], part) != NULL &&
+			(also == NULL || strstr(warning_text[i], also) != NULL))
+			return true;
+	return false;
+}
+
+static void
+clear_env(void)
+{
+	static const char *names[] = {
+		"PYROSCOPE_ENABLE", "PYROSCOPE_TRACE_CORRELATION", "PYROSCOPE_SERVER_ADDRESS",
+		"PYROSCOPE_APPLICATION_NAME", "PYROSCOPE_TAGS", "PYROSCOPE_TENANT_ID",
+		"PYROSCOPE_BASIC_AUTH_USER", "PYROSCOPE_BASIC_AUTH_PASSWORD",
+		"PYROSCOPE_UPLOAD_TIMEOUT",
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		unsetenv(names[i]);
+	warnings = 0;
+}
+
+/* "k=v,k=v" of a list, for exact comparisons. */
+static const char *
+joined(const tp_kvlist *tags)
+{
+	static char out[1024];
+	size_t		used = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < tags->count; i++)
+		used += snprintf(out + used, sizeof(out) - used, "%s%s=%s", i ? "," : "",
+						 tags->items[i].key, tags->items[i].value);
+	return out;
+}
+
+TEST(correlation_tags_are_appended_in_order)
+{
+	tp_kvlist	tags = {0};
+
+	warnings = 0;
+	tp_pyroscope_parse_tags("env=dev,service=generator,version=1.0.0", &tags);
+	tp_pyroscope_add_tag(&tags, "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736");
+	tp_pyroscope_add_tag(&tags, "root_span_id", "00f067aa0ba902b7");
+	CHECK_STR(joined(&tags),
+			  "env=dev,service=generator,version=1.0.0,"
+			  "trace_id=4bf92f3577b34da6a3ce929d0e0e4736,root_span_id=00f067aa0ba902b7");
+	/* Appending again changes nothing: the first value stays. */
+	tp_pyroscope_add_tag(&tags, "trace_id", "ffffffffffffffffffffffffffffffff");
+	tp_pyroscope_add_tag(&tags, "env", "prod");
+	CHECK(tags.count == 5);
+	CHECK_STR(tp_kvlist_get(&tags, "trace_id"), "4bf92f3577b34da6a3ce929d0e0e4736");
+	CHECK_STR(tp_kvlist_get(&tags, "env"), "dev");
+	CHECK(warnings == 0);
+	tp_kvlist_free(&tags);
+}
+
+TEST(user_tags_win_over_correlation_tags)
+{
+	tp_kvlist	tags = {0};
+
+	warnings = 0;
+	tp_pyroscope_parse_tags("trace_id=mine", &tags);
+	tp_pyroscope_add_tag(&tags, "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736");
+	CHECK_STR(joined(&tags), "trace_id=mine");
+	/* An invalid appended tag is refused with a warning. */
+	tp_pyroscope_add_tag(&tags, "bad key", "x");
+	tp_pyroscope_add_tag(&tags, "k", "a,b");
+	CHECK(tags.count == 1);
+	CHECK(warnings == 2);
+	CHECK(warned("bad key", "character"));
+	tp_kvlist_free(&tags);
+}
+
+TEST(malformed_tags_keep_the_valid_part)
+{
+	tp_kvlist	tags = {0};
+
+	warnings = 0;
+	tp_pyroscope_parse_tags("env=dev,novalue,=x,bad key=1,ok.key_2=v, x = y ,v=a}b,"
+							"w=a=b,env=other,z=,c=a\x01" "b,u=\xc3\xa9t\xc3\xa9", &tags);
+	CHECK_STR(joined(&tags), "env=dev,ok.key_2=v,x=y,u=\xc3\xa9t\xc3\xa9");
+	CHECK(warnings == 8);
+	CHECK(warned("\"novalue\"", "no '='"));
+	CHECK(warned("\"=x\"", "empty key"));
+	CHECK(warned("\"bad key=1\"", "key"));
+	CHECK(warned("\"v=a}b\"", "value"));
+	CHECK(warned("\"w=a=b\"", "value"));
+	CHECK(warned("\"env=other\"", "keeping the first value \"dev\""));
+	CHECK(warned("\"z=\"", "empty value"));
+	CHECK(warned("\"c=a?b\"", "control character"));
+	for (int i = 0; i < warnings && i < MAX_WARNINGS; i++)
+		CHECK(strstr(warning_text[i], "PYROSCOPE_TAGS") != NULL);
+	tp_kvlist_free(&tags);
+}
+
+TEST(empty_tag_members_are_skipped)
+{
+	tp_kvlist	tags = {0};
+
+	warnings = 0;
+	tp_pyroscope_parse_tags("a=1,, b=2 , ,", &tags);
+	CHECK_STR(joined(&tags), "a=1,b=2");
+	tp_pyroscope_parse_tags("", &tags);
+	tp_pyroscope_parse_tags(NULL, &tags);
+	CHECK(tags.count == 2);
+	CHECK(warnings == 0);
+	tp_kvlist_free(&tags);
+}
+
+TEST(series_name_is_url_encoded)
+{
+	tp_pyroscope_config cfg;
+	char	   *name;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.application_name = "my-app/db.x_y";
+	tp_pyroscope_parse_tags("env=dev,version=1.0.0,path=/a b&c", &cfg.tags);
+	name = tp_pyroscope_series_name(&cfg);
+	CHECK_STR(name, "my-app%2Fdb.x_y%7Benv%3Ddev%2Cversion%3D1.0.0%2Cpath%3D%2Fa%20b%26c%7D");
+	free(name);
+	tp_kvlist_free(&cfg.tags);
+	name = tp_pyroscope_series_name(&cfg);
+	CHECK_STR(name, "my-app%2Fdb.x_y%7B%7D");
+	free(name);
+}
+
+TEST(config_defaults)
+{
+	tp_pyroscope_config cfg;
+
+	clear_env();
+	tp_pyroscope_config_from_env(&cfg, "traceprof.generator");
+	CHECK(!cfg.enabled);
+	CHECK(!cfg.trace_correlation);
+	CHECK_STR(cfg.server_address, "http://localhost:4040");
+	CHECK_STR(cfg.application_name, "traceprof.generator");
+	CHECK(cfg.tags.count == 0);
+	CHECK(cfg.tenant_id == NULL);
+	CHECK(cfg.basic_auth_user == NULL);
+	CHECK(cfg.basic_auth_password == NULL);
+	CHECK(cfg.timeout_ms == 10000);
+	CHECK(warnings == 0);
+	tp_pyroscope_config_free(&cfg);
+}
+
+TEST(config_from_env)
+{
+	tp_pyroscope_config cfg;
+
+	clear_env();
+	setenv("PYROSCOPE_ENABLE", "TRUE", 1);
+	setenv("PYROSCOPE_TRACE_CORRELATION", " Yes ", 1);
+	setenv("PYROSCOPE_SERVER_ADDRESS", "https://profiles.example.com:4040/", 1);
+	setenv("PYROSCOPE_APPLICATION_NAME", "shop/loader-1.x", 1);
+	setenv("PYROSCOPE_TAGS", "env=dev,service=loader", 1);
+	setenv("PYROSCOPE_TENANT_ID", "team-a", 1);
+	setenv("PYROSCOPE_BASIC_AUTH_USER", "12345", 1);
+	setenv("PYROSCOPE_BASIC_AUTH_PASSWORD", "s3cret", 1);
+	setenv("PYROSCOPE_UPLOAD_TIMEOUT", "2500", 1);
+	tp_pyroscope_config_from_env(&cfg, "traceprof.loader");
+	CHECK(cfg.enabled);
+	CHECK(cfg.trace_correlation);
+	CHECK_STR(cfg.server_address, "https://profiles.example.com:4040");
+	CHECK_STR(cfg.application_name, "shop/loader-1.x");
+	CHECK_STR(joined(&cfg.tags), "env=dev,service=loader");
+	CHECK_STR(cfg.tenant_id, "team-a");
+	CHECK_STR(cfg.basic_auth_user, "12345");
+	CHECK_STR(cfg.basic_auth_password, "s3cret");
+	CHECK(cfg.timeout_ms == 2500);
+	CHECK(warnings == 0);
+	tp_pyroscope_config_free(&cfg);
+
+	/* 1 and yes in any case are true */
+	setenv("PYROSCOPE_ENABLE", "1", 1);
+	setenv("PYROSCOPE_TRACE_CORRELATION", "yEs", 1);
+	setenv("PYROSCOPE_SERVER_ADDRESS", "pyroscope:4040", 1);
+	tp_pyroscope_config_from_env(&cfg, "x");
+	CHECK(cfg.enabled && cfg.trace_correlation);
+	CHECK_STR(cfg.server_address, "http://pyroscope:4040");
+	tp_pyroscope_config_free(&cfg);
+	clear_env();
+}
+
+TEST(config_mistakes_are_warnings)
+{
+	tp_pyroscope_config cfg;
+
+	clear_env();
+	setenv("PYROSCOPE_ENABLE", "on", 1);
+	setenv("PYROSCOPE_TRACE_CORRELATION", "false", 1);
+	setenv("PYROSCOPE_APPLICATION_NAME", "my app!", 1);
+	setenv("PYROSCOPE_TAGS", "env=dev,broken", 1);
+	setenv("PYROSCOPE_TENANT_ID", "a\r\nX-Injected: 1", 1);
+	setenv("PYROSCOPE_UPLOAD_TIMEOUT", "10s", 1);
+	tp_pyroscope_config_from_env(&cfg, "traceprof");
+	CHECK(!cfg.enabled);
+	CHECK(!cfg.trace_correlation);
+	CHECK_STR(cfg.application_name, "my_app_");
+	CHECK_STR(joined(&cfg.tags), "env=dev");
+	CHECK(cfg.tenant_id == NULL);
+	CHECK(cfg.timeout_ms == 10000);
+	CHECK(warnings == 5);
+	CHECK(warned("PYROSCOPE_ENABLE=\"on\"", "treated as false"));
+	CHECK(warned("PYROSCOPE_APPLICATION_NAME \"my app!\"", "using \"my_app_\""));
+	CHECK(warned("\"broken\"", NULL));
+	CHECK(warned("PYROSCOPE_TENANT_ID", "control character"));
+	CHECK(warned("PYROSCOPE_UPLOAD_TIMEOUT=\"10s\"", "milliseconds"));
+	tp_pyroscope_config_free(&cfg);
+
+	/* out-of-range timeouts and an empty name */
+	clear_env();
+	setenv("PYROSCOPE_UPLOAD_TIMEOUT", "0", 1);
+	setenv("PYROSCOPE_APPLICATION_NAME", "  ", 1);
+	tp_pyroscope_config_from_env(&cfg, "fallback.app");
+	CHECK(cfg.timeout_ms == 10000);
+	CHECK_STR(cfg.application_name, "fallback.app");
+	CHECK(warnings == 1);
+	tp_pyroscope_config_free(&cfg);
+	clear_env();
+}
+
+static long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+TEST(unreachable_server_message_has_no_credentials)
+{
+	tp_pyroscope_config cfg;
+	static const uint8_t body[] = {0x1f, 0x8b};
+	char		err[512];
+	long		started = now_ms();
+	bool		ok;
+
+	memset(&cfg, 0, sizeof(cfg));
+	/* port 1 on loopback: nothing listens, the connection is refused */
+	cfg.server_address = "http://user:hunter2@127.0.0.1:1";
+	cfg.application_name = "app";
+	cfg.basic_auth_user = "alice";
+	cfg.basic_auth_password = "topsecret";
+	cfg.timeout_ms = 2000;
+	ok = tp_pyroscope_ingest(&cfg, body, sizeof(body), 1700000000000000000ULL,
+							 1700000010000000000ULL, err, sizeof(err));
+	CHECK(!ok);
+	CHECK(strstr(err, "http://***@127.0.0.1:1/ingest") != NULL);
+	CHECK(strstr(err, "hunter2") == NULL);
+	CHECK(strstr(err, "topsecret") == NULL);
+	CHECK(strstr(err, "alice") == NULL);
+	CHECK(strstr(err, "name=") == NULL);
+	CHECK(strchr(err, '\n') == NULL);
+	CHECK(now_ms() - started < 2500);
+	if (ok || strstr(err, "127.0.0.1") == NULL)
+		printf("  message: %s\n", err);
+}
+
+int
+main(void)
+{
+	tp_log_set_sink(capture_warning);
+	RUN(correlation_tags_are_appended_in_order);
+	RUN(user_tags_win_over_correlation_tags);
+	RUN(malformed_tags_keep_the_valid_part);
+	RUN(empty_tag_members_are_skipped);
+	RUN(series_name_is_url_encoded);
+	RUN(config_defaults);
+	RUN(config_from_env);
+	RUN(config_mistakes_are_warnings);
+	RUN(unreachable_server_message_has_no_credentials);
+	return unit_summary();
+}

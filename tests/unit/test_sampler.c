@@ -1,0 +1,746 @@
+/*
+ * Unit tests: the SIGPROF sampler, its frame-pointer walk and its ring.
+ *
+ * The functions sampled keep frame pointers and real calls whatever the
+ * Makefile's -O2 does (noipa: no inlining, cloning or sibling calls).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sampler.h"
+#include "symbols.h"
+#include "unit.h"
+
+#define FRAMED __attribute__((noipa, optimize("no-omit-frame-pointer", "no-optimize-sibling-calls")))
+
+#define CHAIN_LEN 6
+
+static const char *const chain_names[CHAIN_LEN] = {
+	"burn_leaf", "chain_5", "chain_4", "chain_3", "chain_2", "chain_1"
+};
+
+static volatile uint64_t sink;
+static tp_symbols *symbols;
+
+static double
+thread_cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t
+realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* Spin for this much CPU time; the clock is read rarely (it is a syscall). */
+FRAMED static uint64_t
+burn_leaf(double seconds)
+{
+	double		end = thread_cpu_seconds() + seconds;
+	uint64_t	x = sink | 1;
+
+	do
+	{
+		for (int i = 0; i < (1 << 16); i++)
+			x = x * 6364136223846793005u + 1442695040888963407u;
+		sink = x;
+	} while (thread_cpu_seconds() < end);
+	return x;
+}
+
+FRAMED static uint64_t
+chain_5(double seconds)
+{
+	uint64_t	r = burn_leaf(seconds);
+
+	sink += r;
+	return r + 5;
+}
+
+FRAMED static uint64_t
+chain_4(double seconds)
+{
+	uint64_t	r = chain_5(seconds);
+
+	sink += r;
+	return r + 4;
+}
+
+FRAMED static uint64_t
+chain_3(double seconds)
+{
+	uint64_t	r = chain_4(seconds);
+
+	sink += r;
+	return r + 3;
+}
+
+FRAMED static uint64_t
+chain_2(double seconds)
+{
+	uint64_t	r = chain_3(seconds);
+
+	sink += r;
+	return r + 2;
+}
+
+FRAMED static uint64_t
+chain_1(double seconds)
+{
+	uint64_t	r = chain_2(seconds);
+
+	sink += r;
+	return r + 1;
+}
+
+/* Deeper than TP_SAMPLER_MAX_FRAMES. */
+FRAMED static uint64_t
+deep(int levels, double seconds)
+{
+	uint64_t	r = levels > 0 ? deep(levels - 1, seconds) : burn_leaf(seconds);
+
+	sink += r;
+	return r + 1;
+}
+
+typedef struct collected
+{
+	tp_sample  *items;
+	size_t		count;
+	size_t		capacity;
+} collected;
+
+static void
+collect(const tp_sample *sample, void *arg)
+{
+	collected  *c = arg;
+
+	if (c->count == c->capacity)
+	{
+		c->capacity = c->capacity ? c->capacity * 2 : 256;
+		c->items = realloc(c->items, c->capacity * sizeof(tp_sample));
+	}
+	c->items[c->count++] = *sample;
+}
+
+static void
+collected_free(collected *c)
+{
+	free(c->items);
+	memset(c, 0, sizeof(*c));
+}
+
+static const char *
+frame_name(const tp_sample *sample, uint32_t i)
+{
+	tp_symbol	sym;
+
+	tp_symbols_lookup(symbols, sample->pcs[i], i > 0, &sym);
+	return sym.function ? sym.function : "?";
+}
+
+/* burn_leaf, chain_5 ... chain_1 one after the other, leaf first. */
+static bool
+has_chain(const tp_sample *sample, bool *at_top)
+{
+	for (uint32_t i = 0; i + CHAIN_LEN <= sample->depth; i++)
+	{
+		bool		all = true;
+
+		if (strcmp(frame_name(sample, i), chain_names[0]) != 0)
+			continue;
+		for (int k = 1; k < CHAIN_LEN && all; k++)
+			all = strcmp(frame_name(sample, i + k), chain_names[k]) == 0;
+		if (all)
+		{
+			*at_top = i == 0;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+print_stack(const tp_sample *sample)
+{
+	printf("   ");
+	for (uint32_t i = 0; i < sample->depth && i < 10; i++)
+		printf(" %s", frame_name(sample, i));
+	printf("\n");
+}
+
+static bool
+start(int hz, tp_sampler_clock clock, size_t capacity)
+{
+	char		err[256] = "";
+	bool		ok = tp_sampler_start(hz, clock, capacity, err, sizeof(err));
+
+	if (!ok)
+		printf("  tp_sampler_start: %s\n", err);
+	return ok;
+}
+
+static void
+sleep_seconds(double seconds)
+{
+	struct timespec ts = {(time_t) seconds, (long) ((seconds - (time_t) seconds) * 1e9)};
+
+	/* nanosleep is never restarted (SA_RESTART or not): sleep the rest. */
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+TEST(cpu_samples_walk_the_whole_chain)
+{
+	collected	c = {0};
+	size_t		full = 0;
+	size_t		top = 0;
+	uint64_t	weight = 0;
+	uint64_t	t0;
+	uint64_t	t1;
+	double		cpu;
+	tp_sampler_stats stats;
+
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	t0 = realtime_ns();
+	cpu = thread_cpu_seconds();
+	chain_1(1.0);
+	cpu = thread_cpu_seconds() - cpu;
+	t1 = realtime_ns();
+	tp_sampler_drain(collect, &c);
+	tp_sampler_get_stats(&stats);
+	tp_sampler_stop();
+
+	for (size_t i = 0; i < c.count; i++)
+	{
+		bool		at_top = false;
+
+		if (has_chain(&c.items[i], &at_top))
+			full++;
+		top += at_top;
+		weight += c.items[i].weight;
+		CHECK(c.items[i].weight >= 1);
+		CHECK(c.items[i].depth >= 1 && c.items[i].depth <= TP_SAMPLER_MAX_FRAMES);
+		CHECK(c.items[i].time_ns >= t0 && c.items[i].time_ns <= t1 + 1000000);
+	}
+	printf("  %zu samples (weight %llu) in %.2f s CPU; whole chain in %zu (%.1f%%), "
+		   "with the leaf on top in %zu\n", c.count, (unsigned long long) weight, cpu,
+		   full, c.count ? 100.0 * full / c.count : 0.0, top);
+	for (size_t i = 0, shown = 0; i < c.count && shown < 3; i++)
+	{
+		bool		at_top;
+
+		if (!has_chain(&c.items[i], &at_top))
+		{
+			print_stack(&c.items[i]);
+			shown++;
+		}
+	}
+	CHECK(c.count > 0);
+	CHECK(stats.samples == c.count);
+	CHECK(stats.dropped == 0);
+	/* The kernel delivers at most one CPU-timer signal per 4 ms tick. */
+	CHECK(weight >= 0.5 * 250 * cpu && weight <= 1.2 * 250 * cpu + 2);
+	CHECK(full >= 0.8 * c.count);
+	collected_free(&c);
+}
+
+TEST(labels_set_before_are_on_samples)
+{
+	collected	c = {0};
+	tp_sample_labels a = {0};
+	tp_sample_labels b = {0};
+	uint64_t	switched;
+	size_t		with_a = 0;
+	size_t		with_b = 0;
+
+	memset(a.trace_id, 0xa1, sizeof(a.trace_id));
+	memset(a.span_id, 0xa2, sizeof(a.span_id));
+	a.span_name_id = 7;
+	memset(b.trace_id, 0xb1, sizeof(b.trace_id));
+	memset(b.span_id, 0xb2, sizeof(b.span_id));
+	b.span_name_id = 9;
+	b.wait_event = 3;
+
+	tp_sampler_set_labels(&a);
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	chain_1(0.3);
+	tp_sampler_set_labels(&b);
+	switched = realtime_ns();
+	chain_1(0.3);
+	tp_sampler_drain(collect, &c);
+	tp_sampler_stop();
+	tp_sampler_set_labels(NULL);
+
+	for (size_t i = 0; i < c.count; i++)
+	{
+		const tp_sample_labels *l = &c.items[i].labels;
+
+		if (c.items[i].time_ns < switched)
+			with_a += memcmp(l, &a, sizeof(a)) == 0;
+		else
+			with_b += memcmp(l, &b, sizeof(b)) == 0;
+	}
+	CHECK(c.count > 0);
+	CHECK(with_a > 0 && with_b > 0);
+	CHECK(with_a + with_b == c.count);
+	collected_free(&c);
+}
+
+/* Labels switched as fast as possible: every sample sees one whole set. */
+TEST(labels_are_never_torn)
+{
+	collected	c = {0};
+	tp_sample_labels sets[2];
+	double		end;
+	size_t		bad = 0;
+	uint64_t	switches = 0;
+
+	for (int k = 0; k < 2; k++)
+	{
+		memset(&sets[k], 0x11 * (k + 1), sizeof(sets[k]));
+	}
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	end = thread_cpu_seconds() + 0.5;
+	while (thread_cpu_seconds() < end)
+	{
+		for (int i = 0; i < 1000; i++)
+			tp_sampler_set_labels(&sets[switches++ & 1]);
+	}
+	tp_sampler_drain(collect, &c);
+	tp_sampler_stop();
+	tp_sampler_set_labels(NULL);
+	for (size_t i = 0; i < c.count; i++)
+		bad += memcmp(&c.items[i].labels, &sets[0], sizeof(sets[0])) != 0 &&
+			memcmp(&c.items[i].labels, &sets[1], sizeof(sets[1])) != 0;
+	printf("  %zu samples over %llu label switches\n", c.count, (unsigned long long) switches);
+	CHECK(c.count > 0);
+	CHECK(bad == 0);
+	collected_free(&c);
+}
+
+TEST(pause_takes_no_samples)
+{
+	collected	c = {0};
+	size_t		paused_count;
+
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	tp_sampler_pause();
+	tp_sampler_drain(NULL, NULL);
+	chain_1(0.3);
+	paused_count = tp_sampler_drain(collect, &c);
+	tp_sampler_pause();			/* twice is harmless */
+	tp_sampler_resume();
+	tp_sampler_resume();
+	chain_1(0.3);
+	tp_sampler_drain(collect, &c);
+	tp_sampler_stop();
+	CHECK(paused_count == 0);
+	CHECK(c.count > 20);
+	collected_free(&c);
+}
+
+/* Short traced regions still get their share: resume continues the period. */
+TEST(pause_resume_keeps_the_period)
+{
+	collected	c = {0};
+	double		cpu = 0;
+
+	CHECK(start(100, TP_SAMPLER_CPU, 1024));
+	for (int i = 0; i < 150; i++)
+	{
+		double		before;
+
+		tp_sampler_resume();
+		before = thread_cpu_seconds();
+		burn_leaf(0.004);		/* shorter than the 10 ms period */
+		cpu += thread_cpu_seconds() - before;
+		tp_sampler_pause();
+		burn_leaf(0.002);
+	}
+	tp_sampler_drain(collect, &c);
+	tp_sampler_stop();
+	printf("  %zu samples for %.2f s CPU while resumed (expect ~%.0f)\n",
+		   c.count, cpu, cpu * 100);
+	CHECK(c.count >= 0.7 * cpu * 100);
+	collected_free(&c);
+}
+
+TEST(wall_mode_samples_sleep_cpu_mode_does_not)
+{
+	size_t		wall;
+	size_t		cpu;
+
+	CHECK(start(250, TP_SAMPLER_WALL, 1024));
+	sleep_seconds(0.4);
+	wall = tp_sampler_drain(NULL, NULL);
+	tp_sampler_stop();
+
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	sleep_seconds(0.4);
+	cpu = tp_sampler_drain(NULL, NULL);
+	tp_sampler_stop();
+	printf("  sleeping 0.4 s: %zu wall samples, %zu CPU samples\n", wall, cpu);
+	CHECK(wall >= 40);
+	CHECK(cpu <= 2);
+}
+
+TEST(hz_is_clamped)
+{
+	collected	c = {0};
+	uint64_t	weight = 0;
+	double		cpu;
+
+	/* Unclamped, 100 kHz would mean weights of ~400 per signal. */
+	CHECK(start(100000, TP_SAMPLER_CPU, 1024));
+	cpu = thread_cpu_seconds();
+	chain_1(0.4);
+	cpu = thread_cpu_seconds() - cpu;
+	tp_sampler_drain(collect, &c);
+	tp_sampler_stop();
+	for (size_t i = 0; i < c.count; i++)
+		weight += c.items[i].weight;
+	CHECK(c.count > 0);
+	CHECK(weight <= 1.3 * TP_SAMPLER_MAX_HZ * cpu + 2);
+	collected_free(&c);
+
+	CHECK(start(0, TP_SAMPLER_CPU, 16));
+	chain_1(0.3);
+	CHECK(tp_sampler_drain(NULL, NULL) <= 1);
+	tp_sampler_stop();
+	CHECK(start(-5, TP_SAMPLER_WALL, 16));
+	tp_sampler_stop();
+}
+
+static volatile sig_atomic_t custom_calls;
+
+static void
+custom_handler(int signo)
+{
+	(void) signo;
+	custom_calls++;
+}
+
+TEST(stop_restores_the_previous_handler)
+{
+	struct sigaction mine = {0};
+	struct sigaction now;
+	struct sigaction saved;
+
+	sigaction(SIGPROF, NULL, &saved);
+	mine.sa_handler = custom_handler;
+	mine.sa_flags = SA_NODEFER;
+	sigemptyset(&mine.sa_mask);
+	sigaction(SIGPROF, &mine, NULL);
+
+	CHECK(start(250, TP_SAMPLER_CPU, 64));
+	sigaction(SIGPROF, NULL, &now);
+	CHECK(now.sa_handler != custom_handler);
+	CHECK((now.sa_flags & SA_RESTART) != 0 && (now.sa_flags & SA_SIGINFO) != 0);
+	chain_1(0.1);
+	CHECK(custom_calls == 0);	/* timer signals are ours */
+	tp_sampler_stop();
+
+	sigaction(SIGPROF, NULL, &now);
+	CHECK(now.sa_handler == custom_handler);
+	CHECK((now.sa_flags & SA_NODEFER) != 0);
+	raise(SIGPROF);
+	CHECK(custom_calls == 1);
+
+	/* And the default disposition (which would kill us) comes back too. */
+	signal(SIGPROF, SIG_DFL);
+	CHECK(start(250, TP_SAMPLER_CPU, 64));
+	chain_1(0.05);
+	tp_sampler_stop();
+	sigaction(SIGPROF, NULL, &now);
+	CHECK(now.sa_handler == SIG_DFL);
+	sigaction(SIGPROF, &saved, NULL);
+}
+
+typedef struct delayed_write
+{
+	int			fd;
+	double		delay;
+} delayed_write;
+
+static void *
+write_later(void *arg)
+{
+	delayed_write *w = arg;
+
+	sleep_seconds(w->delay);
+	if (write(w->fd, "x", 1) != 1)
+		abort();
+	return NULL;
+}
+
+TEST(interrupted_syscalls_restart)
+{
+	int			fds[2];
+	pthread_t	writer;
+	delayed_write w;
+	char		byte = 0;
+	ssize_t		got;
+	int			saved_errno;
+	size_t		samples;
+
+	CHECK(pipe(fds) == 0);
+	w.fd = fds[1];
+	w.delay = 0.3;
+	CHECK(start(250, TP_SAMPLER_WALL, 1024));
+	pthread_create(&writer, NULL, write_later, &w);
+	errno = 0;
+	got = read(fds[0], &byte, 1);	/* blocks ~0.3 s under ~75 signals */
+	saved_errno = errno;
+	pthread_join(writer, NULL);
+	samples = tp_sampler_drain(NULL, NULL);
+	tp_sampler_stop();
+	close(fds[0]);
+	close(fds[1]);
+	printf("  blocking read under %zu wall samples: returned %zd, errno %d\n",
+		   samples, got, saved_errno);
+	CHECK(got == 1 && byte == 'x');
+	CHECK(saved_errno == 0);
+	CHECK(samples >= 20);
+}
+
+TEST(errno_is_preserved)
+{
+	double		end;
+	bool		kept = true;
+
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	end = thread_cpu_seconds() + 0.3;
+	while (thread_cpu_seconds() < end)
+	{
+		errno = ERANGE;
+		for (int i = 0; i < 100000; i++)
+			sink += i;
+		kept = kept && errno == ERANGE;
+	}
+	CHECK(tp_sampler_drain(NULL, NULL) > 0);
+	tp_sampler_stop();
+	CHECK(kept);
+}
+
+TEST(full_ring_drops_and_counts)
+{
+	collected	c = {0};
+	tp_sampler_stats stats;
+
+	CHECK(start(250, TP_SAMPLER_CPU, 4));
+	chain_1(0.3);
+	tp_sampler_drain(collect, &c);
+	tp_sampler_get_stats(&stats);
+	tp_sampler_stop();
+	printf("  capacity 4: kept %zu, dropped %llu\n", c.count,
+		   (unsigned long long) stats.dropped);
+	CHECK(c.count == 4);
+	CHECK(stats.samples == 4);
+	CHECK(stats.dropped >= 20);
+	collected_free(&c);
+}
+
+TEST(deep_stacks_are_truncated)
+{
+	collected	c = {0};
+	tp_sampler_stats stats;
+	size_t		at_max = 0;
+
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	deep(100, 0.3);
+	tp_sampler_drain(collect, &c);
+	tp_sampler_get_stats(&stats);
+	tp_sampler_stop();
+	for (size_t i = 0; i < c.count; i++)
+		at_max += c.items[i].depth == TP_SAMPLER_MAX_FRAMES;
+	CHECK(c.count > 0);
+	CHECK(stats.truncated > 0);
+	CHECK(at_max >= 0.8 * c.count);
+	CHECK(c.count > 0 && strcmp(frame_name(&c.items[0], 1), "deep") == 0);
+	collected_free(&c);
+}
+
+static int	drain_calls;
+
+/* The handler fires while a drain is running (same thread). */
+static void
+slow_consumer(const tp_sample *sample, void *arg)
+{
+	collected  *c = arg;
+
+	if (drain_calls++ == 0)
+		chain_1(0.2);
+	collect(sample, c);
+}
+
+TEST(sampling_during_drain)
+{
+	collected	c = {0};
+	size_t		first;
+	size_t		second;
+
+	drain_calls = 0;
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	chain_1(0.1);
+	first = tp_sampler_drain(slow_consumer, &c);
+	second = tp_sampler_drain(collect, &c);
+	tp_sampler_stop();
+	printf("  first drain %zu, samples taken during it %zu\n", first, second);
+	CHECK(first > 0);
+	CHECK(second >= 20);		/* taken inside slow_consumer */
+	for (size_t i = 0; i < c.count; i++)
+		CHECK(c.items[i].weight >= 1 && c.items[i].depth >= 1 &&
+			  c.items[i].depth <= TP_SAMPLER_MAX_FRAMES);
+	collected_free(&c);
+}
+
+TEST(misuse_is_reported)
+{
+	char		err[256] = "";
+
+	CHECK(!tp_sampler_start(100, TP_SAMPLER_CPU, 0, err, sizeof(err)));
+	CHECK(strstr(err, "capacity") != NULL);
+	CHECK(start(100, TP_SAMPLER_CPU, 16));
+	CHECK(!tp_sampler_start(100, TP_SAMPLER_CPU, 16, err, sizeof(err)));
+	CHECK(strstr(err, "already") != NULL);
+	/* A SIGPROF that is not our timer's is ignored, not counted. */
+	tp_sampler_pause();
+	tp_sampler_drain(NULL, NULL);
+	raise(SIGPROF);
+	tp_sampler_resume();
+	tp_sampler_pause();
+	CHECK(tp_sampler_drain(NULL, NULL) <= 1);
+	tp_sampler_stop();
+	tp_sampler_stop();			/* twice is harmless */
+	tp_sampler_pause();
+	tp_sampler_resume();
+	CHECK(tp_sampler_drain(NULL, NULL) == 0);
+}
+
+/* A forked child has no timer: it neither reports the parent's samples nor breaks. */
+TEST(fork_child_starts_its_own)
+{
+	pid_t		pid;
+	int			status = 0;
+	size_t		parent_count;
+
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	chain_1(0.1);
+	fflush(stdout);				/* the child must not print our buffer again */
+	pid = fork();
+	if (pid == 0)
+	{
+		int			code = 0;
+		collected	c = {0};
+
+		if (tp_sampler_drain(NULL, NULL) != 0)
+			code |= 1;
+		tp_sampler_pause();
+		tp_sampler_resume();
+		if (!tp_sampler_start(250, TP_SAMPLER_CPU, 1024, NULL, 0))
+			code |= 2;
+		chain_1(0.2);
+		tp_sampler_drain(collect, &c);
+		if (c.count < 10)
+			code |= 4;
+		tp_sampler_stop();
+		_exit(code);
+	}
+	CHECK(pid > 0);
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		printf("  child status %d\n", status);
+	parent_count = tp_sampler_drain(NULL, NULL);
+	tp_sampler_stop();
+	CHECK(parent_count > 5);
+}
+
+typedef struct thread_result
+{
+	size_t		count;
+	size_t		full;
+	bool		started;
+} thread_result;
+
+static void *
+sampled_thread(void *arg)
+{
+	thread_result *r = arg;
+	collected	c = {0};
+
+	r->started = start(250, TP_SAMPLER_CPU, 1024);
+	if (!r->started)
+		return NULL;
+	chain_1(0.4);
+	tp_sampler_drain(collect, &c);
+	tp_sampler_stop();
+	r->count = c.count;
+	for (size_t i = 0; i < c.count; i++)
+	{
+		bool		at_top;
+
+		r->full += has_chain(&c.items[i], &at_top);
+	}
+	collected_free(&c);
+	return NULL;
+}
+
+/* Another thread: its own stack bounds, and the main thread is not sampled. */
+TEST(sampling_a_thread)
+{
+	pthread_t	thread;
+	thread_result r = {0};
+
+	pthread_create(&thread, NULL, sampled_thread, &r);
+	chain_1(0.2);				/* burns the main thread's own clock */
+	pthread_join(thread, NULL);
+	printf("  thread: %zu samples, whole chain in %zu\n", r.count, r.full);
+	CHECK(r.started);
+	CHECK(r.count > 0);
+	CHECK(r.full >= 0.8 * r.count);
+}
+
+int
+main(void)
+{
+	symbols = tp_symbols_load();
+	if (symbols == NULL)
+	{
+		printf("cannot load symbols\n");
+		return 1;
+	}
+	RUN(cpu_samples_walk_the_whole_chain);
+	RUN(labels_set_before_are_on_samples);
+	RUN(labels_are_never_torn);
+	RUN(pause_takes_no_samples);
+	RUN(pause_resume_keeps_the_period);
+	RUN(wall_mode_samples_sleep_cpu_mode_does_not);
+	RUN(hz_is_clamped);
+	RUN(stop_restores_the_previous_handler);
+	RUN(interrupted_syscalls_restart);
+	RUN(errno_is_preserved);
+	RUN(full_ring_drops_and_counts);
+	RUN(deep_stacks_are_truncated);
+	RUN(sampling_during_drain);
+	RUN(misuse_is_reported);
+	RUN(fork_child_starts_its_own);
+	RUN(sampling_a_thread);
+	tp_symbols_free(symbols);
+	return unit_summary();
+}

@@ -1,0 +1,368 @@
+/* Unit tests: /proc/self/maps + ELF symbolization of this very process. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elf_symbols.h"
+#include "symbols.h"
+#include "unit.h"
+
+int			main(void);
+
+/* Taken by address so that the compiler keeps them whole and unrenamed. */
+__attribute__((noinline, used)) static int
+local_target(int x)
+{
+	return x * 3 + (int) getpid();
+}
+
+__attribute__((noinline, used)) int global_target(int x);
+
+__attribute__((noinline, used)) int
+global_target(int x)
+{
+	return x * 7 + (int) getppid();
+}
+
+static void *unit_main_return;	/* where main() returns to, in libc */
+static int	(*volatile keep_local) (int) = local_target;
+static int	(*volatile keep_global) (int) = global_target;
+
+static bool
+is_hex(const char *s)
+{
+	if (s == NULL || *s == '\0')
+		return false;
+	for (; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+			return false;
+	return true;
+}
+
+TEST(static_and_global_functions_of_the_executable)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	tp_symbol	sym;
+	uintptr_t	local = (uintptr_t) keep_local;
+	uintptr_t	global = (uintptr_t) keep_global;
+
+	CHECK(symbols != NULL);
+	if (symbols == NULL)
+		return;
+	CHECK(tp_symbols_lookup(symbols, local, false, &sym));
+	CHECK_STR(sym.function, "local_target");
+	CHECK(sym.module != NULL && strstr(sym.module, "test_symbols") != NULL);
+	CHECK(sym.module_start <= local && local < sym.module_end);
+	CHECK(is_hex(sym.build_id));
+
+	/* Inside the body, not only at its first byte. */
+	CHECK(tp_symbols_lookup(symbols, local + 4, false, &sym));
+	CHECK_STR(sym.function, "local_target");
+	CHECK(tp_symbols_lookup(symbols, global, false, &sym));
+	CHECK_STR(sym.function, "global_target");
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) (void *) main, false, &sym));
+	CHECK_STR(sym.function, "main");
+	tp_symbols_free(symbols);
+}
+
+TEST(return_address_looks_up_the_byte_before)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	tp_symbol	sym;
+	uintptr_t	global = (uintptr_t) keep_global;
+
+	if (symbols == NULL)
+	{
+		CHECK(symbols != NULL);
+		return;
+	}
+	/* A call that ends a function returns to the next function's start. */
+	tp_symbols_lookup(symbols, global, true, &sym);
+	CHECK(sym.function == NULL || strcmp(sym.function, "global_target") != 0);
+	CHECK(sym.module != NULL);
+	CHECK(tp_symbols_lookup(symbols, global + 1, true, &sym));
+	CHECK_STR(sym.function, "global_target");
+	tp_symbols_free(symbols);
+}
+
+TEST(libc_function)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	tp_symbol	sym;
+	uintptr_t	pc = (uintptr_t) (void *) getpid;
+
+	if (symbols == NULL)
+	{
+		CHECK(symbols != NULL);
+		return;
+	}
+	CHECK(tp_symbols_lookup(symbols, pc, false, &sym));
+	CHECK(sym.function != NULL && strstr(sym.function, "getpid") != NULL);
+	CHECK(sym.module != NULL && strstr(sym.module, "libc") != NULL);
+	CHECK(is_hex(sym.build_id));
+	CHECK(sym.module_start <= pc && pc < sym.module_end);
+	tp_symbols_free(symbols);
+}
+
+TEST(address_in_no_module)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	tp_symbol	sym;
+	char	   *heap = malloc(16);
+
+	if (symbols == NULL)
+	{
+		CHECK(symbols != NULL);
+		free(heap);
+		return;
+	}
+	CHECK(!tp_symbols_lookup(symbols, 16, false, &sym));
+	CHECK(sym.function == NULL && sym.module == NULL && sym.build_id == NULL);
+	CHECK(!tp_symbols_lookup(symbols, (uintptr_t) heap, true, &sym));
+	CHECK(sym.module == NULL);
+	CHECK(!tp_symbols_lookup(symbols, 0, true, &sym));
+	CHECK(!tp_symbols_lookup(symbols, UINTPTR_MAX, false, &sym));
+	free(heap);
+	tp_symbols_free(symbols);
+}
+
+/* libc's local functions live only in a separate debug file (libc6-dbg). */
+TEST(libc_static_function_from_debug_file)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	tp_symbol	sym;
+	char		path[256];
+
+	if (symbols == NULL)
+	{
+		CHECK(symbols != NULL);
+		return;
+	}
+	tp_symbols_lookup(symbols, (uintptr_t) (void *) getpid, false, &sym);
+	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug",
+			 sym.build_id ? sym.build_id : "", sym.build_id ? sym.build_id + 2 : "");
+	if (sym.build_id == NULL || access(path, R_OK) != 0)
+	{
+		printf("  (skipped: no libc debug file)\n");
+		tp_symbols_free(symbols);
+		return;
+	}
+	/* main() returns into a static function of libc's start-up code. */
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) unit_main_return, true, &sym));
+	CHECK(sym.function != NULL && strstr(sym.function, "libc_start") != NULL);
+	printf("  main returns into %s\n", sym.function ? sym.function : "(null)");
+	tp_symbols_free(symbols);
+}
+
+TEST(vdso)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	unsigned long base = getauxval(AT_SYSINFO_EHDR);
+	tp_symbol	sym;
+	bool		named = false;
+
+	if (symbols == NULL || base == 0)
+	{
+		printf("  (skipped: no vDSO)\n");
+		tp_symbols_free(symbols);
+		return;
+	}
+	tp_symbols_lookup(symbols, base, false, &sym);
+	CHECK_STR(sym.module, "[vdso]");
+	for (uintptr_t pc = base; pc < sym.module_end && !named; pc += 16)
+	{
+		tp_symbol	s;
+
+		if (tp_symbols_lookup(symbols, pc, false, &s) && strstr(s.function, "gettime") != NULL)
+			named = true;
+	}
+	CHECK(named);
+	tp_symbols_free(symbols);
+}
+
+/* Modules mapped after load are found after refresh, and only then. */
+TEST(refresh_picks_up_dlopen)
+{
+	static const char *const candidates[][2] = {
+		{"libbz2.so.1.0", "BZ2_bzlibVersion"},
+		{"libexpat.so.1", "XML_ParserCreate"},
+		{"libcrypt.so.1", "crypt_r"},
+		{"libacl.so.1", "acl_init"},
+		{"libcap.so.2", "cap_init"},
+	};
+	tp_symbols *symbols = tp_symbols_load();
+	void	   *handle = NULL;
+	tp_symbol	sym;
+
+	if (symbols == NULL)
+	{
+		CHECK(symbols != NULL);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]) && handle == NULL; i++)
+	{
+		void	   *fn;
+		Dl_info		info;
+
+		if (dlopen(candidates[i][0], RTLD_NOW | RTLD_NOLOAD) != NULL)
+			continue;			/* already mapped: proves nothing */
+		handle = dlopen(candidates[i][0], RTLD_NOW | RTLD_LOCAL);
+		if (handle == NULL)
+			continue;
+		fn = dlsym(handle, candidates[i][1]);
+		if (fn == NULL || dladdr(fn, &info) == 0 || info.dli_fname == NULL ||
+			strstr(info.dli_fname, candidates[i][0]) == NULL)
+		{
+			dlclose(handle);
+			handle = NULL;
+			continue;
+		}
+		CHECK(!tp_symbols_lookup(symbols, (uintptr_t) fn, false, &sym));
+		CHECK(sym.module == NULL);
+		tp_symbols_refresh(symbols);
+		CHECK(tp_symbols_lookup(symbols, (uintptr_t) fn, false, &sym));
+		CHECK(sym.module != NULL && strstr(sym.module, candidates[i][0]) != NULL);
+		CHECK_STR(sym.function, candidates[i][1]);
+	}
+	if (handle == NULL)
+		printf("  (skipped: no library left to dlopen)\n");
+	/* Strings stay valid after refresh, until free. */
+	tp_symbols_lookup(symbols, (uintptr_t) keep_global, false, &sym);
+	tp_symbols_refresh(symbols);
+	CHECK_STR(sym.function, "global_target");
+	tp_symbols_free(symbols);
+	if (handle != NULL)
+		dlclose(handle);
+}
+
+static bool
+read_whole(const char *path, unsigned char **data, size_t *size)
+{
+	struct stat st;
+	int			fd = open(path, O_RDONLY);
+	ssize_t		got;
+
+	if (fd < 0 || fstat(fd, &st) != 0)
+	{
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	*size = (size_t) st.st_size;
+	*data = malloc(*size);
+	got = *data ? read(fd, *data, *size) : -1;
+	close(fd);
+	return got == (ssize_t) *size;
+}
+
+/* Truncated and corrupted copies of a real ELF file: no crash, no leak. */
+TEST(corrupt_elf_files)
+{
+	unsigned char *data = NULL;
+	size_t		size = 0;
+	tp_elf_image image;
+	size_t		funcs = 0;
+	unsigned int seed = 12345;
+
+	if (!read_whole("/proc/self/exe", &data, &size))
+	{
+		CHECK(false);
+		free(data);
+		return;
+	}
+	CHECK(tp_elf_image_read(data, size, NULL, 0, &image));
+	funcs = image.nfuncs;
+	CHECK(funcs > 10);
+	CHECK(image.has_symtab);
+	tp_elf_image_free(&image);
+
+	for (size_t len = 0; len < size; len += len < 4096 ? 7 : 997)
+	{
+		if (tp_elf_image_read(data, len, NULL, 0, &image))
+		{
+			CHECK(image.nfuncs <= funcs);
+			tp_elf_image_free(&image);
+		}
+		free(tp_elf_build_id(data, len));
+	}
+	for (int round = 0; round < 300; round++)
+	{
+		unsigned char *copy = malloc(size);
+
+		memcpy(copy, data, size);
+		for (int flips = 0; flips < 16; flips++)
+		{
+			size_t		at;
+
+			seed = seed * 1103515245u + 12345u;
+			/* Headers most of the time: that is where offsets live. */
+			at = (round % 2 == 0) ? (seed >> 8) % 64 : (seed >> 4) % size;
+			copy[at] = (unsigned char) (seed >> 16);
+		}
+		if (tp_elf_image_read(copy, size, copy, size, &image))
+		{
+			size_t		total = 0;
+
+			/* Every name must be readable (valgrind checks the bytes). */
+			for (size_t i = 0; i < image.nfuncs; i++)
+				total += strlen(image.names + image.funcs[i].name);
+			CHECK(total >= image.nfuncs);
+			tp_elf_image_free(&image);
+		}
+		free(copy);
+	}
+	CHECK(!tp_elf_image_read(NULL, 0, NULL, 0, &image));
+	CHECK(!tp_elf_image_read("not an elf file", 15, NULL, 0, &image));
+	free(data);
+}
+
+/* Lookups are cheap enough to symbolize every frame of every sample. */
+TEST(lookup_speed)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	struct timespec t0,
+				t1,
+				t2;
+	tp_symbol	sym;
+	int			n = 200000;
+	int			found = 0;
+
+	if (symbols == NULL)
+	{
+		CHECK(symbols != NULL);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	tp_symbols_lookup(symbols, (uintptr_t) (void *) getpid, false, &sym);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	for (int i = 0; i < n; i++)
+		found += tp_symbols_lookup(symbols, (uintptr_t) (void *) getpid + (i % 8), false, &sym);
+	clock_gettime(CLOCK_MONOTONIC, &t2);
+	CHECK(found == n);
+	printf("  first libc lookup (parse) %.2f ms, then %.0f ns per lookup\n",
+		   ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e6,
+		   ((t2.tv_sec - t1.tv_sec) * 1e9 + (t2.tv_nsec - t1.tv_nsec)) / n);
+	tp_symbols_free(symbols);
+}
+
+int
+main(void)
+{
+	unit_main_return = __builtin_return_address(0);
+	RUN(static_and_global_functions_of_the_executable);
+	RUN(return_address_looks_up_the_byte_before);
+	RUN(libc_function);
+	RUN(address_in_no_module);
+	RUN(libc_static_function_from_debug_file);
+	RUN(vdso);
+	RUN(refresh_picks_up_dlopen);
+	RUN(corrupt_elf_files);
+	RUN(lookup_speed);
+	return unit_summary();
+}
