@@ -9,7 +9,8 @@ BUILD     := build
 WARNINGS  := -Wall -Wextra -Werror -Wno-missing-field-initializers
 CFLAGS    ?= -O2 -g
 CPPFLAGS  += -D_GNU_SOURCE -Icommon -I$(BUILD)/proto -I$(shell $(PG_CONFIG) --includedir)
-ALL_CFLAGS = -std=c11 -fPIC $(WARNINGS) $(CFLAGS)
+# Frame pointers: our own profiles need them (the sampler walks the chain).
+ALL_CFLAGS = -std=c11 -fPIC -fno-omit-frame-pointer $(WARNINGS) $(CFLAGS)
 LDLIBS    := -lcurl -lprotobuf-c -lz -lm
 
 PROTOS        := $(wildcard proto/*.proto)

@@ -22,7 +22,22 @@ tp_log_set_sink(tp_log_sink sink)
 static void
 print_line(const char *kind, const char *message)
 {
-	fprintf(stderr, "%s: %s: %s\n", program_name, kind, message);
+	if (kind != NULL)
+		fprintf(stderr, "%s: %s: %s\n", program_name, kind, message);
+	else
+		fprintf(stderr, "%s: %s\n", program_name, message);
+}
+
+void
+tp_info(const char *fmt, ...)
+{
+	char		message[1024];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	print_line(NULL, message);
 }
 
 void

@@ -22,7 +22,10 @@ void tp_log_set_sink(tp_log_sink sink);
 /* A warning: the operation goes on.  Formatted like printf. */
 void tp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Write "program: message\n" to stderr; for fatal errors in the binaries. */
+/* Write "program: message\n" to stderr: a plain report, not a problem. */
+void		tp_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Write "program: error: message\n" to stderr; for fatal errors in the binaries. */
 void tp_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

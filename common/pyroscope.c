@@ -406,6 +406,30 @@ tp_pyroscope_series_name(const tp_pyroscope_config *cfg)
 	return text;
 }
 
+char *
+tp_pyroscope_query_url(const tp_pyroscope_config *cfg, const char *trace_id_hex)
+{
+	char	   *text = NULL;
+	size_t		size = 0;
+	FILE	   *out = open_memstream(&text, &size);
+	bool		ok;
+
+	if (out == NULL)
+		return NULL;
+	fprintf(out, "%s/?query=", cfg->server_address ? cfg->server_address : DEFAULT_SERVER);
+	put_encoded(out, "service=");
+	put_encoded(out, cfg->application_name ? cfg->application_name : "traceprof");
+	put_encoded(out, " trace_id=");
+	put_encoded(out, trace_id_hex);
+	ok = !ferror(out);
+	if (fclose(out) != 0 || !ok)
+	{
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
 /* ---- upload ---- */
 
 typedef struct answer

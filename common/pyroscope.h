@@ -44,6 +44,12 @@ void		tp_pyroscope_add_tag(tp_kvlist *tags, const char *key, const char *value);
 char	   *tp_pyroscope_series_name(const tp_pyroscope_config *cfg);
 
 /*
+ * The Pyroscope UI link for a trace, in the documented form
+ * <server>/?query=service%3D<app>%20trace_id%3D<trace>; malloc'd.
+ */
+char	   *tp_pyroscope_query_url(const tp_pyroscope_config *cfg, const char *trace_id_hex);
+
+/*
  * Upload one pprof covering [from_ns, until_ns].  Bounded by timeout_ms;
  * on failure returns false with one line in err (no credentials).
  */

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "order_writer.h"
 #include "outfile.h"
+#include "self_profiler.h"
 #include "tracer.h"
 
 #define MAX_RECORDS		UINT64_C(1000000000)
@@ -32,10 +33,11 @@ typedef struct options
 	const char *out;
 	uint64_t	seed;
 	gen_format	format;
+	const char *profile_out;	/* --profile-out FILE, or NULL */
 } options;
 
 static const char usage_line[] =
-"usage: generator N OUT [--seed S] [--format json|ndjson]\n";
+"usage: generator N OUT [--seed S] [--format json|ndjson] [--profile-out FILE]\n";
 
 static void
 print_help(void)
@@ -52,9 +54,14 @@ print_help(void)
 		   "  --format F     json (default): one array, \"[\\n\" records joined by\n"
 		   "                 \",\\n\" then \"\\n]\\n\" (\"[]\\n\" when N is 0);\n"
 		   "                 ndjson: one record per line (empty when N is 0)\n"
+		   "  --profile-out FILE\n"
+		   "                 also write this run's CPU profile to FILE: pprof (.pprof,\n"
+		   "                 .pb.gz), speedscope (.json) or folded stacks (.folded);\n"
+		   "                 TRACEPROF_PROFILE_OUT does the same\n"
 		   "  --help         show this text and exit\n"
 		   "\n"
-		   "Tracing follows the OTEL_* environment variables.\n"
+		   "Tracing follows the OTEL_* environment variables, profiling the\n"
+		   "PYROSCOPE_* ones (see README).\n"
 		   "Exit status: 0 success, 1 I/O error, 2 usage error.\n",
 		   MAX_RECORDS, MAX_SEED, DEFAULT_SEED);
 }
@@ -128,6 +135,7 @@ parse_args(int argc, char **argv, options *opt)
 	int			i;
 
 	opt->seed = DEFAULT_SEED;
+	opt->profile_out = NULL;
 	opt->format = GEN_FORMAT_JSON;
 
 	for (i = 1; i < argc; i++)
@@ -151,6 +159,8 @@ parse_args(int argc, char **argv, options *opt)
 					usage_error("invalid --seed \"%s\": expected a whole number "
 								"from 0 to %" PRIu64, val, MAX_SEED);
 			}
+			else if ((val = option_value(argc, argv, &i, "--profile-out")) != NULL)
+				opt->profile_out = val;
 			else if ((val = option_value(argc, argv, &i, "--format")) != NULL)
 			{
 				if (strcmp(val, "json") == 0)
@@ -184,6 +194,7 @@ parse_args(int argc, char **argv, options *opt)
 static bool
 file_sink(void *arg, const char *data, size_t len)
 {
+	tp_self_profiler_tick();	/* once per buffer: cheap */
 	return gen_outfile_write((gen_outfile *) arg, data, len);
 }
 
@@ -243,6 +254,7 @@ main(int argc, char **argv)
 					   opt.format == GEN_FORMAT_JSON ? "json" : "ndjson");
 	tp_span_trace_id_hex(span, trace_id);
 	fprintf(stderr, "generator: trace_id=%s\n", trace_id);
+	tp_self_profiler_start(span, "traceprof.generator", opt.profile_out);
 
 	memset(&out, 0, sizeof(out));
 	out.fd = -1;
@@ -267,6 +279,7 @@ main(int argc, char **argv)
 		tp_error("%s", out.err);
 		tp_span_set_error(span, out.err);
 	}
+	tp_self_profiler_finish();
 	tp_span_end(span);
 	tp_tracer_shutdown();
 	return ok ? 0 : EXIT_IO;

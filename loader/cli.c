@@ -9,7 +9,7 @@
 #include <string.h>
 
 static const char help_text[] =
-"Usage: loader POSTGRES_URL FILE [--table T] [--batch-size N]\n"
+"Usage: loader POSTGRES_URL FILE [--table T] [--batch-size N] [--profile-out FILE]\n"
 "\n"
 "Load order records (docs/record-format.md) from FILE into a PostgreSQL table\n"
 "with COPY ... FROM STDIN (FORMAT binary), reading FILE in constant memory.\n"
@@ -23,6 +23,10 @@ static const char help_text[] =
 "  --table T       target table, NAME or SCHEMA.NAME, taken literally (quoted,\n"
 "                  so case-sensitive); created when missing (default: orders)\n"
 "  --batch-size N  commit every N records in a transaction of its own\n"
+"  --profile-out FILE\n"
+"                  also write this run's CPU profile to FILE: pprof (.pprof,\n"
+"                  .pb.gz), speedscope (.json) or folded stacks (.folded);\n"
+"                  TRACEPROF_PROFILE_OUT does the same\n"
 "                  (default 0: the whole file in one transaction)\n"
 "  -h, --help      show this help and exit\n"
 "\n"
@@ -119,6 +123,7 @@ ld_cli_parse(int argc, char **argv, ld_options *opt, char *err, size_t errlen)
 	static const struct option longopts[] = {
 		{"table", required_argument, NULL, 't'},
 		{"batch-size", required_argument, NULL, 'b'},
+		{"profile-out", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
@@ -142,6 +147,9 @@ ld_cli_parse(int argc, char **argv, ld_options *opt, char *err, size_t errlen)
 			case 'b':
 				if (!parse_batch_size(optarg, &opt->batch_size, err, errlen))
 					return LD_CLI_USAGE_ERROR;
+				break;
+			case 'p':
+				opt->profile_out = optarg;
 				break;
 			case 'h':
 				return LD_CLI_HELP;

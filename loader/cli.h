@@ -26,6 +26,7 @@ typedef struct ld_options
 	char		schema[LD_MAX_IDENTIFIER + 1];	/* empty: none given */
 	char		name[LD_MAX_IDENTIFIER + 1];
 	uint64_t	batch_size;		/* 0: one transaction */
+	const char *profile_out;	/* --profile-out FILE, or NULL */
 } ld_options;
 
 typedef enum ld_cli_result

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "order_row.h"
 #include "progress.h"
+#include "self_profiler.h"
 #include "tracer.h"
 #include "url_mask.h"
 
@@ -396,6 +397,8 @@ run(loader *ld)
 			}
 			ld_progress_update(&ld->progress, ld->rows_committed + ld->rows_in_batch,
 							   ld_input_offset(&ld->in));
+			if ((ld->rows_in_batch & 4095) == 0)
+				tp_self_profiler_tick();
 		}
 		if ((rc = end_batch(ld)) != LD_EXIT_OK)
 			return rc;
@@ -442,7 +445,7 @@ main(int argc, char **argv)
 			ld_cli_help(stdout);
 			return LD_EXIT_OK;
 		case LD_CLI_USAGE_ERROR:
-			tp_error("%s (usage: loader POSTGRES_URL FILE [--table T] [--batch-size N]; see loader --help)", err);
+			tp_error("%s (usage: loader POSTGRES_URL FILE [--table T] [--batch-size N] [--profile-out FILE]; see loader --help)", err);
 			return LD_EXIT_USAGE;
 		case LD_CLI_RUN:
 			break;
@@ -457,6 +460,7 @@ main(int argc, char **argv)
 	tp_span_set_string(ld.root, "loader.file", ld.opt.file);
 	tp_span_set_string(ld.root, "loader.table", ld.opt.table);
 	tp_span_set_int(ld.root, "loader.batch_size", (int64_t) ld.opt.batch_size);
+	tp_self_profiler_start(ld.root, "traceprof.loader", ld.opt.profile_out);
 	install_signal_handlers();
 
 	rc = run(&ld);
@@ -472,6 +476,7 @@ main(int argc, char **argv)
 	}
 	tp_span_set_int(ld.root, "loader.rows", (int64_t) ld.rows_committed);
 	tp_span_set_int(ld.root, "loader.bytes", (int64_t) ld_input_offset(&ld.in));
+	tp_self_profiler_finish();
 	tp_span_end(ld.root);
 	ld_db_close(&ld.db);
 	ld_copy_free(&ld.cs);

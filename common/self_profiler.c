@@ -1,0 +1,320 @@
+/* self_profiler.c - PYROSCOPE_* continuous profiling for the binaries. */
+#include "self_profiler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "profile.h"
+#include "pyroscope.h"
+#include "sampler.h"
+#include "symbols.h"
+#include "tracer.h"
+
+#define SAMPLE_HZ 100
+#define RING_CAPACITY 4096		/* 40 s of samples between drains */
+#define UPLOAD_INTERVAL_NS (10 * 1000000000ULL)
+#define PERIOD_NS (1000000000ULL / SAMPLE_HZ)
+
+/* One pprof waiting for the uploader thread. */
+typedef struct upload
+{
+	uint8_t    *pprof;
+	size_t		len;
+	uint64_t	from_ns;
+	uint64_t	until_ns;
+} upload;
+
+static struct
+{
+	bool		sampling;
+	bool		uploading;
+	tp_pyroscope_config cfg;
+	tp_symbols *symbols;
+	tp_profile *window;			/* samples not yet uploaded */
+	tp_profile *whole;			/* every sample, for --profile-out */
+	char	   *profile_out;
+	char	   *span_name;
+	char		trace_id[TP_TRACE_ID_HEX + 1];
+	uint64_t	window_start_ns;
+	uint64_t	last_drain_ns;
+
+	/* the uploader thread and its one-slot mailbox */
+	pthread_t	thread;
+	bool		thread_started;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	upload		pending;		/* pprof NULL: empty */
+	bool		stop;
+	bool		warned;
+}			self;
+
+static uint64_t
+now_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+static void
+send_one(const upload *u)
+{
+	char		err[512];
+
+	if (!tp_pyroscope_ingest(&self.cfg, u->pprof, u->len, u->from_ns, u->until_ns,
+							 err, sizeof(err)) && !self.warned)
+	{
+		/* One warning per run: a dead server must not flood the terminal. */
+		self.warned = true;
+		tp_warn("profiles not uploaded to Pyroscope: %s", err);
+	}
+}
+
+static void *
+uploader_main(void *arg)
+{
+	(void) arg;
+	pthread_mutex_lock(&self.lock);
+	for (;;)
+	{
+		while (self.pending.pprof == NULL && !self.stop)
+			pthread_cond_wait(&self.wake, &self.lock);
+		if (self.pending.pprof == NULL)
+			break;				/* stop, nothing left */
+		upload		u = self.pending;
+
+		self.pending.pprof = NULL;
+		pthread_mutex_unlock(&self.lock);
+		send_one(&u);
+		free(u.pprof);
+		pthread_mutex_lock(&self.lock);
+	}
+	pthread_mutex_unlock(&self.lock);
+	return NULL;
+}
+
+static void
+add_sample(const tp_sample *sample, void *arg)
+{
+	(void) arg;
+	if (self.window != NULL)
+		tp_profile_add(self.window, self.symbols, sample, self.span_name);
+	if (self.whole != NULL)
+		tp_profile_add(self.whole, self.symbols, sample, self.span_name);
+}
+
+/*
+ * Hand the window to the uploader if its mailbox is free; otherwise keep
+ * accumulating, so a slow server delays samples but never loses them.
+ */
+static void
+queue_window(uint64_t until_ns)
+{
+	upload		u;
+
+	if (!self.uploading || tp_profile_total(self.window) == 0)
+		return;
+	pthread_mutex_lock(&self.lock);
+	if (self.pending.pprof == NULL)
+	{
+		tp_profile_set_window(self.window, self.window_start_ns, until_ns);
+		u.pprof = tp_profile_pprof(self.window, &u.len);
+		u.from_ns = self.window_start_ns;
+		u.until_ns = until_ns;
+		if (u.pprof != NULL)
+		{
+			self.pending = u;
+			tp_profile_clear(self.window);
+			self.window_start_ns = until_ns;
+			pthread_cond_signal(&self.wake);
+		}
+	}
+	pthread_mutex_unlock(&self.lock);
+}
+
+static void
+describe_root(tp_span *root)
+{
+	char		span_id[TP_SPAN_ID_HEX + 1];
+	char	   *url;
+
+	tp_span_id_hex(root, span_id);
+	tp_span_trace_id_hex(root, self.trace_id);
+	/* What Grafana's "Profiles for this span" queries by. */
+	tp_span_set_string(root, "pyroscope.profile.id", span_id);
+	url = tp_pyroscope_query_url(&self.cfg, self.trace_id);
+	if (url != NULL)
+		tp_span_set_string(root, "pyroscope.profile.url", url);
+	free(url);
+	if (self.cfg.trace_correlation)
+	{
+		tp_pyroscope_add_tag(&self.cfg.tags, "trace_id", self.trace_id);
+		tp_pyroscope_add_tag(&self.cfg.tags, "root_span_id", span_id);
+	}
+}
+
+void
+tp_self_profiler_start(tp_span *root, const char *default_application,
+					   const char *profile_out)
+{
+	tp_sample_labels labels;
+	char		err[256];
+
+	if (profile_out == NULL || profile_out[0] == '\0')
+		profile_out = getenv("TRACEPROF_PROFILE_OUT");
+	tp_pyroscope_config_from_env(&self.cfg, default_application);
+	self.uploading = self.cfg.enabled;
+	if (profile_out != NULL && profile_out[0] != '\0')
+		self.profile_out = strdup(profile_out);
+	if (!self.uploading && self.profile_out == NULL)
+		return;
+
+	self.span_name = strdup(root->name);
+	if (self.uploading)
+		describe_root(root);
+	else
+		tp_span_trace_id_hex(root, self.trace_id);
+	self.symbols = tp_symbols_load();
+	self.window = self.uploading ? tp_profile_new("cpu", PERIOD_NS) : NULL;
+	self.whole = self.profile_out ? tp_profile_new("cpu", PERIOD_NS) : NULL;
+	if (self.uploading)
+	{
+		pthread_mutex_init(&self.lock, NULL);
+		pthread_cond_init(&self.wake, NULL);
+		self.thread_started = pthread_create(&self.thread, NULL, uploader_main, NULL) == 0;
+		if (!self.thread_started)
+		{
+			tp_warn("profiling off: cannot start the upload thread");
+			self.uploading = false;
+		}
+	}
+	/* Every sample carries the root span: what traces-to-profiles looks up. */
+	memset(&labels, 0, sizeof(labels));
+	memcpy(labels.trace_id, root->context.trace_id, TP_TRACE_ID_BYTES);
+	memcpy(labels.span_id, root->context.span_id, TP_SPAN_ID_BYTES);
+	tp_sampler_set_labels(&labels);
+	if (!tp_sampler_start(SAMPLE_HZ, TP_SAMPLER_CPU, RING_CAPACITY, err, sizeof(err)))
+	{
+		tp_warn("profiling off: %s", err);
+		return;
+	}
+	tp_sampler_set_labels(&labels);
+	self.sampling = true;
+	self.window_start_ns = now_ns(CLOCK_REALTIME);
+	self.last_drain_ns = now_ns(CLOCK_MONOTONIC);
+}
+
+void
+tp_self_profiler_tick(void)
+{
+	uint64_t	now;
+
+	if (!self.sampling)
+		return;
+	now = now_ns(CLOCK_MONOTONIC);
+	if (now - self.last_drain_ns < UPLOAD_INTERVAL_NS)
+		return;
+	self.last_drain_ns = now;
+	tp_sampler_drain(add_sample, NULL);
+	queue_window(now_ns(CLOCK_REALTIME));
+}
+
+/* Write the whole run's profile next to its final name, then rename. */
+static void
+write_profile_out(void)
+{
+	const char *dot = strrchr(self.profile_out, '.');
+	char	   *text = NULL;
+	uint8_t    *bytes;
+	size_t		len;
+	char	   *tmp;
+	int			fd;
+	bool		ok;
+
+	if (dot != NULL && strcmp(dot, ".json") == 0)
+		bytes = (uint8_t *) (text = tp_profile_speedscope(self.whole, self.span_name));
+	else if (dot != NULL && (strcmp(dot, ".folded") == 0 || strcmp(dot, ".txt") == 0))
+		bytes = (uint8_t *) (text = tp_profile_folded(self.whole));
+	else
+		bytes = tp_profile_pprof(self.whole, &len);
+	if (text != NULL)
+		len = strlen(text);
+	if (bytes == NULL || asprintf(&tmp, "%s.tmp-XXXXXX", self.profile_out) < 0)
+	{
+		tp_warn("profile not written to %s: out of memory", self.profile_out);
+		free(bytes);
+		return;
+	}
+	fd = mkstemp(tmp);
+	ok = fd >= 0 && write(fd, bytes, len) == (ssize_t) len;
+	ok = fd >= 0 && close(fd) == 0 && ok;
+	if (ok && rename(tmp, self.profile_out) != 0)
+		ok = false;
+	if (!ok)
+	{
+		tp_warn("profile not written to %s: %s", self.profile_out, strerror(errno));
+		unlink(tmp);
+	}
+	else
+		tp_info("profile written to %s (%llu samples)", self.profile_out,
+				(unsigned long long) tp_profile_total(self.whole));
+	free(tmp);
+	free(bytes);
+}
+
+void
+tp_self_profiler_finish(void)
+{
+	if (self.sampling)
+	{
+		tp_sampler_pause();
+		tp_sampler_drain(add_sample, NULL);
+		tp_sampler_stop();
+		self.sampling = false;
+	}
+	if (self.uploading && self.thread_started)
+	{
+		char	   *url = tp_pyroscope_query_url(&self.cfg, self.trace_id);
+
+		/* The last window waits for the mailbox, then the thread drains it. */
+		for (;;)
+		{
+			pthread_mutex_lock(&self.lock);
+			bool		free_slot = self.pending.pprof == NULL;
+
+			pthread_mutex_unlock(&self.lock);
+			if (free_slot)
+				break;
+			usleep(10000);
+		}
+		queue_window(now_ns(CLOCK_REALTIME));
+		pthread_mutex_lock(&self.lock);
+		self.stop = true;
+		pthread_cond_signal(&self.wake);
+		pthread_mutex_unlock(&self.lock);
+		pthread_join(self.thread, NULL);
+		if (url != NULL)
+			tp_info("profiles of trace %s: %s", self.trace_id, url);
+		free(url);
+	}
+	if (self.profile_out != NULL && self.whole != NULL)
+		write_profile_out();
+	if (self.window)
+		tp_profile_free(self.window);
+	if (self.whole)
+		tp_profile_free(self.whole);
+	if (self.symbols)
+		tp_symbols_free(self.symbols);
+	free(self.profile_out);
+	free(self.span_name);
+	tp_pyroscope_config_free(&self.cfg);
+	memset(&self, 0, sizeof(self));
+}

@@ -1,0 +1,37 @@
+/*
+ * self_profiler.h - continuous profiling of the running binary, switched by
+ * the PYROSCOPE_* environment variables (and --profile-out).
+ *
+ * Started after the root span exists, so the very first upload already
+ * carries the correlation tags (trace_id, root_span_id) and every sample the
+ * pprof labels span_id / trace_id of the root span.  Uploads happen every
+ * 10 s from a helper thread (the sampled thread only drains and encodes)
+ * and once more at the end; an unreachable server costs one warning.
+ */
+#ifndef TP_SELF_PROFILER_H
+#define TP_SELF_PROFILER_H
+
+#include <stdbool.h>
+
+#include "span.h"
+
+/*
+ * Read PYROSCOPE_* and start sampling the calling thread when profiling is
+ * enabled or profile_out (a local file: .pprof/.pb.gz, .json for
+ * speedscope, .folded) is given.  root: the run's root span; it gets the
+ * pyroscope.profile.id / pyroscope.profile.url attributes.  Problems are
+ * warned about; the run goes on without profiling.
+ */
+void		tp_self_profiler_start(tp_span *root, const char *default_application,
+								   const char *profile_out);
+
+/* Cheap; call often from the main loop: every 10 s it queues an upload. */
+void		tp_self_profiler_tick(void);
+
+/*
+ * Stop sampling, upload what is left (bounded by the upload timeout),
+ * write profile_out, and print the Pyroscope link for the trace on stderr.
+ */
+void		tp_self_profiler_finish(void);
+
+#endif
