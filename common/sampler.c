@@ -2,11 +2,12 @@
  * sampler.c - SIGPROF stack sampler for one thread (see sampler.h).
  *
  * The handler is the only producer of the sample ring and the consumer
- * (tp_sampler_drain) runs on the same thread, outside the handler.  A
- * handler therefore always runs to completion between two instructions of
- * the consumer, never the other way round: plain atomics with relaxed
- * order plus signal fences (compiler barriers) are all the ordering needed,
- * and no lock is ever taken.
+ * (tp_sampler_drain) normally runs on the same thread, outside the
+ * handler: a handler then runs to completion between two instructions of
+ * the consumer, never the other way round, and signal fences (compiler
+ * barriers) order everything.  The ring indices use acquire/release anyway
+ * (free on x86), so that a drain from another thread is correct too.  No
+ * lock is ever taken.
  *
  * Everything the handler touches is static or preallocated by
  * tp_sampler_start(); it calls only clock_gettime and reads the stack.
@@ -31,8 +32,16 @@
 _Static_assert(ATOMIC_LONG_LOCK_FREE == 2, "the handler needs lock-free atomics");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the handler needs lock-free atomics");
 
+/* The words at the top of the stack, for tp_leaf_repair_apply. */
+typedef struct top_words
+{
+	uintptr_t	words[TP_STACK_TOP_WORDS];
+	int			count;
+} top_words;
+
 /* Read by the handler. */
 static tp_sample *ring;
+static top_words *ring_top;		/* parallel to ring */
 static unsigned long ring_capacity;
 static atomic_ulong ring_head;	/* samples ever stored; only the handler writes */
 static atomic_ulong ring_tail;	/* samples ever drained; only drain writes */
@@ -58,6 +67,7 @@ static timer_t timer;
 static struct timespec period;
 static struct timespec remaining;	/* of the interval cut by pause */
 static struct sigaction previous_action;
+static tp_leaf_repair *leaf_repair;	/* NULL: no repair (out of memory) */
 
 static void
 sigprof_handler(int signo, siginfo_t *info, void *ucontext)
@@ -67,8 +77,10 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 	unsigned long tail;
 	unsigned int slot;
 	tp_sample  *sample;
+	top_words  *top;
+	tp_stack_regs regs;
 	struct timespec now;
-	bool		truncated;
+	bool		truncated = false;
 	uint32_t	overrun;
 
 	(void) signo;
@@ -81,7 +93,7 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 	}
 
 	head = atomic_load_explicit(&ring_head, memory_order_relaxed);
-	tail = atomic_load_explicit(&ring_tail, memory_order_relaxed);
+	tail = atomic_load_explicit(&ring_tail, memory_order_acquire);
 	if (head - tail >= ring_capacity)
 	{
 		atomic_fetch_add_explicit(&stat_dropped, 1, memory_order_relaxed);
@@ -90,6 +102,7 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 	}
 	atomic_signal_fence(memory_order_acquire);
 	sample = &ring[head % ring_capacity];
+	top = &ring_top[head % ring_capacity];
 
 	slot = atomic_load_explicit(&label_current, memory_order_relaxed);
 	atomic_signal_fence(memory_order_acquire);
@@ -105,16 +118,20 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 	clock_gettime(CLOCK_REALTIME, &now);
 	sample->time_ns = (uint64_t) now.tv_sec * 1000000000u + (uint64_t) now.tv_nsec;
 
-	sample->depth = (uint32_t) tp_stack_walk_ucontext(ucontext, &stack_bounds,
-													  sample->pcs,
-													  TP_SAMPLER_MAX_FRAMES,
-													  &truncated);
+	sample->depth = 0;
+	top->count = 0;
+	if (tp_stack_regs_get(ucontext, &regs))
+	{
+		sample->depth = (uint32_t) tp_stack_walk(&regs, &stack_bounds, sample->pcs,
+												 TP_SAMPLER_MAX_FRAMES, &truncated);
+		top->count = tp_stack_top_words(&regs, &stack_bounds, top->words);
+	}
 	if (truncated)
 		atomic_fetch_add_explicit(&stat_truncated, 1, memory_order_relaxed);
 
 	/* Publish only a completely written sample. */
 	atomic_signal_fence(memory_order_release);
-	atomic_store_explicit(&ring_head, head + 1, memory_order_relaxed);
+	atomic_store_explicit(&ring_head, head + 1, memory_order_release);
 	errno = saved_errno;
 }
 
@@ -186,7 +203,11 @@ release(void)
 
 	free(ring);
 	ring = NULL;
+	free(ring_top);
+	ring_top = NULL;
 	ring_capacity = 0;
+	tp_leaf_repair_free(leaf_repair);
+	leaf_repair = NULL;
 	started = false;
 	forked_child = false;
 	paused = false;
@@ -206,6 +227,10 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 		/* Keep the handler and the disposition it replaced; drop the rest. */
 		free(ring);
 		ring = NULL;
+		free(ring_top);
+		ring_top = NULL;
+		tp_leaf_repair_free(leaf_repair);
+		leaf_repair = NULL;
 		started = false;
 		forked_child = false;
 	}
@@ -232,11 +257,17 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 	period.tv_nsec = interval_ns % 1000000000L;
 
 	ring = calloc(capacity, sizeof(tp_sample));
-	if (ring == NULL)
+	ring_top = calloc(capacity, sizeof(top_words));
+	if (ring == NULL || ring_top == NULL)
 	{
+		free(ring);
+		free(ring_top);
+		ring = NULL;
+		ring_top = NULL;
 		set_error(err, errlen, "cannot allocate the sample ring", ENOMEM);
 		return false;
 	}
+	leaf_repair = tp_leaf_repair_new();	/* optional */
 	ring_capacity = capacity;
 	atomic_store_explicit(&ring_head, 0, memory_order_relaxed);
 	atomic_store_explicit(&ring_tail, 0, memory_order_relaxed);
@@ -376,8 +407,11 @@ tp_sampler_drain(tp_sample_fn fn, void *arg)
 	if (!started || ring == NULL)
 		return 0;
 	tail = atomic_load_explicit(&ring_tail, memory_order_relaxed);
-	head = atomic_load_explicit(&ring_head, memory_order_relaxed);
+	head = atomic_load_explicit(&ring_head, memory_order_acquire);
 	atomic_signal_fence(memory_order_acquire);
+
+	if (tail != head && leaf_repair != NULL)
+		tp_leaf_repair_refresh(leaf_repair);
 
 	/*
 	 * Samples taken while fn runs wait for the next drain.  fn reads the
@@ -385,11 +419,22 @@ tp_sampler_drain(tp_sample_fn fn, void *arg)
 	 */
 	while (tail != head)
 	{
+		tp_sample  *sample = &ring[tail % ring_capacity];
+		const top_words *top = &ring_top[tail % ring_capacity];
+
+#ifndef TP_SAMPLER_NO_LEAF_REPAIR	/* for bench/sampler.sh's comparison */
+		sample->depth = (uint32_t) tp_leaf_repair_apply(leaf_repair, sample->pcs,
+														(int) sample->depth,
+														TP_SAMPLER_MAX_FRAMES,
+														top->words, top->count);
+#else
+		(void) top;
+#endif
 		if (fn != NULL)
-			fn(&ring[tail % ring_capacity], arg);
+			fn(sample, arg);
 		tail++;
 		atomic_signal_fence(memory_order_release);
-		atomic_store_explicit(&ring_tail, tail, memory_order_relaxed);
+		atomic_store_explicit(&ring_tail, tail, memory_order_release);
 		count++;
 	}
 	return count;

@@ -1,14 +1,37 @@
 /* stack_walk.c - bounded frame-pointer walk from a signal's ucontext. */
 #include "stack_walk.h"
 
+#include <link.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <ucontext.h>
 
+/*
+ * The top-of-stack words we copy may never have been written; telling
+ * memcheck so keeps valgrind runs of the host quiet.  Natively the request
+ * is a few instructions that do nothing.
+ */
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#endif
+#endif
+#ifndef VALGRIND_MAKE_MEM_DEFINED
+#define VALGRIND_MAKE_MEM_DEFINED(addr, len) ((void) 0)
+#endif
+
 /* Return addresses below this are garbage (the first page is never mapped). */
 #define MIN_CODE_ADDRESS 4096
+
+/* A PC this far past the start of the function called counts as inside it. */
+#define LEAF_SPAN (16 * 1024)
+
+/* Decoded call sites remembered (return address -> function called). */
+#define SITE_CACHE 1024
 
 /*
  * Fallback when pthread_getattr_np fails: the mapping that holds one of
@@ -73,33 +96,58 @@ tp_stack_bounds_current(tp_stack_bounds *bounds)
 	return bounds_from_maps(bounds);
 }
 
+bool
+tp_stack_regs_get(const void *ucontext, tp_stack_regs *regs)
+{
+	const ucontext_t *uc = ucontext;
+
+	if (uc == NULL)
+		return false;
+#if defined(__x86_64__)
+	regs->pc = (uintptr_t) uc->uc_mcontext.gregs[REG_RIP];
+	regs->fp = (uintptr_t) uc->uc_mcontext.gregs[REG_RBP];
+	regs->sp = (uintptr_t) uc->uc_mcontext.gregs[REG_RSP];
+	return true;
+#elif defined(__aarch64__)
+	/* AAPCS64 frame records have the same {fp, lr} layout (x29 chain). */
+	regs->pc = (uintptr_t) uc->uc_mcontext.pc;
+	regs->fp = (uintptr_t) uc->uc_mcontext.regs[29];
+	regs->sp = (uintptr_t) uc->uc_mcontext.sp;
+	return true;
+#else
+	(void) regs;
+	return false;
+#endif
+}
+
 int
-tp_stack_walk(uintptr_t pc, uintptr_t fp, uintptr_t sp,
-			  const tp_stack_bounds *bounds,
+tp_stack_walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 			  uintptr_t *pcs, int max, bool *truncated)
 {
-	const uintptr_t frame_size = 2 * sizeof(uintptr_t);
-	uintptr_t	low;
-	uintptr_t	high = bounds->high;
+	const uintptr_t align = sizeof(uintptr_t) - 1;
+	uintptr_t	fp = regs->fp;
+	uintptr_t	last;			/* highest address a frame record may start at */
 	int			depth = 0;
 
 	*truncated = false;
 	if (max <= 0)
 		return 0;
-	pcs[depth++] = pc;
+	pcs[depth++] = regs->pc;
 
 	/*
 	 * Only [sp, high) is sure to be mapped: below sp a main-thread stack may
 	 * not have grown yet.  An SP elsewhere (sigaltstack, a coroutine) gets
 	 * the PC alone.
 	 */
-	if (sp < bounds->low || sp >= high)
+	if (regs->sp < bounds->low || regs->sp >= bounds->high ||
+		bounds->high - regs->sp < 2 * sizeof(uintptr_t))
 		return depth;
-	low = sp;
+	last = bounds->high - 2 * sizeof(uintptr_t);
+	if (fp < regs->sp || fp > last || (fp & align) != 0)
+		return depth;
 
 	/* A frame record is {caller's frame pointer, return address}. */
-	while (fp >= low && fp < high && high - fp >= frame_size &&
-		   fp % sizeof(uintptr_t) == 0)
+	for (;;)
 	{
 		const uintptr_t *frame = (const uintptr_t *) fp;
 		uintptr_t	next = frame[0];
@@ -113,38 +161,375 @@ tp_stack_walk(uintptr_t pc, uintptr_t fp, uintptr_t sp,
 			break;
 		}
 		pcs[depth++] = ret;
-		if (next <= fp)
-			break;				/* frames only go up: stops loops */
+
+		/* Strictly upwards (no loops), inside the stack, aligned. */
+		if (next <= fp || next > last || (next & align) != 0)
+			break;
 		fp = next;
 	}
 	return depth;
 }
 
 int
-tp_stack_walk_ucontext(const void *ucontext,
-					   const tp_stack_bounds *bounds,
-					   uintptr_t *pcs, int max, bool *truncated)
+tp_stack_top_words(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
+				   uintptr_t *words)
 {
-	const ucontext_t *uc = ucontext;
-
-	*truncated = false;
-	if (uc == NULL)
-		return 0;
 #if defined(__x86_64__)
-	return tp_stack_walk((uintptr_t) uc->uc_mcontext.gregs[REG_RIP],
-						 (uintptr_t) uc->uc_mcontext.gregs[REG_RBP],
-						 (uintptr_t) uc->uc_mcontext.gregs[REG_RSP],
-						 bounds, pcs, max, truncated);
-#elif defined(__aarch64__)
-	/* AAPCS64 frame records have the same {fp, lr} layout (x29 chain). */
-	return tp_stack_walk((uintptr_t) uc->uc_mcontext.pc,
-						 (uintptr_t) uc->uc_mcontext.regs[29],
-						 (uintptr_t) uc->uc_mcontext.sp,
-						 bounds, pcs, max, truncated);
+	uintptr_t	sp = regs->sp;
+	uintptr_t	end = bounds->high;
+	int			n = 0;
+
+	if (sp < bounds->low || sp >= end || sp % sizeof(uintptr_t) != 0)
+		return 0;
+
+	/*
+	 * A frameless leaf's return address lies below the frame its caller's
+	 * frame pointer still designates; above it are older frames.
+	 */
+	if (regs->fp > sp && regs->fp < end)
+		end = regs->fp;
+	while (n < TP_STACK_TOP_WORDS && end - sp >= sizeof(uintptr_t))
+	{
+		words[n++] = *(const uintptr_t *) sp;
+		sp += sizeof(uintptr_t);
+	}
+	VALGRIND_MAKE_MEM_DEFINED(words, n * sizeof(uintptr_t));
+	return n;
 #else
+	/* aarch64 leaves keep their return address in LR: not handled yet. */
+	(void) regs;
 	(void) bounds;
+	(void) words;
+	return 0;
+#endif
+}
+
+typedef struct code_range
+{
+	uintptr_t	start;
+	uintptr_t	end;
+	bool		exec;
+} code_range;
+
+struct tp_leaf_repair
+{
+	code_range *ranges;			/* PT_LOAD segments of loaded objects, sorted */
+	size_t		nranges;
+	size_t		capacity;
+	bool		known;			/* ranges read at least once */
+	bool		failed;			/* out of memory while reading them */
+	unsigned long long adds;	/* dl_iterate_phdr's load/unload counters */
+	unsigned long long subs;
+	uintptr_t	site[SITE_CACHE];	/* return address, 0: empty */
+	uintptr_t	target[SITE_CACHE];	/* see decode_site() */
+};
+
+/* What decode_site() found before a return address. */
+#define SITE_NOT_CALL ((uintptr_t) 0)
+#define SITE_INDIRECT ((uintptr_t) 1)	/* call through a register or memory */
+/* anything else: the function a direct call called */
+
+tp_leaf_repair *
+tp_leaf_repair_new(void)
+{
+	return calloc(1, sizeof(tp_leaf_repair));
+}
+
+void
+tp_leaf_repair_free(tp_leaf_repair *repair)
+{
+	if (repair == NULL)
+		return;
+	free(repair->ranges);
+	free(repair);
+}
+
+static int
+peek_counters(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	unsigned long long *counters = arg;
+
+	if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+		return -1;
+	counters[0] = info->dlpi_adds;
+	counters[1] = info->dlpi_subs;
+	return 1;					/* the first object is enough */
+}
+
+static int
+add_segments(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	tp_leaf_repair *repair = arg;
+
+	(void) size;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+	{
+		const ElfW(Phdr) *phdr = &info->dlpi_phdr[i];
+
+		if (phdr->p_type != PT_LOAD || phdr->p_memsz == 0 || (phdr->p_flags & PF_R) == 0)
+			continue;			/* only what we may read */
+		if (repair->nranges == repair->capacity)
+		{
+			size_t		capacity = repair->capacity ? repair->capacity * 2 : 128;
+			code_range *grown = realloc(repair->ranges, capacity * sizeof(code_range));
+
+			if (grown == NULL)
+			{
+				repair->failed = true;
+				return 1;
+			}
+			repair->ranges = grown;
+			repair->capacity = capacity;
+		}
+		repair->ranges[repair->nranges].start = info->dlpi_addr + phdr->p_vaddr;
+		repair->ranges[repair->nranges].end = info->dlpi_addr + phdr->p_vaddr + phdr->p_memsz;
+		repair->ranges[repair->nranges].exec = (phdr->p_flags & PF_X) != 0;
+		repair->nranges++;
+	}
+	return 0;
+}
+
+static int
+compare_ranges(const void *a, const void *b)
+{
+	const code_range *x = a;
+	const code_range *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+void
+tp_leaf_repair_refresh(tp_leaf_repair *repair)
+{
+	unsigned long long counters[2] = {0, 0};
+
+	if (dl_iterate_phdr(peek_counters, counters) == 1 && repair->known &&
+		counters[0] == repair->adds && counters[1] == repair->subs)
+		return;
+	repair->nranges = 0;
+	repair->failed = false;
+	dl_iterate_phdr(add_segments, repair);
+	qsort(repair->ranges, repair->nranges, sizeof(code_range), compare_ranges);
+	repair->adds = counters[0];
+	repair->subs = counters[1];
+	repair->known = !repair->failed;
+	memset(repair->site, 0, sizeof(repair->site));	/* code may have moved */
+}
+
+/* Does [addr, addr + len) lie in one loaded segment (executable if asked)? */
+static bool
+readable(const tp_leaf_repair *repair, uintptr_t addr, size_t len, bool exec)
+{
+	size_t		lo = 0;
+	size_t		hi = repair->nranges;
+
+	while (lo < hi)
+	{
+		size_t		mid = lo + (hi - lo) / 2;
+
+		if (repair->ranges[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return false;
+	{
+		const code_range *r = &repair->ranges[lo - 1];
+
+		return addr < r->end && len <= r->end - addr && (!exec || r->exec);
+	}
+}
+
+static uintptr_t
+read_pointer(const tp_leaf_repair *repair, uintptr_t addr)
+{
+	uintptr_t	value;
+
+	if (!readable(repair, addr, sizeof(value), false))
+		return 0;
+	memcpy(&value, (const void *) addr, sizeof(value));
+	return value;
+}
+
+#if defined(__x86_64__)
+/* Where a PLT stub (jmp *slot(%rip), maybe after endbr64/bnd) jumps to. */
+static uintptr_t
+through_plt(const tp_leaf_repair *repair, uintptr_t target)
+{
+	const unsigned char *p = (const unsigned char *) target;
+	uintptr_t	at = target;
+	int32_t		disp;
+	uintptr_t	resolved;
+
+	if (!readable(repair, target, 16, true))
+		return target;
+	if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa)
+		at += 4;				/* endbr64 */
+	if (((const unsigned char *) at)[0] == 0xf2)
+		at += 1;				/* bnd */
+	p = (const unsigned char *) at;
+	if (p[0] != 0xff || p[1] != 0x25)
+		return target;
+	memcpy(&disp, p + 2, sizeof(disp));
+	resolved = read_pointer(repair, at + 6 + (intptr_t) disp);
+	return resolved != 0 ? resolved : target;
+}
+
+/*
+ * Length of "call *r/m64" (FF /2) if one starts at p, else 0.  end bounds
+ * the bytes we may look at.
+ */
+static int
+indirect_call_length(const unsigned char *p, const unsigned char *end)
+{
+	const unsigned char *at = p;
+	unsigned char modrm;
+	int			mod;
+	int			rm;
+	int			len;
+
+	if (at < end && *at == 0x3e)
+		at++;					/* notrack */
+	if (at < end && (*at & 0xf0) == 0x40)
+		at++;					/* REX */
+	if (end - at < 2 || at[0] != 0xff)
+		return 0;
+	modrm = at[1];
+	if (((modrm >> 3) & 7) != 2)
+		return 0;
+	mod = modrm >> 6;
+	rm = modrm & 7;
+	len = (int) (at - p) + 2;
+	if (mod == 3)
+		return len;
+	if (rm == 4)
+	{
+		if (end - at < 3)
+			return 0;
+		len++;					/* SIB */
+		if (mod == 0 && (at[2] & 7) == 5)
+			len += 4;			/* no base: disp32 */
+	}
+	else if (mod == 0 && rm == 5)
+		len += 4;				/* rip-relative */
+	if (mod == 1)
+		len += 1;
+	else if (mod == 2)
+		len += 4;
+	return len;
+}
+
+/* The kind of call a return address follows (see SITE_*). */
+static uintptr_t
+decode_site(const tp_leaf_repair *repair, uintptr_t ret)
+{
+	const unsigned char *end = (const unsigned char *) ret;
+	int32_t		disp;
+	uintptr_t	target;
+
+	if (ret < MIN_CODE_ADDRESS || !readable(repair, ret - 8, 8, true))
+		return SITE_NOT_CALL;
+	if (end[-5] == 0xe8)		/* call rel32 */
+	{
+		memcpy(&disp, end - 4, sizeof(disp));
+		target = ret + (intptr_t) disp;
+		return target > SITE_INDIRECT ? through_plt(repair, target) : SITE_NOT_CALL;
+	}
+	if (end[-6] == 0xff && end[-5] == 0x15)	/* call *rel32(%rip), -fno-plt */
+	{
+		memcpy(&disp, end - 4, sizeof(disp));
+		target = read_pointer(repair, ret + (intptr_t) disp);
+		return target > SITE_INDIRECT ? through_plt(repair, target) : SITE_NOT_CALL;
+	}
+	for (int len = 2; len <= 8; len++)
+	{
+		if (indirect_call_length(end - len, end) == len)
+			return SITE_INDIRECT;
+	}
+	return SITE_NOT_CALL;
+}
+
+static uintptr_t
+site_kind(tp_leaf_repair *repair, uintptr_t ret)
+{
+	size_t		slot = (ret ^ (ret >> 11)) % SITE_CACHE;
+
+	if (repair->site[slot] != ret)
+	{
+		repair->site[slot] = ret;
+		repair->target[slot] = decode_site(repair, ret);
+	}
+	return repair->target[slot];
+}
+
+static bool
+calls_function_at(uintptr_t kind, uintptr_t pc)
+{
+	return kind > SITE_INDIRECT && kind <= pc && pc - kind < LEAF_SPAN;
+}
+#endif
+
+int
+tp_leaf_repair_apply(tp_leaf_repair *repair, uintptr_t *pcs, int depth,
+					 int max, const uintptr_t *words, int nwords)
+{
+#if defined(__x86_64__)
+	uintptr_t	pc;
+	bool		missing;
+
+	if (repair == NULL || depth < 1 || max < 2 || nwords <= 0 || !repair->known)
+		return depth;
+	pc = pcs[0];
+
+	/*
+	 * Does the walk already hold the PC's caller?  Yes if pcs[1] follows a
+	 * direct call of the PC's function.  A frame is surely missing if it
+	 * follows a direct call of another function, or if the walk found no
+	 * frame at all.  After an indirect call we cannot tell.
+	 */
+	if (depth >= 2)
+	{
+		uintptr_t	kind = site_kind(repair, pcs[1]);
+
+		if (calls_function_at(kind, pc))
+			return depth;
+		missing = kind > SITE_INDIRECT;
+	}
+	else
+		missing = true;
+
+	for (int i = 0; i < nwords; i++)
+	{
+		uintptr_t	ret = words[i];
+		uintptr_t	kind;
+
+		if (ret < MIN_CODE_ADDRESS || !readable(repair, ret - 1, 1, true))
+			continue;			/* data, not a return address */
+		kind = site_kind(repair, ret);
+
+		/*
+		 * A direct call of the PC's function proves the frame; an indirect
+		 * call is taken only when a frame is known to be missing, since a
+		 * stale one could sit in a framed function's locals.
+		 */
+		if (!calls_function_at(kind, pc) && !(kind == SITE_INDIRECT && missing))
+			continue;
+		if (depth >= 2 && pcs[1] == ret)
+			return depth;		/* the walk had it */
+		if (depth == max)
+			depth--;			/* the outermost frame makes room */
+		memmove(&pcs[2], &pcs[1], (size_t) (depth - 1) * sizeof(uintptr_t));
+		pcs[1] = ret;
+		return depth + 1;
+	}
+	return depth;
+#else
+	(void) repair;
 	(void) pcs;
 	(void) max;
-	return 0;
+	(void) words;
+	(void) nwords;
+	return depth;
 #endif
 }

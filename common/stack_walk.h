@@ -76,6 +76,12 @@ typedef struct tp_leaf_repair tp_leaf_repair;
 tp_leaf_repair *tp_leaf_repair_new(void);
 
 /*
+ * Read the code ranges of loaded objects (again if dlopen or dlclose ran
+ * since).  Call before a batch of tp_leaf_repair_apply.
+ */
+void		tp_leaf_repair_refresh(tp_leaf_repair *repair);
+
+/*
  * Insert the missing caller of a frameless leaf into pcs (depth entries,
  * room for max) using the words tp_stack_top_words copied at the sample.
  * Returns the new depth.  Not async-signal-safe: it reads code memory of

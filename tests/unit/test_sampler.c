@@ -14,12 +14,22 @@
 #include <unistd.h>
 
 #include "sampler.h"
+#include "stack_walk.h"
 #include "symbols.h"
 #include "unit.h"
 
+#if defined(__clang__)
+/* clang has no per-function frame pointers: build with -fno-omit-frame-pointer. */
+#define FRAMED __attribute__((noinline, disable_tail_calls))
+#define FRAMELESS __attribute__((noinline))
+#else
 #define FRAMED __attribute__((noipa, optimize("no-omit-frame-pointer", "no-optimize-sibling-calls")))
+#define FRAMELESS __attribute__((noipa, optimize("omit-frame-pointer")))
+#endif
 
 #define CHAIN_LEN 6
+
+int			main(void);
 
 static const char *const chain_names[CHAIN_LEN] = {
 	"burn_leaf", "chain_5", "chain_4", "chain_3", "chain_2", "chain_1"
@@ -102,6 +112,92 @@ FRAMED static uint64_t
 chain_1(double seconds)
 {
 	uint64_t	r = chain_2(seconds);
+
+	sink += r;
+	return r + 1;
+}
+
+/*
+ * A leaf without a frame (GCC drops it from leaves that need no stack,
+ * even with -fno-omit-frame-pointer), under a framed caller.
+ */
+FRAMELESS static uint64_t
+frameless_leaf(long iterations)
+{
+	uint64_t	x = sink | 1;
+
+	for (long i = 0; i < iterations; i++)
+		x = x * 6364136223846793005u + 1442695040888963407u;
+	return x;
+}
+
+FRAMED static uint64_t
+frameless_caller(double seconds)
+{
+	double		end = thread_cpu_seconds() + seconds;
+	uint64_t	r = 0;
+
+	while (thread_cpu_seconds() < end)
+		r += frameless_leaf(1 << 20);
+	sink += r;
+	return r;
+}
+
+FRAMED static uint64_t
+frameless_outer(double seconds)
+{
+	uint64_t	r = frameless_caller(seconds);
+
+	sink += r;
+	return r + 1;
+}
+
+/* The same leaf called through a pointer: an indirect call site. */
+static uint64_t (*volatile leaf_pointer) (long) = frameless_leaf;
+
+FRAMED static uint64_t
+pointer_caller(double seconds)
+{
+	double		end = thread_cpu_seconds() + seconds;
+	uint64_t	r = 0;
+
+	while (thread_cpu_seconds() < end)
+		r += leaf_pointer(1 << 20);
+	sink += r;
+	return r;
+}
+
+FRAMED static uint64_t
+pointer_outer(double seconds)
+{
+	uint64_t	r = pointer_caller(seconds);
+
+	sink += r;
+	return r + 1;
+}
+
+static volatile size_t libc_size = 4096;
+static char libc_buffer[4096];
+
+/* libc's memset has no frame at all. */
+FRAMED static uint64_t
+libc_caller(double seconds)
+{
+	double		end = thread_cpu_seconds() + seconds;
+
+	while (thread_cpu_seconds() < end)
+	{
+		for (int i = 0; i < 1000; i++)
+			memset(libc_buffer, i, libc_size);
+		sink += libc_buffer[5];
+	}
+	return sink;
+}
+
+FRAMED static uint64_t
+libc_outer(double seconds)
+{
+	uint64_t	r = libc_caller(seconds);
 
 	sink += r;
 	return r + 1;
@@ -257,6 +353,148 @@ TEST(cpu_samples_walk_the_whole_chain)
 	CHECK(weight >= 0.5 * 250 * cpu && weight <= 1.2 * 250 * cpu + 2);
 	CHECK(full >= 0.8 * c.count);
 	collected_free(&c);
+}
+
+typedef uint64_t (*workload_fn) (double seconds);
+
+/*
+ * Share of the samples whose PC is in a function named like leaf that
+ * have caller and outer right under it.
+ */
+static void
+leaf_share(workload_fn workload, const char *leaf, const char *module,
+		   const char *caller, const char *outer, size_t *in_leaf, size_t *ok)
+{
+	collected	c = {0};
+
+	*in_leaf = *ok = 0;
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	workload(0.4);
+	tp_sampler_drain(collect, &c);
+	tp_sampler_stop();
+	for (size_t i = 0; i < c.count; i++)
+	{
+		const tp_sample *s = &c.items[i];
+
+		tp_symbol	sym;
+
+		if (s->depth < 3 || strstr(frame_name(s, 0), leaf) == NULL)
+			continue;
+		tp_symbols_lookup(symbols, s->pcs[0], false, &sym);
+		if (sym.module == NULL || strstr(sym.module, module) == NULL)
+			continue;			/* valgrind runs its own memset */
+		(*in_leaf)++;
+		*ok += strcmp(frame_name(s, 1), caller) == 0 &&
+			strcmp(frame_name(s, 2), outer) == 0;
+	}
+	collected_free(&c);
+}
+
+/* Samples in a frameless leaf still name its caller (leaf repair). */
+TEST(frameless_leaves_keep_their_caller)
+{
+	size_t		in_leaf,
+				leaf_ok,
+				via_pointer,
+				pointer_ok,
+				in_libc,
+				libc_ok;
+
+	leaf_share(frameless_outer, "frameless_leaf", "test_sampler", "frameless_caller",
+			   "frameless_outer", &in_leaf, &leaf_ok);
+	leaf_share(pointer_outer, "frameless_leaf", "test_sampler", "pointer_caller",
+			   "pointer_outer", &via_pointer, &pointer_ok);
+	leaf_share(libc_outer, "memset", "libc.so", "libc_caller", "libc_outer",
+			   &in_libc, &libc_ok);
+	printf("  frameless leaf: %zu of %zu samples with caller; through a pointer: %zu of %zu; "
+		   "libc memset: %zu of %zu\n",
+		   leaf_ok, in_leaf, pointer_ok, via_pointer, libc_ok, in_libc);
+	CHECK(in_leaf > 20);
+	CHECK(leaf_ok >= 0.9 * in_leaf);
+	CHECK(via_pointer > 20);
+	CHECK(pointer_ok >= 0.9 * via_pointer);
+	if (in_libc == 0)
+		printf("  (no sample in libc's memset: replaced, as valgrind does)\n");
+	else
+		CHECK(libc_ok >= 0.9 * in_libc);
+}
+
+FRAMED static uintptr_t
+called_directly(void)
+{
+	return (uintptr_t) __builtin_return_address(0);
+}
+
+FRAMED static uintptr_t
+called_other(void)
+{
+	return (uintptr_t) __builtin_return_address(0);
+}
+
+/* The repair on hand-made stacks: inserts only what a call proves. */
+TEST(leaf_repair_rules)
+{
+	tp_leaf_repair *repair = tp_leaf_repair_new();
+	uintptr_t	site = called_directly();	/* follows "call called_directly" */
+	uintptr_t	other = called_other();
+	uintptr_t	in_callee = (uintptr_t) called_directly + 2;
+	uintptr_t	local = 0;
+	uintptr_t	words[4] = {42, (uintptr_t) &local, site, 7};
+	uintptr_t	pcs[TP_SAMPLER_MAX_FRAMES];
+	int			depth;
+
+	CHECK(repair != NULL);
+	if (repair == NULL)
+		return;
+	tp_leaf_repair_refresh(repair);
+
+	/* pcs[1] follows a call of another function: the caller is missing. */
+	pcs[0] = in_callee;
+	pcs[1] = other;
+	depth = tp_leaf_repair_apply(repair, pcs, 2, TP_SAMPLER_MAX_FRAMES, words, 4);
+	CHECK(depth == 3 && pcs[1] == site && pcs[2] == other);
+
+	/* The walk already has it: unchanged. */
+	pcs[1] = site;
+	CHECK(tp_leaf_repair_apply(repair, pcs, 2, TP_SAMPLER_MAX_FRAMES, words, 4) == 2);
+
+	/* A call of some other function proves nothing about this PC. */
+	pcs[0] = (uintptr_t) (void *) main;
+	pcs[1] = other;
+	CHECK(tp_leaf_repair_apply(repair, pcs, 2, TP_SAMPLER_MAX_FRAMES, words, 4) == 2);
+	CHECK(pcs[1] == other);
+
+	/* Full: the outermost frame goes. */
+	for (int i = 0; i < TP_SAMPLER_MAX_FRAMES; i++)
+		pcs[i] = other;
+	pcs[0] = in_callee;
+	depth = tp_leaf_repair_apply(repair, pcs, TP_SAMPLER_MAX_FRAMES, TP_SAMPLER_MAX_FRAMES, words, 4);
+	CHECK(depth == TP_SAMPLER_MAX_FRAMES && pcs[1] == site && pcs[2] == other);
+
+	/* Garbage anywhere: no crash, and never more than one frame added. */
+	{
+		unsigned int seed = 99;
+		uintptr_t	code = (uintptr_t) (void *) main;
+
+		for (int round = 0; round < 20000; round++)
+		{
+			uintptr_t	junk[TP_STACK_TOP_WORDS];
+			int			d = 1 + round % 5;
+
+			for (int i = 0; i < TP_STACK_TOP_WORDS; i++)
+			{
+				seed = seed * 1103515245u + 12345u;
+				junk[i] = (seed & 1) ? code - 8192 + (seed >> 8) % 16384 : (uintptr_t) seed << (seed % 40);
+			}
+			for (int i = 0; i < d; i++)
+				pcs[i] = junk[(i + 3) % TP_STACK_TOP_WORDS] ^ (uintptr_t) i;
+			pcs[0] = code + round % 512;
+			depth = tp_leaf_repair_apply(repair, pcs, d, TP_SAMPLER_MAX_FRAMES, junk,
+										 TP_STACK_TOP_WORDS);
+			CHECK(depth == d || depth == d + 1);
+		}
+	}
+	tp_leaf_repair_free(repair);
 }
 
 TEST(labels_set_before_are_on_samples)
@@ -726,6 +964,8 @@ main(void)
 		return 1;
 	}
 	RUN(cpu_samples_walk_the_whole_chain);
+	RUN(frameless_leaves_keep_their_caller);
+	RUN(leaf_repair_rules);
 	RUN(labels_set_before_are_on_samples);
 	RUN(labels_are_never_torn);
 	RUN(pause_takes_no_samples);
