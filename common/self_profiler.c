@@ -19,7 +19,7 @@
 
 #define SAMPLE_HZ 100
 #define RING_CAPACITY 4096		/* 40 s of samples between drains */
-#define UPLOAD_INTERVAL_NS (10 * 1000000000ULL)
+#define DEFAULT_UPLOAD_INTERVAL_MS 10000
 #define PERIOD_NS (1000000000ULL / SAMPLE_HZ)
 
 /* One pprof waiting for the uploader thread. */
@@ -44,6 +44,7 @@ static struct
 	char		trace_id[TP_TRACE_ID_HEX + 1];
 	uint64_t	window_start_ns;
 	uint64_t	last_drain_ns;
+	uint64_t	upload_interval_ns;
 
 	/* the uploader thread and its one-slot mailbox */
 	pthread_t	thread;
@@ -140,6 +141,26 @@ queue_window(uint64_t until_ns)
 	pthread_mutex_unlock(&self.lock);
 }
 
+/* PYROSCOPE_UPLOAD_INTERVAL: milliseconds between uploads (default 10 s). */
+static uint64_t
+upload_interval_ns(void)
+{
+	const char *text = getenv("PYROSCOPE_UPLOAD_INTERVAL");
+	char	   *end;
+	long		ms;
+
+	if (text == NULL || text[0] == '\0')
+		return DEFAULT_UPLOAD_INTERVAL_MS * 1000000ULL;
+	ms = strtol(text, &end, 10);
+	if (*end != '\0' || ms < 100 || ms > 3600000)
+	{
+		tp_warn("PYROSCOPE_UPLOAD_INTERVAL=\"%s\" is not an interval (expected milliseconds, 100..3600000); using %d",
+				text, DEFAULT_UPLOAD_INTERVAL_MS);
+		return DEFAULT_UPLOAD_INTERVAL_MS * 1000000ULL;
+	}
+	return (uint64_t) ms * 1000000ULL;
+}
+
 static void
 describe_root(tp_span *root)
 {
@@ -210,6 +231,7 @@ tp_self_profiler_start(tp_span *root, const char *default_application,
 	self.sampling = true;
 	self.window_start_ns = now_ns(CLOCK_REALTIME);
 	self.last_drain_ns = now_ns(CLOCK_MONOTONIC);
+	self.upload_interval_ns = upload_interval_ns();
 }
 
 void
@@ -220,7 +242,7 @@ tp_self_profiler_tick(void)
 	if (!self.sampling)
 		return;
 	now = now_ns(CLOCK_MONOTONIC);
-	if (now - self.last_drain_ns < UPLOAD_INTERVAL_NS)
+	if (now - self.last_drain_ns < self.upload_interval_ns)
 		return;
 	self.last_drain_ns = now;
 	tp_sampler_drain(add_sample, NULL);

@@ -5,8 +5,9 @@
  * Started after the root span exists, so the very first upload already
  * carries the correlation tags (trace_id, root_span_id) and every sample the
  * pprof labels span_id / trace_id of the root span.  Uploads happen every
- * 10 s from a helper thread (the sampled thread only drains and encodes)
- * and once more at the end; an unreachable server costs one warning.
+ * 10 s (PYROSCOPE_UPLOAD_INTERVAL ms) from a helper thread (the sampled
+ * thread only drains and encodes) and once more at the end; an unreachable
+ * server costs one warning.
  */
 #ifndef TP_SELF_PROFILER_H
 #define TP_SELF_PROFILER_H
