@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,6 +277,13 @@ write_profile_out(void)
 		return;
 	}
 	fd = mkstemp(tmp);
+	if (fd >= 0)
+	{
+		mode_t		mask = umask(0);	/* mkstemp made it 0600 */
+
+		umask(mask);
+		(void) fchmod(fd, 0666 & ~mask);
+	}
 	ok = fd >= 0 && write(fd, bytes, len) == (ssize_t) len;
 	ok = fd >= 0 && close(fd) == 0 && ok;
 	if (ok && rename(tmp, self.profile_out) != 0)

@@ -45,10 +45,12 @@ echo "cluster on port $CLUSTER_PORT (data in $CLUSTER_DIR), extension created"
 export OTEL_EXPORTER_OTLP_ENDPOINT="$endpoint"
 
 step "generator $records orders.json"
-"$bin/generator" "$records" "$out/orders.json" 2>&1 | tee "$out/generator.log"
+"$bin/generator" "$records" "$out/orders.json" --profile-out "$out/generator.speedscope.json" 2>&1 |
+	tee "$out/generator.log"
 
 step "loader $CLUSTER_URL orders.json" | sed 's/:secret@/:***@/'
-"$bin/loader" "$CLUSTER_URL" "$out/orders.json" 2>&1 | tee "$out/loader.log"
+"$bin/loader" "$CLUSTER_URL" "$out/orders.json" --profile-out "$out/loader.speedscope.json" 2>&1 |
+	tee "$out/loader.log"
 trace=$(sed -n 's/.*trace_id=\([0-9a-f]\{32\}\).*/\1/p' "$out/loader.log" | head -n 1)
 [ -n "$trace" ] || { echo "demo: the loader printed no trace id" >&2; exit 1; }
 
@@ -70,7 +72,14 @@ step "the same server spans, read from SQL (traceprof.spans)"
 PSQL_DB=app psql_app -c "SELECT name, kind, round(duration_ms::numeric, 2) AS ms, round(cpu_time_ms::numeric, 2) AS cpu_ms,
        attributes->>'db.response.returned_rows' AS rows, attributes->>'traceprof.wal_bytes' AS wal_bytes
   FROM traceprof.spans WHERE trace_id = '$trace' ORDER BY start_time"
-PSQL_DB=app psql_app -c "SELECT spans_created, spans_exported, spans_dropped, export_failures FROM traceprof.stats"
+PSQL_DB=app psql_app -c "SELECT spans_created, spans_exported, spans_dropped, export_failures, samples_stored FROM traceprof.stats"
+
+step "where PostgreSQL spent the CPU of trace $trace (traceprof.top_functions)"
+PSQL_DB=app psql_app -c "SELECT function, self_samples, total_samples, round(self_percent::numeric, 1) AS self_pct
+  FROM traceprof.top_functions('$trace') ORDER BY self_samples DESC, total_samples DESC LIMIT 15"
+PSQL_DB=app psql_app -Atc "SELECT stack || ' ' || samples FROM traceprof.profile('$trace') ORDER BY samples DESC" \
+	> "$out/server.folded"
+echo "server stacks of the trace: $(wc -l < "$out/server.folded") distinct, in demo-out/server.folded"
 
 step "artifacts in demo-out/"
 ls -l "$out" | sed 1d
