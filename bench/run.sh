@@ -4,7 +4,7 @@
 # asserts: tests assert behaviour, benchmarks report.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-for bench in generator loader; do
+for bench in generator loader sampler; do
 	echo "### $bench"
 	"$here/$bench.sh"
 	echo

@@ -307,6 +307,7 @@ collect_symbols(const void *data, size_t size, uint32_t want, raw_funcs *funcs)
 			ElfW(Sym)	sym;
 			unsigned char type;
 			const char *name;
+			uint64_t	size;
 
 			memcpy(&sym, base + symtab.sh_offset + j * sizeof(sym), sizeof(sym));
 			type = SYM_TYPE(sym.st_info);
@@ -319,7 +320,28 @@ collect_symbols(const void *data, size_t size, uint32_t want, raw_funcs *funcs)
 				continue;
 			if (memchr(name, '\0', strtab.sh_size - sym.st_name) == NULL)
 				continue;		/* unterminated: corrupt string table */
-			add_raw(funcs, sym.st_value, sym.st_size, name,
+			size = sym.st_size;
+			if (size == 0)
+			{
+				/*
+				 * Hand-written code (_init, crt helpers) has no size: it
+				 * ends with its section at the latest, so that _init does
+				 * not swallow the PLT behind it.
+				 */
+				ElfW(Shdr)	section;
+
+				if (sym.st_shndx >= count)
+					continue;
+				read_shdr(data, &ehdr, sym.st_shndx, &section);
+				if ((section.sh_flags & SHF_EXECINSTR) == 0 ||
+					sym.st_value < section.sh_addr ||
+					sym.st_value - section.sh_addr >= section.sh_size)
+					continue;
+				size = section.sh_addr + section.sh_size - sym.st_value;
+				if (size > SIZELESS_SPAN)
+					size = SIZELESS_SPAN;
+			}
+			add_raw(funcs, sym.st_value, size, name,
 					name_rank(SYM_BIND(sym.st_info), name));
 		}
 	}
@@ -487,9 +509,7 @@ tp_elf_find(const tp_elf_image *image, uint64_t vaddr)
 	if (lo == 0)
 		return NULL;
 	func = &image->funcs[lo - 1];
-	if (func->size > 0)
-		return vaddr - func->addr < func->size ? func : NULL;
-	return vaddr - func->addr < SIZELESS_SPAN ? func : NULL;
+	return vaddr - func->addr < func->size ? func : NULL;
 }
 
 void

@@ -24,7 +24,7 @@ typedef struct tp_elf_load
 typedef struct tp_elf_func
 {
 	uint64_t	addr;			/* st_value (link-time address) */
-	uint64_t	size;			/* 0 when the symbol has none */
+	uint64_t	size;			/* sizeless ones: up to their section's end */
 	uint32_t	name;			/* offset in tp_elf_image.names */
 } tp_elf_func;
 

@@ -8,6 +8,9 @@
  * .symtab from /usr/lib/debug/.build-id/xx/yyyy.debug when a debug package
  * is installed (checked by build id).
  *
+ * tp_symbols_lookup() returns true when it names the function; out is
+ * always filled (module fields set whenever pc is in a mapped file).
+ *
  * Not thread-safe: one tp_symbols per thread, outside signal handlers.
  */
 #include "symbols.h"

@@ -91,6 +91,38 @@ TEST(return_address_looks_up_the_byte_before)
 	tp_symbols_free(symbols);
 }
 
+/* Code no symbol covers: the module is known, the function is not. */
+TEST(code_outside_functions)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	tp_symbol	sym;
+	tp_symbol	plt;
+	bool		found = false;
+
+	if (symbols == NULL)
+	{
+		CHECK(symbols != NULL);
+		return;
+	}
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) keep_global, false, &sym));
+
+	/*
+	 * The executable's code mapping starts with _init, which has no size,
+	 * and the PLT follows: PLT stubs must not be named _init.
+	 */
+	for (uintptr_t pc = sym.module_start; pc < sym.module_start + 512; pc += 8)
+	{
+		tp_symbols_lookup(symbols, pc, false, &plt);
+		CHECK(plt.module != NULL && strcmp(plt.module, sym.module) == 0);
+		if (plt.function == NULL)
+			found = true;
+		else
+			CHECK(strcmp(plt.function, "_init") != 0 || pc < sym.module_start + 64);
+	}
+	CHECK(found);
+	tp_symbols_free(symbols);
+}
+
 TEST(libc_function)
 {
 	tp_symbols *symbols = tp_symbols_load();
@@ -357,6 +389,7 @@ main(void)
 	unit_main_return = __builtin_return_address(0);
 	RUN(static_and_global_functions_of_the_executable);
 	RUN(return_address_looks_up_the_byte_before);
+	RUN(code_outside_functions);
 	RUN(libc_function);
 	RUN(address_in_no_module);
 	RUN(libc_static_function_from_debug_file);
