@@ -4,6 +4,7 @@
 #include <elf.h>
 #include <link.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -459,6 +460,116 @@ fail:
 	free(raw.items);
 	tp_elf_image_free(image);
 	return false;
+}
+
+/* .eh_frame_hdr encodings we read (the ones every toolchain emits). */
+#define EH_PE_UDATA4 0x03
+#define EH_PE_SDATA4 0x0b
+#define EH_PE_PCREL_SDATA4 0x1b
+#define EH_PE_DATAREL_SDATA4 0x3b
+
+static int32_t
+read_i32(const char *p)
+{
+	int32_t		v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static int
+compare_funcs(const void *a, const void *b)
+{
+	const tp_elf_func *x = a;
+	const tp_elf_func *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+bool
+tp_elf_add_unwind_functions(const void *data, size_t size, const char *prefix,
+							tp_elf_image *image)
+{
+	const char *base = data;
+	ElfW(Ehdr) ehdr;
+	ElfW(Phdr) hdr = {0};
+	const char *table;
+	uint32_t	count;
+	size_t		added = 0;
+	size_t		names_len = 0;
+	size_t		pos;
+	tp_elf_func *funcs;
+	char	   *names;
+	char		name[128];
+
+	if (!read_ehdr(data, size, &ehdr))
+		return true;
+	for (size_t i = 0; i < phdr_count(&ehdr, size) && hdr.p_type != PT_GNU_EH_FRAME; i++)
+		read_phdr(data, &ehdr, i, &hdr);
+	/* version 1, then: eh_frame_ptr, fde_count, sorted (start, fde) pairs */
+	if (hdr.p_type != PT_GNU_EH_FRAME || !in_bounds(size, hdr.p_offset, 12) ||
+		base[hdr.p_offset] != 1 ||
+		((unsigned char) base[hdr.p_offset + 1] != EH_PE_PCREL_SDATA4 &&
+		 (unsigned char) base[hdr.p_offset + 1] != EH_PE_SDATA4) ||
+		(unsigned char) base[hdr.p_offset + 2] != EH_PE_UDATA4 ||
+		(unsigned char) base[hdr.p_offset + 3] != EH_PE_DATAREL_SDATA4)
+		return true;
+	count = (uint32_t) read_i32(base + hdr.p_offset + 8);
+	table = base + hdr.p_offset + 12;
+	if (!in_bounds(size, hdr.p_offset + 12, (uint64_t) count * 8))
+		return true;
+
+	/* First pass: how much room the new entries need. */
+	for (uint32_t i = 0; i < count; i++)
+	{
+		uint64_t	start = hdr.p_vaddr + (int64_t) read_i32(table + 8 * i);
+
+		if (tp_elf_find(image, start) == NULL)
+		{
+			added++;
+			names_len += snprintf(name, sizeof(name), "%s+0x%llx", prefix,
+								  (unsigned long long) start) + 1;
+		}
+	}
+	if (added == 0)
+		return true;
+	funcs = realloc(image->funcs, (image->nfuncs + added) * sizeof(tp_elf_func));
+	if (funcs == NULL)
+		return false;
+	image->funcs = funcs;
+	pos = 0;
+	for (size_t i = 0; i < image->nfuncs; i++)	/* current names length */
+	{
+		size_t		end = funcs[i].name + strlen(image->names + funcs[i].name) + 1;
+
+		if (end > pos)
+			pos = end;
+	}
+	names = realloc(image->names, pos + names_len);
+	if (names == NULL)
+		return false;
+	image->names = names;
+
+	/* Second pass: append, each reaching to the next listed start. */
+	for (uint32_t i = 0, n = (uint32_t) image->nfuncs; i < count; i++)
+	{
+		uint64_t	start = hdr.p_vaddr + (int64_t) read_i32(table + 8 * i);
+		uint64_t	next = i + 1 < count ? hdr.p_vaddr + (int64_t) read_i32(table + 8 * (i + 1)) : start + 1;
+		int			len;
+
+		if (tp_elf_find(image, start) != NULL)
+			continue;
+		len = snprintf(names + pos, names_len, "%s+0x%llx", prefix, (unsigned long long) start);
+		funcs[n].addr = start;
+		funcs[n].size = next > start ? next - start : 1;
+		funcs[n].name = (uint32_t) pos;
+		pos += (size_t) len + 1;
+		names_len -= (size_t) len + 1;
+		n++;
+	}
+	image->nfuncs += added;
+	qsort(image->funcs, image->nfuncs, sizeof(tp_elf_func), compare_funcs);
+	return true;
 }
 
 bool

@@ -60,6 +60,17 @@ bool		tp_elf_image_read(const void *data, size_t size,
 							  tp_elf_image *image);
 
 /*
+ * For a stripped image: add a function named "<prefix>+0x<link-time
+ * address>" for every function start listed in .eh_frame_hdr (the unwind
+ * table every function with unwind info has) that no symbol covers.  Static
+ * functions then stay apart in profiles, with names addr2line can resolve
+ * against a debug file later.  False only when memory runs out; an image
+ * without a usable .eh_frame_hdr is left as it is.
+ */
+bool		tp_elf_add_unwind_functions(const void *data, size_t size,
+										const char *prefix, tp_elf_image *image);
+
+/*
  * Difference between run-time and link-time addresses for a mapping of
  * the file at map_start from file offset map_offset.  False if no PT_LOAD
  * covers map_offset.

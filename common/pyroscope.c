@@ -406,6 +406,28 @@ tp_pyroscope_series_name(const tp_pyroscope_config *cfg)
 	return text;
 }
 
+/* The server URL with any "user:password@" left out: links get shared. */
+static void
+put_origin_without_credentials(FILE *out, const char *url)
+{
+	const char *authority = strstr(url, "://");
+	const char *at;
+	const char *slash;
+
+	if (authority == NULL)
+	{
+		fputs(url, out);
+		return;
+	}
+	authority += 3;
+	slash = strchr(authority, '/');
+	at = memchr(authority, '@', slash ? (size_t) (slash - authority) : strlen(authority));
+	if (at == NULL)
+		fputs(url, out);
+	else
+		fprintf(out, "%.*s%s", (int) (authority - url), url, at + 1);
+}
+
 char *
 tp_pyroscope_query_url(const tp_pyroscope_config *cfg, const char *trace_id_hex)
 {
@@ -416,7 +438,8 @@ tp_pyroscope_query_url(const tp_pyroscope_config *cfg, const char *trace_id_hex)
 
 	if (out == NULL)
 		return NULL;
-	fprintf(out, "%s/?query=", cfg->server_address ? cfg->server_address : DEFAULT_SERVER);
+	put_origin_without_credentials(out, cfg->server_address ? cfg->server_address : DEFAULT_SERVER);
+	fputs("/?query=", out);
 	put_encoded(out, "service=");
 	put_encoded(out, cfg->application_name ? cfg->application_name : "traceprof");
 	put_encoded(out, " trace_id=");

@@ -44,6 +44,7 @@ static struct
 	char	   *span_name;
 	char		trace_id[TP_TRACE_ID_HEX + 1];
 	uint64_t	window_start_ns;
+	uint64_t	run_start_ns;	/* for --profile-out's time window */
 	uint64_t	last_drain_ns;
 	uint64_t	upload_interval_ns;
 
@@ -231,6 +232,7 @@ tp_self_profiler_start(tp_span *root, const char *default_application,
 	tp_sampler_set_labels(&labels);
 	self.sampling = true;
 	self.window_start_ns = now_ns(CLOCK_REALTIME);
+	self.run_start_ns = self.window_start_ns;
 	self.last_drain_ns = now_ns(CLOCK_MONOTONIC);
 	self.upload_interval_ns = upload_interval_ns();
 }
@@ -262,6 +264,7 @@ write_profile_out(void)
 	int			fd;
 	bool		ok;
 
+	tp_profile_set_window(self.whole, self.run_start_ns, now_ns(CLOCK_REALTIME));
 	if (dot != NULL && strcmp(dot, ".json") == 0)
 		bytes = (uint8_t *) (text = tp_profile_speedscope(self.whole, self.span_name));
 	else if (dot != NULL && (strcmp(dot, ".folded") == 0 || strcmp(dot, ".txt") == 0))

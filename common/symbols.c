@@ -168,6 +168,14 @@ load_module(module *mod, const range *r)
 	}
 	mod->usable = tp_elf_image_read(file.data, file.size, debug.data, debug.size,
 									&mod->image);
+	/* Stripped and no debug file: keep static functions apart by address. */
+	if (mod->usable && !mod->image.has_symtab)
+	{
+		const char *slash = strrchr(mod->path, '/');
+
+		mod->usable = tp_elf_add_unwind_functions(file.data, file.size,
+												  slash ? slash + 1 : mod->path, &mod->image);
+	}
 	unmap_file(&debug);
 	unmap_file(&file);
 }

@@ -33,6 +33,9 @@ void		tp_symbols_refresh(tp_symbols *symbols);
 /*
  * Resolve pc.  is_return_address: pc is a return address (every frame but
  * the interrupted one), so pc - 1 is looked up to land inside the call.
+ * In a stripped module without a debug file, a function with no symbol
+ * (a static one) is named "<module>+0x<link-time start address>" from the
+ * module's unwind table, ready for addr2line against a debug file.
  * Strings stay valid until tp_symbols_free().
  */
 bool		tp_symbols_lookup(tp_symbols *symbols, uintptr_t pc,

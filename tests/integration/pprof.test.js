@@ -249,7 +249,7 @@ test('speedscope file: valid JSON following the file-format schema', async () =>
 	]);
 });
 
-test('a stripped program: frames named module+0xOFFSET, the same in every process', async () => {
+test('a stripped program: static functions named module+0xSTART from the unwind table, the same in every process', async () => {
 	const one = await writeFiles(stripped);
 	const two = await writeFiles(stripped);
 	const prof = decodePprof(one.pprof);
@@ -257,15 +257,19 @@ test('a stripped program: frames named module+0xOFFSET, the same in every proces
 	assert.equal(prof.mappings.length, 1);
 	const m = prof.mappings[0];
 	assert.equal(path.basename(m.file), 'write_profile_stripped');
-	assert.equal(m.hasFunctions, false, 'no function names came from this mapping');
+	assert.equal(m.hasFunctions, true, 'the unwind table names the functions');
 	for (const x of prof.samples) {
 		for (const f of x.frames) {
+			// the link-time start of the enclosing function (.eh_frame_hdr),
+			// at or below the frame's own link-time address
 			const match = /^write_profile_stripped\+0x([0-9a-f]+)$/.exec(f.fn.name);
 			assert.ok(match, `frame name ${f.fn.name}`);
-			// the file offset of the address, not the address itself
-			assert.equal(BigInt('0x' + match[1]), f.address - m.start + m.offset);
+			assert.ok(BigInt('0x' + match[1]) > 0n);
 		}
 	}
+	// frames of one function share its name, whatever the address inside it
+	const names = new Set(prof.samples.flatMap((x) => x.frames.map((f) => f.fn.name)));
+	assert.ok(names.size < prof.samples.reduce((n, x) => n + x.frames.length, 0));
 	assert.deepEqual(prof.samples.map((x) => x.frames.length), [4, 4, 3]);
 	// ASLR moves the addresses, not the names: both runs fold the same
 	assert.equal(one.folded, two.folded);

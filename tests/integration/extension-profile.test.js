@@ -1,0 +1,865 @@
+'use strict';
+// The extension's CPU sampler end to end: real PostgreSQL 15 clusters with
+// shared_preload_libraries = 'traceprof', traced statements (SET
+// traceprof.traceparent), samples read back through traceprof.profile() /
+// traceprof.top_functions() / traceprof.stats, and uploaded to a capture
+// server posing as Pyroscope (lib/pyroscope-capture.js), decoded with npm
+// pprof-format and matched against the spans exported over OTLP to the
+// capture receiver (lib/receiver.js, decoded by otlp-transformer's root).
+//
+// Sampling is statistical.  Every count is checked against a plausibility
+// bound, never an exact value: a statement that burns C ms of CPU at H Hz
+// should carry C * H / 1000 samples, and we accept anything within a factor
+// of 2 of that (the kernel delivers CPU timers on its 250 Hz tick, the first
+// and last period of a span are partial, and overruns are folded into
+// weights).  Waits poll a condition with a deadline; nothing sleeps blindly
+// except where a negative ("nothing arrives") is being checked.
+//
+// Debian's postgres is stripped: exported functions (PostgresMain,
+// PortalRun, standard_ExecutorRun, ...) are named, static ones
+// (exec_simple_query, ExecutePlan, ExecInterpExpr, ...) appear as
+// "[unknown] (postgres)" or, from the unwind table, "postgres+0x<address>".
+
+const { test, describe, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
+const zlib = require('node:zlib');
+const { Profile } = require('pprof-format');
+
+const { startCluster, freePort } = require('./lib/cluster');
+const { startReceiver } = require('./lib/receiver');
+const { SpanKind, StatusCode } = require('./lib/otlp');
+const { startPyroscopeCapture } = require('./lib/pyroscope-capture');
+
+let pg;
+try {
+	pg = require('pg');
+} catch (err) {
+	throw new Error(`the npm package "pg" is missing (${err.message}): run 'make deps' ` +
+		'(npm ci in tests/integration)');
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const hex = (bytes) => crypto.randomBytes(bytes).toString('hex');
+
+/** A new caller context: {traceId, spanId, header}. */
+function newContext() {
+	const traceId = hex(16);
+	const spanId = hex(8);
+	return { traceId, spanId, header: `00-${traceId}-${spanId}-01` };
+}
+
+/** Poll fn until it returns a truthy value; throw after timeoutMs. */
+async function waitFor(what, fn, timeoutMs = 15000, intervalMs = 25) {
+	const deadline = Date.now() + timeoutMs;
+	let last;
+	for (;;) {
+		last = await fn();
+		if (last)
+			return last;
+		if (Date.now() > deadline)
+			throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what(last) : what}`);
+		await sleep(intervalMs);
+	}
+}
+
+/** CPU-bound statement: numeric multiplication over n generated rows. */
+const cpuSql = (n) => `SELECT sum(g::numeric * g) AS s FROM generate_series(1, ${n}) AS g`;
+/** Its exact result, sum of g^2 = n(n+1)(2n+1)/6. */
+const cpuResult = (n) => (BigInt(n) * BigInt(n + 1) * BigInt(2 * n + 1) / 6n).toString();
+
+/** a lies within a factor f of b (both positive). */
+function assertWithinFactor(actual, expected, factor, what) {
+	assert.ok(expected > 0, `${what}: expected value ${expected} must be positive`);
+	assert.ok(actual >= expected / factor && actual <= expected * factor,
+		`${what}: ${actual} is not within a factor of ${factor} of ${expected.toFixed(1)} ` +
+		`(plausibility bound: [${(expected / factor).toFixed(1)}, ${(expected * factor).toFixed(1)}])`);
+}
+
+/** A cluster with traceprof preloaded and created in the app database. */
+async function startTraced(settings = {}) {
+	const cluster = await startCluster({
+		settings: {
+			shared_preload_libraries: 'traceprof',
+			'traceprof.export_interval': '100',
+			...settings,
+		},
+	});
+	try {
+		await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
+	} catch (err) {
+		await cluster.stop();
+		throw err;
+	}
+	return cluster;
+}
+
+/** A pg client over the cluster's unix socket (trusted superuser), connected. */
+async function connect(cluster, user = 'postgres', database = 'app') {
+	const client = new pg.Client({ host: cluster.socketDir, port: cluster.port, user, database });
+	client.on('error', () => { /* the server going away at teardown */ });
+	await client.connect();
+	return client;
+}
+
+async function closeAll(...clients) {
+	for (const c of clients)
+		if (c)
+			await c.end().catch(() => {});
+}
+
+/** Sample counters of traceprof.stats, as Numbers. */
+async function sampleStats(client) {
+	const r = (await client.query('SELECT samples_stored, samples_dropped, samples_exported FROM traceprof.stats')).rows[0];
+	return { stored: Number(r.samples_stored), dropped: Number(r.samples_dropped), exported: Number(r.samples_exported) };
+}
+
+/** Run sql as a traced statement of ctx (SET traceparent, sql, RESET); returns its result. */
+async function traced(client, ctx, sql) {
+	await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+	try {
+		return await client.query(sql);
+	} finally {
+		await client.query('RESET traceprof.traceparent');
+	}
+}
+
+/** traceprof.spans of a trace. */
+async function spansOf(client, traceId) {
+	return (await client.query(
+		`SELECT span_id, parent_span_id, name, kind, duration_ms, cpu_time_ms, status, status_message,
+		        backend_pid, query, attributes
+		   FROM traceprof.spans WHERE trace_id = $1 ORDER BY start_time`, [traceId])).rows;
+}
+
+/** The one SERVER span of a trace whose query starts with prefix. */
+function serverSpan(spans, prefix) {
+	const found = spans.filter((s) => s.kind === 'server' && (s.query || '').startsWith(prefix));
+	assert.equal(found.length, 1, `one SERVER span with a query starting ${JSON.stringify(prefix)}: ` +
+		JSON.stringify(spans.map((s) => [s.name, s.kind, s.query])));
+	return found[0];
+}
+
+/** traceprof.profile rows with numbers. */
+async function profile(client, traceId, spanId = null) {
+	const rows = (await client.query('SELECT span_name, stack, samples, sampled_ms FROM traceprof.profile($1, $2)',
+		[traceId, spanId])).rows;
+	return rows.map((r) => ({ ...r, samples: Number(r.samples), sampled_ms: Number(r.sampled_ms), frames: r.stack.split(';') }));
+}
+
+async function topFunctions(client, traceId, spanId = null) {
+	const rows = (await client.query(
+		'SELECT function, self_samples, total_samples, self_percent FROM traceprof.top_functions($1, $2)',
+		[traceId, spanId])).rows;
+	return rows.map((r) => ({ ...r, self_samples: Number(r.self_samples), total_samples: Number(r.total_samples) }));
+}
+
+const total = (rows) => rows.reduce((n, r) => n + r.samples, 0);
+const weightWhere = (rows, pred) => rows.filter(pred).reduce((n, r) => n + r.samples, 0);
+const occurrences = (frames, name) => frames.filter((f) => f === name).length;
+const showRows = (rows, n = 6) => [...rows].sort((a, b) => b.samples - a.samples).slice(0, n)
+	.map((r) => `  ${r.samples} [${r.span_name}] ${r.stack}`).join('\n');
+
+/**
+ * A static function of Debian's stripped postgres: no symbol names it.  The
+ * symbolizer shows it as "[unknown] (postgres)", or (since it reads the
+ * unwind table) as "postgres+0x<link-time address>" for addr2line.
+ */
+const isStaticPostgresFrame = (f) => f === '[unknown] (postgres)' || /^postgres\+0x[0-9a-f]+$/.test(f);
+
+/** The frames appear in this order (root first), not necessarily adjacent. */
+function inOrder(frames, names) {
+	let at = -1;
+	for (const n of names) {
+		const i = frames.indexOf(n, at + 1);
+		if (i < 0)
+			return false;
+		at = i;
+	}
+	return true;
+}
+
+/** Server log lines that show a crashed backend or a failed assertion. */
+function crashLines(cluster) {
+	return cluster.readLog().split('\n')
+		.filter((l) => /terminated by signal|was terminated|PANIC|TRAP:|server process .* exited with exit code [^0]/.test(l));
+}
+
+/** The query fails with SQLSTATE code, a message and hint matching; a success is shown. */
+async function assertRejectsWith(promise, code, messageRe, hintRe) {
+	let result;
+	try {
+		result = await promise;
+	} catch (e) {
+		assert.equal(e.code, code, `SQLSTATE of ${JSON.stringify(e.message)}`);
+		assert.match(e.message, messageRe);
+		if (hintRe)
+			assert.match(e.hint || '', hintRe, `hint of ${JSON.stringify(e.message)}`);
+		return;
+	}
+	const shown = result && result.rows ? `${result.rows.length} row(s): ${JSON.stringify(result.rows.slice(0, 3))}` : String(result);
+	assert.fail(`expected an error ${code} matching ${messageRe}, but the query succeeded with ${shown}`);
+}
+
+/**
+ * Decode a gzip pprof with pprof-format and resolve it into plain objects,
+ * checking what a truncated or inconsistent file would break (pprof-format
+ * accepts truncated input): ids non-zero and unique, references resolving,
+ * string indices in range, one value per sample type.
+ */
+function decodePprof(gz) {
+	assert.ok(gz.length > 2 && gz[0] === 0x1f && gz[1] === 0x8b, 'the upload body is gzip');
+	const p = Profile.decode(zlib.gunzipSync(gz));
+	const strings = p.stringTable.strings;
+	const s = (i) => {
+		const n = Number(i);
+		assert.ok(Number.isInteger(n) && n >= 0 && n < strings.length, `string index ${i} out of range`);
+		return strings[n];
+	};
+	assert.equal(strings[0], '', 'string_table[0] must be ""');
+	const byId = (list, what) => {
+		const map = new Map();
+		for (const e of list) {
+			const id = Number(e.id);
+			assert.ok(id > 0, `${what} id must be non-zero`);
+			assert.ok(!map.has(id), `${what} id ${id} is not unique`);
+			map.set(id, e);
+		}
+		return map;
+	};
+	const mappings = byId(p.mapping, 'mapping');
+	const functions = byId(p.function, 'function');
+	const locations = byId(p.location, 'location');
+	const frameName = (id) => {
+		const l = locations.get(Number(id));
+		assert.ok(l, `location ${id} is referenced but missing`);
+		assert.ok(l.line.length >= 1, `location ${id} has a line`);
+		const mappingId = Number(l.mappingId);
+		if (mappingId !== 0)
+			assert.ok(mappings.has(mappingId), `mapping ${mappingId} is referenced but missing`);
+		const f = functions.get(Number(l.line[0].functionId));
+		assert.ok(f, `function ${l.line[0].functionId} is referenced but missing`);
+		return s(f.name);
+	};
+	const sampleTypes = p.sampleType.map((t) => `${s(t.type)}/${s(t.unit)}`);
+	const samples = p.sample.map((smp) => {
+		assert.equal(smp.value.length, sampleTypes.length, 'one value per sample type');
+		const labels = {};
+		for (const l of smp.label) {
+			const key = s(l.key);
+			assert.ok(!(key in labels), `label ${key} repeated in one sample`);
+			labels[key] = s(l.str);
+		}
+		return { values: smp.value.map(Number), frames: smp.locationId.map(frameName), labels };
+	});
+	return {
+		sampleTypes,
+		periodType: p.periodType ? `${s(p.periodType.type)}/${s(p.periodType.unit)}` : null,
+		period: Number(p.period),
+		defaultSampleType: s(p.defaultSampleType),
+		timeNanos: BigInt(p.timeNanos),
+		durationNanos: BigInt(p.durationNanos),
+		samples,
+	};
+}
+
+// ---- tests 1, 2, 3 and 5 share one cluster (they run one after another) ----
+
+describe('profiles in SQL (one cluster)', () => {
+	let cluster;
+	let reader;			// a plain session with default settings, never traced
+
+	before(async () => {
+		cluster = await startTraced();
+		reader = await connect(cluster);
+		await reader.query(`CREATE FUNCTION burn(n int) RETURNS numeric LANGUAGE plpgsql AS $$
+			DECLARE r numeric;
+			BEGIN
+				SELECT sum(g::numeric * g) INTO r FROM generate_series(1, n) AS g;
+				RETURN r;
+			END $$`);
+	});
+
+	after(async () => {
+		await closeAll(reader);
+		if (cluster) {
+			const crashes = crashLines(cluster);
+			await cluster.stop();
+			assert.deepEqual(crashes, [], 'no backend crashed');
+		}
+	});
+
+	test('1. a CPU-heavy traced statement: stacks, plausible counts, top_functions consistent, span filter, argument errors', async (t) => {
+		const HZ = 250;
+		const N = 3000000;
+		const ctx = newContext();
+		const client = await connect(cluster);
+		let stmt;
+		let rows;
+		try {
+			await client.query(`SET traceprof.sample_hz = ${HZ}`);
+			const res = await traced(client, ctx, cpuSql(N));
+			assert.equal(res.rows[0].s, cpuResult(N), 'profiling does not change results');
+
+			const spans = await spansOf(client, ctx.traceId);
+			stmt = serverSpan(spans, 'SELECT sum(');
+			assert.equal(stmt.name, 'SELECT');
+			assert.equal(stmt.parent_span_id, ctx.spanId);
+			assert.ok(stmt.cpu_time_ms > 200, `the statement is CPU-heavy: cpu_time_ms ${stmt.cpu_time_ms}`);
+
+			rows = await profile(client, ctx.traceId);
+			const n = total(rows);
+			// Plausibility bound: samples ~ cpu_time * sample_hz, within a factor of 2.
+			assertWithinFactor(n, stmt.cpu_time_ms * HZ / 1000, 2,
+				`samples of a statement with ${stmt.cpu_time_ms.toFixed(0)} ms CPU at ${HZ} Hz`);
+			for (const r of rows) {
+				assert.ok(r.samples > 0, 'every stack has a positive weight');
+				assert.ok(r.frames.every((f) => f.length > 0), `no empty frame name in ${r.stack}`);
+				assert.ok(r.frames.length <= 64, 'at most 64 frames');
+			}
+			// Root first: PostmasterMain → PostgresMain → PortalRun → standard_ExecutorRun.
+			const chain = ['PostmasterMain', 'PostgresMain', 'PortalRun', 'standard_ExecutorRun'];
+			const chained = weightWhere(rows, (r) => inOrder(r.frames, chain));
+			assert.ok(chained >= 0.9 * n, `>= 90% of the samples (${chained}/${n}) have ${chain.join(' … ')} root first:\n${showRows(rows)}`);
+			assert.ok(rows.every((r) => !r.frames.includes('standard_ExecutorRun') ||
+				r.frames.indexOf('PostgresMain') < r.frames.indexOf('standard_ExecutorRun')),
+			`no stack is leaf first:\n${showRows(rows)}`);
+			assert.ok(rows.some((r) => r.frames.some(isStaticPostgresFrame)),
+				`static functions of the stripped postgres appear as "[unknown] (postgres)" or "postgres+0x<address>":\n${showRows(rows)}`);
+			const leaves = new Set(rows.map((r) => r.frames[r.frames.length - 1]));
+			assert.ok([...leaves].some((f) => /numeric|palloc|Memory|tuple/.test(f) || isStaticPostgresFrame(f)),
+				`leaf frames are where the CPU went: ${[...leaves].join(', ')}`);
+
+			// The samples carry the statement span's name.
+			const names = new Set(spans.map((s) => s.name));
+			for (const r of rows)
+				assert.ok(names.has(r.span_name), `span_name ${JSON.stringify(r.span_name)} is the name of a span of the trace`);
+			const ofStmt = await profile(client, ctx.traceId, stmt.span_id);
+			assert.ok(ofStmt.length > 0);
+			for (const r of ofStmt)
+				assert.equal(r.span_name, stmt.name, 'samples of the statement span are named after it');
+			assert.ok(total(ofStmt) >= 0.95 * n, `the statement span holds the samples (${total(ofStmt)}/${n})`);
+
+			// profile(trace, span) partitions profile(trace).
+			let perSpan = 0;
+			for (const s of spans)
+				perSpan += total(await profile(client, ctx.traceId, s.span_id));
+			assert.equal(perSpan, n, 'the per-span profiles add up to the trace\'s profile');
+			assert.deepEqual(await profile(client, ctx.traceId, hex(8)), [], 'a span id of no span: no rows');
+			assert.deepEqual(await profile(client, hex(16)), [], 'another trace: no rows');
+			assert.deepEqual(await profile(client, ctx.traceId, ctx.spanId), [],
+				'the caller\'s (client-side) span has no server samples');
+
+			// top_functions agrees with profile: self = leaf weight, total = weight of stacks holding it.
+			const top = await topFunctions(client, ctx.traceId);
+			assert.equal(top.reduce((a, f) => a + f.self_samples, 0), n, 'sum of self_samples = sum of samples');
+			assert.ok(Math.abs(top.reduce((a, f) => a + f.self_percent, 0) - 100) < 1e-6, 'self_percent adds up to 100');
+			assert.equal(new Set(top.map((f) => f.function)).size, top.length, 'one row per function');
+			for (const f of top) {
+				const self = weightWhere(rows, (r) => r.frames[r.frames.length - 1] === f.function);
+				const tot = weightWhere(rows, (r) => r.frames.includes(f.function));
+				assert.equal(f.self_samples, self, `self_samples of ${f.function}`);
+				assert.equal(f.total_samples, tot, `total_samples of ${f.function} (recursion counted once)`);
+				assert.ok(f.self_samples <= f.total_samples && f.total_samples <= n);
+				assert.ok(Math.abs(f.self_percent - 100 * f.self_samples / n) < 1e-6, `self_percent of ${f.function}`);
+			}
+			const pm = top.find((f) => f.function === 'PostgresMain');
+			assert.ok(pm && pm.total_samples >= 0.9 * n && pm.self_samples === 0, `PostgresMain is on (nearly) every stack: ${JSON.stringify(pm)}`);
+			const topStmt = await topFunctions(client, ctx.traceId, stmt.span_id);
+			assert.equal(topStmt.reduce((a, f) => a + f.self_samples, 0), total(ofStmt), 'top_functions(trace, span) = profile(trace, span)');
+
+			// sampled_ms read in the sampling session: samples * 1000 / sample_hz ~ CPU time.
+			const ms = rows.reduce((a, r) => a + r.sampled_ms, 0);
+			assert.ok(Math.abs(ms - n * 1000 / HZ) < 1e-6, `sampled_ms = samples * ${1000 / HZ} ms`);
+			assertWithinFactor(ms, stmt.cpu_time_ms, 2, 'sampled_ms (read in the sampling session) vs cpu_time_ms');
+		} finally {
+			await closeAll(client);
+		}
+
+		await t.test('sampled_ms does not depend on the reading session\'s traceprof.sample_hz', async () => {
+			// The DBA reads the profile from another session (sample_hz at its default 100):
+			// the samples still stand for 4 ms each, they were taken at 250 Hz.
+			const other = await profile(reader, ctx.traceId);
+			assert.equal(total(other), total(rows));
+			const ms = other.reduce((a, r) => a + r.sampled_ms, 0);
+			assertWithinFactor(ms, stmt.cpu_time_ms, 2,
+				'sampled_ms read from a session with traceprof.sample_hz = 100, samples taken at 250 Hz, vs the span\'s cpu_time_ms');
+		});
+
+		await t.test('bad trace_id / span_id arguments: clear errors', async () => {
+			for (const fn of ['profile', 'top_functions']) {
+				const call = (a, b = null) => reader.query(`SELECT * FROM traceprof.${fn}($1, $2)`, [a, b]);
+				await assertRejectsWith(call(null), '22004', /^trace_id must not be NULL$/);
+				for (const bad of ['abc', '', ctx.traceId.toUpperCase(), 'g'.repeat(32), ctx.traceId + '0', ctx.traceId.slice(1),
+					`00-${ctx.traceId}-${ctx.spanId}-01`])
+					await assertRejectsWith(call(bad), '22023', new RegExp(`^invalid trace_id "${bad.replace(/[-]/g, '\\-')}"$`),
+						/32 lowercase hex digits/);
+				for (const bad of ['xyz', '', stmt.span_id.toUpperCase(), stmt.span_id + '0', ctx.traceId])
+					await assertRejectsWith(call(ctx.traceId, bad), '22023', new RegExp(`^invalid span_id "${bad}"$`),
+						/16 lowercase hex digits/);
+			}
+		});
+	});
+
+	test('2. traceprof.profile: off samples nothing, traced skips untraced statements, all samples them without a trace', async (t) => {
+		const N = 1000000;
+		const session = await connect(cluster);
+		const measure = async (fn) => {
+			const before_ = await sampleStats(reader);
+			await fn();
+			await sleep(100);	// a negative is checked: give a late write the chance to show
+			const after_ = await sampleStats(reader);
+			return after_.stored - before_.stored;
+		};
+		try {
+			// traced (the default), untraced statement: the timer is never armed.
+			assert.equal((await session.query('SHOW traceprof.profile')).rows[0]['traceprof.profile'], 'traced');
+			let d = await measure(() => session.query(cpuSql(N)));
+			assert.equal(d, 0, 'profile = traced: an untraced statement stores no sample');
+
+			// traced, traced statement: sampled (the control).
+			const tracedCtx = newContext();
+			d = await measure(() => traced(session, tracedCtx, cpuSql(N)));
+			const tracedSamples = total(await profile(reader, tracedCtx.traceId));
+			assert.ok(d > 0 && tracedSamples > 0, `profile = traced: a traced statement is sampled (${d} stored)`);
+
+			// off, traced statement (in a backend whose sampler already ran): nothing.
+			await session.query('SET traceprof.profile = off');
+			const offCtx = newContext();
+			d = await measure(() => traced(session, offCtx, cpuSql(N)));
+			assert.equal(d, 0, 'profile = off stores no sample');
+			assert.deepEqual(await profile(reader, offCtx.traceId), [], 'profile = off: profile(trace) is empty');
+			assert.ok((await spansOf(reader, offCtx.traceId)).some((s) => s.kind === 'server'),
+				'profile = off still records the span');
+
+			// all, untraced statement: sampled, with no trace.
+			await session.query("SET traceprof.profile = 'all'");
+			d = await measure(() => session.query(cpuSql(N)));
+			assert.ok(d >= 10, `profile = all: an untraced statement of ~0.3 s CPU stores samples (${d})`);
+			assert.equal(total(await profile(reader, tracedCtx.traceId)), tracedSamples,
+				'samples without a trace are not attributed to the trace that ran before in this backend');
+		} catch (err) {
+			await closeAll(session);
+			throw err;
+		}
+		await session.query('RESET traceprof.profile');
+
+		await t.test('an all-zero trace_id / span_id is rejected (it is not a valid id; it would read the untraced samples)', async () => {
+			const zeroTrace = '0'.repeat(32);
+			const zeroSpan = '0'.repeat(16);
+			for (const fn of ['profile', 'top_functions']) {
+				await assertRejectsWith(reader.query(`SELECT * FROM traceprof.${fn}($1)`, [zeroTrace]),
+					'22023', /invalid trace_id/);
+				await assertRejectsWith(reader.query(`SELECT * FROM traceprof.${fn}($1, $2)`, [hex(16), zeroSpan]),
+					'22023', /invalid span_id/);
+			}
+		});
+
+		await t.test('after profile = all, switching back to traced (or off) stops sampling untraced statements', async () => {
+			try {
+				await session.query("SET traceprof.profile = 'all'");
+				await session.query('SELECT 1');
+				await session.query('SET traceprof.profile = traced');
+				let d = await measure(() => session.query(cpuSql(N)));
+				assert.equal(d, 0, `profile = traced (after all, same backend): an untraced statement stores no sample, stored ${d}`);
+				await session.query("SET traceprof.profile = 'all'");
+				await session.query('SELECT 1');
+				await session.query('SET traceprof.profile = off');
+				d = await measure(() => session.query(cpuSql(N)));
+				assert.equal(d, 0, `profile = off (after all, same backend): nothing is sampled, stored ${d}`);
+			} finally {
+				await session.query('RESET traceprof.profile').catch(() => {});
+			}
+		});
+		await closeAll(session);
+	});
+
+	test('3. profile_root_span_only with track = all: nested statements\' samples carry the top-level or the nested span id', async () => {
+		const N = 1000000;
+		const run = async (rootOnly) => {
+			const client = await connect(cluster);
+			const ctx = newContext();
+			try {
+				await client.query('SET traceprof.track = \'all\'');
+				await client.query(`SET traceprof.profile_root_span_only = ${rootOnly ? 'on' : 'off'}`);
+				const res = await traced(client, ctx, `SELECT burn(${N}) AS s`);
+				assert.equal(res.rows[0].s, cpuResult(N));
+			} finally {
+				await closeAll(client);
+			}
+			const spans = await spansOf(reader, ctx.traceId);
+			const top = serverSpan(spans, 'SELECT burn(');
+			const nested = spans.filter((s) => s.kind === 'internal' && s.parent_span_id === top.span_id && s.name !== 'plan');
+			assert.equal(nested.length, 1, `one nested statement span under the top-level one: ${JSON.stringify(spans.map((s) => [s.name, s.kind, s.query]))}`);
+			const all = await profile(reader, ctx.traceId);
+			return {
+				ctx, top, nested: nested[0], all,
+				ofTop: await profile(reader, ctx.traceId, top.span_id),
+				ofNested: await profile(reader, ctx.traceId, nested[0].span_id),
+			};
+		};
+		// Inside the nested statement: plpgsql → SPI → a second executor.
+		const insideNested = (r) => r.frames.includes('plpgsql_call_handler') &&
+			occurrences(r.frames, 'standard_ExecutorRun') >= 2;
+
+		// Without it: the innermost span labels the samples.
+		const inner = await run(false);
+		const n = total(inner.all);
+		assertWithinFactor(n, inner.top.cpu_time_ms * 100 / 1000, 2, 'samples of burn() at 100 Hz');
+		assert.ok(total(inner.ofNested) >= 0.8 * n,
+			`the nested statement (where the CPU goes) holds most samples: ${total(inner.ofNested)}/${n}`);
+		for (const r of inner.ofNested) {
+			assert.equal(r.span_name, inner.nested.name);
+			assert.ok(r.frames.includes('plpgsql_call_handler'), `nested samples were taken inside the function: ${r.stack}`);
+		}
+		assert.ok(inner.ofNested.some(insideNested), 'nested samples show the nested executor');
+		assert.equal(weightWhere(inner.ofTop, insideNested), 0,
+			`no sample taken inside the nested statement is labelled with the top-level span:\n${showRows(inner.ofTop)}`);
+
+		// With it: every sample carries the top-level span id.
+		const root = await run(true);
+		const m = total(root.all);
+		assertWithinFactor(m, root.top.cpu_time_ms * 100 / 1000, 2, 'samples of burn() at 100 Hz (root only)');
+		assert.deepEqual(root.ofNested, [], 'profile_root_span_only: no sample carries the nested span id');
+		assert.equal(total(root.ofTop), m, 'profile_root_span_only: every sample carries the top-level span id');
+		assert.ok(weightWhere(root.ofTop, insideNested) >= 0.8 * m,
+			`samples taken inside the nested statement are labelled with the top-level span:\n${showRows(root.ofTop)}`);
+		for (const r of root.ofTop)
+			assert.equal(r.span_name, root.top.name);
+	});
+
+	test('5. sample_hz range; wall mode samples pg_sleep (leaf: epoll_wait under WaitEventSetWait), CPU mode does not', async () => {
+		const client = await connect(cluster);
+		try {
+			for (const bad of ['0', '1000', '251', '-1'])
+				await assertRejectsWith(client.query(`SET traceprof.sample_hz = ${bad}`), '22023',
+					new RegExp(`^${bad} is outside the valid range for parameter "traceprof.sample_hz" \\(1 \\.\\. 250\\)$`));
+			for (const ok of ['1', '250']) {
+				await client.query(`SET traceprof.sample_hz = ${ok}`);
+				assert.equal((await client.query('SHOW traceprof.sample_hz')).rows[0]['traceprof.sample_hz'], ok);
+			}
+			await assertRejectsWith(client.query("SET traceprof.profile_mode = 'elapsed'"), '22023',
+				/invalid value for parameter "traceprof.profile_mode"/);
+		} finally {
+			await closeAll(client);
+		}
+
+		const sleepProfile = async (mode) => {
+			// profile_mode takes effect in a backend that has not sampled yet: a new session.
+			const c = await connect(cluster);
+			const ctx = newContext();
+			try {
+				await c.query(`SET traceprof.profile_mode = ${mode}`);
+				await traced(c, ctx, 'SELECT pg_sleep(1)');
+			} finally {
+				await closeAll(c);
+			}
+			const span = serverSpan(await spansOf(reader, ctx.traceId), 'SELECT pg_sleep(');
+			return { span, rows: await profile(reader, ctx.traceId), top: await topFunctions(reader, ctx.traceId) };
+		};
+
+		const wall = await sleepProfile('wall');
+		const n = total(wall.rows);
+		assert.ok(wall.span.duration_ms >= 990 && wall.span.cpu_time_ms < 100,
+			`pg_sleep(1) waits: ${wall.span.duration_ms} ms elapsed, ${wall.span.cpu_time_ms} ms CPU`);
+		assertWithinFactor(n, wall.span.duration_ms * 100 / 1000, 2, 'wall samples of pg_sleep(1) at 100 Hz');
+		assertWithinFactor(wall.rows.reduce((a, r) => a + r.sampled_ms, 0), wall.span.duration_ms, 2, 'wall sampled_ms vs duration_ms');
+		// What the wall samples look like: the backend sits in the kernel in
+		// epoll_wait (libc, exported), called by WaitEventSetWait under
+		// WaitLatch under pg_sleep.
+		const waiting = weightWhere(wall.rows, (r) => r.frames[r.frames.length - 1] === 'epoll_wait' &&
+			inOrder(r.frames, ['PostgresMain', 'PortalRun', 'standard_ExecutorRun', 'pg_sleep', 'WaitLatch', 'WaitEventSetWait']));
+		assert.ok(waiting >= 0.9 * n,
+			`>= 90% of wall samples (${waiting}/${n}) end …;pg_sleep;WaitLatch;WaitEventSetWait;epoll_wait:\n${showRows(wall.rows)}`);
+		const epoll = wall.top.find((f) => f.function === 'epoll_wait');
+		assert.ok(epoll && epoll.self_samples >= 0.9 * n, 'top_functions: epoll_wait has the self samples');
+
+		const cpu = await sleepProfile('cpu');
+		assert.ok(total(cpu.rows) <= 3,
+			`CPU mode: pg_sleep(1) burns no CPU, so (almost) no samples: ${total(cpu.rows)}\n${showRows(cpu.rows)}`);
+	});
+});
+
+// ---- 4: upload to Pyroscope ---------------------------------------------
+
+test('4. Pyroscope upload: /ingest with name, format, tenant; pprof span_id/trace_id labels match the OTLP spans', async (t) => {
+	const HZ = 250;
+	const N = 1000000;
+	const TENANT = 'team-pg';
+	const capture = await startPyroscopeCapture();
+	const receiver = await startReceiver({ grpc: false });
+	let cluster;
+	let client;
+	try {
+		cluster = await startTraced({
+			'traceprof.pyroscope_address': capture.url,
+			'traceprof.profile_upload_interval': '200ms',
+			'traceprof.service_name': 'pg-test',
+			'traceprof.pyroscope_tenant_id': TENANT,
+			'traceprof.otlp_endpoint': receiver.httpEndpoint,
+		});
+		client = await connect(cluster);
+		const before_ = await sampleStats(client);
+		await client.query(`SET traceprof.sample_hz = ${HZ}`);
+		const ctx = newContext();
+		const startedMs = Date.now();
+		const res = await traced(client, ctx, cpuSql(N));
+		const endedMs = Date.now();
+		assert.equal(res.rows[0].s, cpuResult(N));
+		const sqlSpans = await spansOf(client, ctx.traceId);
+		const stmt = serverSpan(sqlSpans, 'SELECT sum(');
+		const stored = total(await profile(client, ctx.traceId));
+		assert.ok(stored > 0, 'the statement was sampled');
+
+		// Spans over OTLP.
+		const otlp = await waitFor(() => `the statement's SERVER span at the OTLP receiver (${receiver.requests.length} requests)`,
+			() => {
+				const spans = receiver.spans().filter((s) => s.traceId === ctx.traceId);
+				return spans.some((s) => s.spanId === stmt.span_id) ? spans : null;
+			});
+		const otlpStmt = otlp.find((s) => s.spanId === stmt.span_id);
+		assert.equal(otlpStmt.kind, SpanKind.SERVER);
+		assert.equal(otlpStmt.resource.attributes['service.name'], 'pg-test');
+
+		// Samples of the trace at Pyroscope, possibly over several uploads.
+		const traceSamples = (reqs) => {
+			const out = [];
+			for (const r of reqs)
+				for (const smp of decodePprof(r.body).samples)
+					if (smp.labels.trace_id === ctx.traceId)
+						out.push(smp);
+			return out;
+		};
+		const countIdx = (prof) => prof.sampleTypes.indexOf('samples/count');
+		await capture.waitFor((reqs) => {
+			const got = traceSamples(reqs).reduce((a, smp) => a + smp.values[0], 0);
+			return got >= stored;
+		}, 15000, `${stored} samples of trace ${ctx.traceId}`);
+		// samples_exported grows until everything stored was sent.
+		const after_ = await waitFor(() => 'samples_exported to reach samples_stored', async () => {
+			const s = await sampleStats(client);
+			return s.exported === s.stored && s.exported > before_.exported ? s : null;
+		});
+		assert.equal(after_.dropped, 0, 'nothing dropped');
+		assert.ok(after_.exported - before_.exported >= 1);
+
+		const uploads = capture.requests.filter((r) => traceSamples([r]).length > 0);
+		const seenSpanIds = new Map();
+		let cpuNsOfStmt = 0;
+		let countOfStmt = 0;
+		let executorWeight = 0;
+		let traceWeight = 0;
+		for (const r of capture.requests) {
+			assert.equal(r.method, 'POST');
+			assert.equal(r.path, '/ingest');
+			assert.deepEqual([...r.queryKeys].sort(), ['format', 'from', 'name', 'until']);
+			assert.equal(r.query.format, 'pprof');
+			const m = /^pg-test\{(.*)\}$/.exec(r.query.name);
+			assert.ok(m, `series name ${JSON.stringify(r.query.name)} is pg-test{…} (traceprof.service_name)`);
+			for (const kv of m[1] ? m[1].split(',') : [])
+				assert.match(kv, /^[A-Za-z0-9_.]+=[^,}=]*$/, `series label ${kv}`);
+			assert.doesNotMatch(r.url, /[{},]/, 'the name is percent-encoded in the request line');
+			assert.match(r.query.from, /^\d{10}$/, 'from: Unix seconds');
+			assert.match(r.query.until, /^\d{10}$/, 'until: Unix seconds');
+			assert.ok(Number(r.query.from) <= Number(r.query.until));
+			assert.equal(r.headers['x-scope-orgid'], TENANT, 'X-Scope-OrgID is traceprof.pyroscope_tenant_id');
+
+			const prof = decodePprof(r.body);
+			assert.ok(prof.sampleTypes.includes('cpu/nanoseconds'), `sample types ${prof.sampleTypes}`);
+			assert.equal(prof.periodType, 'cpu/nanoseconds');
+			assert.equal(prof.defaultSampleType, 'cpu');
+			assert.ok(prof.period > 0);
+			assert.ok(prof.durationNanos > 0n);
+			const cpuIdx = prof.sampleTypes.indexOf('cpu/nanoseconds');
+			for (const smp of prof.samples) {
+				assert.ok(smp.values[cpuIdx] > 0);
+				if (smp.labels.trace_id !== ctx.traceId)
+					continue;
+				assert.match(smp.labels.span_id || '', /^[0-9a-f]{16}$/, 'span_id label: exactly 16 hex');
+				assert.match(smp.labels.trace_id, /^[0-9a-f]{32}$/, 'trace_id label: exactly 32 hex');
+				seenSpanIds.set(smp.labels.span_id, (seenSpanIds.get(smp.labels.span_id) || 0) + smp.values[countIdx(prof)]);
+				const rootFirst = [...smp.frames].reverse();
+				assert.ok(rootFirst.includes('PostgresMain'), `pprof stack (leaf first) holds PostgresMain: ${smp.frames.join(' <- ')}`);
+				if (inOrder(rootFirst, ['PostgresMain', 'PortalRun', 'standard_ExecutorRun']))
+					executorWeight += smp.values[countIdx(prof)];
+				traceWeight += smp.values[countIdx(prof)];
+				if (smp.labels.span_id === stmt.span_id) {
+					cpuNsOfStmt += smp.values[cpuIdx];
+					countOfStmt += smp.values[countIdx(prof)];
+				}
+			}
+		}
+		assert.ok(executorWeight >= 0.9 * traceWeight,
+			`>= 90% of the uploaded samples (${executorWeight}/${traceWeight}) are leaf-first stacks with standard_ExecutorRun under PortalRun under PostgresMain`);
+		for (const r of uploads) {
+			// the upload window covers the statement's samples
+			assert.ok(Number(r.query.from) * 1000 <= endedMs + 1000 && (Number(r.query.until) + 1) * 1000 >= startedMs,
+				`window [${r.query.from}, ${r.query.until}] overlaps the statement [${startedMs}, ${endedMs}] ms`);
+		}
+
+		// Grafana's traces-to-profiles: the span's service.name is the series'
+		// service_name, and the span_id label is the span's id.
+		const otlpIds = new Set(otlp.map((s) => s.spanId));
+		for (const id of seenSpanIds.keys())
+			assert.ok(otlpIds.has(id), `span_id label ${id} is the id of a span exported over OTLP`);
+		assert.ok(countOfStmt >= 0.95 * stored,
+			`the SERVER span's id labels the uploaded samples: ${countOfStmt} of ${stored} (${JSON.stringify([...seenSpanIds])})`);
+		assert.equal([...seenSpanIds.values()].reduce((a, b) => a + b, 0), stored,
+			'every stored sample of the trace was uploaded exactly once');
+
+		await t.test('the uploaded cpu/nanoseconds match the span\'s CPU time (samples taken at 250 Hz, server default 100 Hz)', () => {
+			assertWithinFactor(cpuNsOfStmt / 1e6, otlpStmt.attributes['traceprof.cpu_time_ns'] / 1e6, 2,
+				`cpu ms in the pprof (${countOfStmt} samples) vs traceprof.cpu_time_ns of the span`);
+		});
+
+		await t.test('spans with samples carry pyroscope.profile.id (Grafana shows "Profiles for this span" only then)', () => {
+			for (const id of seenSpanIds.keys()) {
+				const s = otlp.find((x) => x.spanId === id);
+				assert.equal(s.attributes['pyroscope.profile.id'], id,
+					`span ${s.name} ${id}: attribute pyroscope.profile.id (attributes: ${Object.keys(s.attributes).join(', ')})`);
+			}
+		});
+	} finally {
+		await closeAll(client);
+		if (cluster) {
+			const crashes = crashLines(cluster);
+			await cluster.stop();
+			assert.deepEqual(crashes, [], 'no backend crashed');
+		}
+		await capture.close();
+		await receiver.close();
+	}
+});
+
+test('4b. unreachable Pyroscope: one WARNING, statements unaffected, samples dropped and counted, SQL profiles intact', async () => {
+	const dead = await freePort();	// nothing listens there: connection refused
+	const cluster = await startTraced({
+		'traceprof.pyroscope_address': `http://127.0.0.1:${dead}`,
+		'traceprof.profile_upload_interval': '200ms',
+	});
+	let client;
+	try {
+		client = await connect(cluster);
+		const N = 600000;
+		const ctxs = [];
+		for (let i = 0; i < 3; i++) {
+			const ctx = newContext();
+			const t0 = Date.now();
+			const res = await traced(client, ctx, cpuSql(N));
+			assert.equal(res.rows[0].s, cpuResult(N), 'the statement result is unaffected');
+			const span = serverSpan(await spansOf(client, ctx.traceId), 'SELECT sum(');
+			assert.ok(Date.now() - t0 < span.duration_ms + 2000, 'the statement does not wait for the upload');
+			assert.equal(span.status, 'unset');
+			ctxs.push(ctx);
+			await sleep(300);	// more than one upload interval between statements
+		}
+		const s = await waitFor(() => 'every stored sample to be counted as dropped', async () => {
+			const x = await sampleStats(client);
+			return x.stored > 0 && x.dropped === x.stored ? x : null;
+		});
+		assert.equal(s.exported, 0, 'nothing counts as exported');
+		for (const ctx of ctxs)
+			assert.ok(total(await profile(client, ctx.traceId)) > 0, 'profiles stay readable in SQL');
+		const warnings = cluster.readLog().split('\n').filter((l) => /WARNING: .*cannot upload profiles/.test(l));
+		assert.equal(warnings.length, 1, `one WARNING per streak of failures:\n${warnings.join('\n')}`);
+		assert.ok(warnings[0].includes(`127.0.0.1:${dead}/ingest`), `the WARNING names the endpoint: ${warnings[0]}`);
+	} finally {
+		await closeAll(client);
+		const crashes = crashLines(cluster);
+		await cluster.stop();
+		assert.deepEqual(crashes, [], 'no backend crashed');
+	}
+});
+
+// ---- 6: robustness -------------------------------------------------------
+
+test('6. robustness at 250 Hz: pg_cancel_backend mid-statement, then 30 traced statements from 4 concurrent sessions', async (t) => {
+	const HZ = 250;
+	const cluster = await startTraced();
+	let a;
+	let b;
+	const pool = [];
+	try {
+		a = await connect(cluster);
+		b = await connect(cluster);
+		const pid = (await a.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+		await a.query(`SET traceprof.sample_hz = ${HZ}`);
+
+		// Cancel a long CPU-heavy traced statement from another session.
+		const ctx = newContext();
+		await a.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		const long = a.query(cpuSql(100000000)).then(() => null, (e) => e);
+		await waitFor('the long statement to run', async () => (await b.query(
+			"SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active' AND query LIKE 'SELECT sum(%' " +
+			"AND now() - query_start > interval '600 ms'", [pid])).rowCount === 1);
+		assert.equal((await b.query('SELECT pg_cancel_backend($1) AS ok', [pid])).rows[0].ok, true);
+		const err = await long;
+		assert.ok(err, 'the statement was cancelled');
+		assert.equal(err.code, '57014', `SQLSTATE of ${err.message}`);
+		assert.deepEqual(crashLines(cluster), [], 'no backend crashed');
+
+		const spans = await spansOf(b, ctx.traceId);
+		const cancelled = serverSpan(spans, 'SELECT sum(');
+		assert.equal(cancelled.status, 'error');
+		assert.equal(cancelled.status_message, 'canceling statement due to user request');
+		assert.equal(cancelled.attributes['db.response.status_code'], '57014');
+		assert.equal(cancelled.backend_pid, pid);
+
+		await t.test('the cancelled statement\'s samples are stored when it ends, before the backend runs anything else', async () => {
+			await waitFor(() => `samples of the cancelled span ${cancelled.span_id} (cpu ${cancelled.cpu_time_ms.toFixed(0)} ms) in traceprof.profile`,
+				async () => total(await profile(b, ctx.traceId, cancelled.span_id)) > 0, 3000);
+		});
+
+		// The same backend goes on, and samples the next traced statement.
+		assert.equal((await a.query('SELECT pg_backend_pid() AS pid')).rows[0].pid, pid, 'the backend survived');
+		await a.query('RESET traceprof.traceparent');
+		const next = newContext();
+		const N = 600000;
+		const res = await traced(a, next, cpuSql(N));
+		assert.equal(res.rows[0].s, cpuResult(N));
+		const nextSpan = serverSpan(await spansOf(b, next.traceId), 'SELECT sum(');
+		assert.equal(nextSpan.status, 'unset');
+		const nextRows = await profile(b, next.traceId);
+		assertWithinFactor(total(nextRows), nextSpan.cpu_time_ms * HZ / 1000, 2, 'samples of the statement after the cancel');
+		assert.ok(weightWhere(nextRows, (r) => r.frames.includes('standard_ExecutorRun')) >= 0.9 * total(nextRows),
+			`the next statement's stacks are whole:\n${showRows(nextRows)}`);
+		// By now (at the latest) the cancelled statement's samples are stored too, labelled with its span.
+		assertWithinFactor(total(await profile(b, ctx.traceId, cancelled.span_id)), cancelled.cpu_time_ms * HZ / 1000, 2,
+			'samples of the cancelled statement');
+
+		// 30 traced statements from 4 sessions at once.
+		for (let i = 0; i < 4; i++) {
+			const c = await connect(cluster);
+			await c.query(`SET traceprof.sample_hz = ${HZ}`);
+			pool.push(c);
+		}
+		const M = 200000;
+		const ctxs = Array.from({ length: 30 }, () => newContext());
+		let nextIndex = 0;
+		await Promise.all(pool.map(async (c) => {
+			for (let i = nextIndex++; i < ctxs.length; i = nextIndex++) {
+				const r = await traced(c, ctxs[i], cpuSql(M));
+				assert.equal(r.rows[0].s, cpuResult(M));
+			}
+		}));
+		let cpuMs = 0;
+		let samples = 0;
+		for (const c of ctxs) {
+			const span = serverSpan(await spansOf(b, c.traceId), 'SELECT sum(');
+			assert.equal(span.status, 'unset');
+			const n = total(await profile(b, c.traceId));
+			assert.ok(n > 0, `statement of trace ${c.traceId} (${span.cpu_time_ms.toFixed(0)} ms CPU) was sampled`);
+			cpuMs += span.cpu_time_ms;
+			samples += n;
+		}
+		assertWithinFactor(samples, cpuMs * HZ / 1000, 2, 'samples of the 30 concurrent statements');
+		const st = await sampleStats(b);
+		assert.ok(st.stored > 0);
+		assert.equal(st.dropped, 0, 'no sample dropped');
+		assert.equal(await cluster.psql('SELECT 1'), '1', 'the server is up');
+		assert.deepEqual(crashLines(cluster), [], 'no backend crashed (no "terminated by signal" in the server log)');
+	} finally {
+		await closeAll(a, b, ...pool);
+		await cluster.stop();
+	}
+});
