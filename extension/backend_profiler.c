@@ -41,6 +41,8 @@ typedef struct PcEntry
 } PcEntry;
 
 static SamplerState state = SAMPLER_NOT_STARTED;
+static int	started_hz;			/* the running sampler's settings */
+static int	started_mode;
 static tp_symbols *symbols;
 static HTAB *pc_cache;
 
@@ -68,6 +70,31 @@ start_sampler(void)
 		return;
 	}
 	state = SAMPLER_RUNNING;
+	started_hz = traceprof_sample_hz;
+	started_mode = traceprof_profile_mode;
+}
+
+/* A changed rate or mode needs a new timer: keep what was sampled so far. */
+static void
+restart_if_settings_changed(void)
+{
+	if ((state != SAMPLER_RUNNING && state != SAMPLER_PAUSED) ||
+		(started_hz == traceprof_sample_hz && started_mode == traceprof_profile_mode))
+		return;
+	profiler_flush();
+	tp_sampler_stop();
+	start_sampler();
+	if (state == SAMPLER_RUNNING)
+	{
+		tp_sampler_pause();
+		state = SAMPLER_PAUSED;
+	}
+}
+
+bool
+profiler_is_sampling(void)
+{
+	return state == SAMPLER_RUNNING;
 }
 
 /* Run or pause the timer as the settings and the open spans require. */
@@ -78,6 +105,8 @@ arm_for(const TraceprofSpan *innermost)
 
 	if (state == SAMPLER_UNAVAILABLE)
 		return;
+	if (want)
+		restart_if_settings_changed();
 	if (want && state == SAMPLER_NOT_STARTED)
 		start_sampler();
 	else if (want && state == SAMPLER_PAUSED)
@@ -92,11 +121,11 @@ arm_for(const TraceprofSpan *innermost)
 	}
 }
 
+/* Outside spans the timer runs only with profile = all. */
 void
 profiler_statement_start(void)
 {
-	if (traceprof_profile == PROFILE_ALL)
-		arm_for(NULL);
+	arm_for(NULL);
 }
 
 void
@@ -165,6 +194,7 @@ store_sample(const tp_sample *sample, void *arg)
 	record.time_ns = (int64) sample->time_ns;
 	record.pid = MyProcPid;
 	record.weight = sample->weight;
+	record.period_us = (uint32) (1000000 / started_hz);
 	record.depth = Min(sample->depth, TRACEPROF_MAX_FRAMES);
 	for (uint32 i = 0; i < record.depth; i++)
 		record.frames[i] = frame_name_id(sample->pcs[i], i > 0);

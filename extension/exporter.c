@@ -46,6 +46,7 @@ static bool pyroscope_failing = false;
 typedef struct SampleBatch
 {
 	tp_profile *profile;
+	uint32		period_us;		/* of the profile; samples are scaled to it */
 	int			count;
 	int64		first_ns;
 	int64		last_ns;
@@ -209,13 +210,17 @@ add_sample(const TraceprofSample *sample, void *arg)
 	SampleBatch *batch = arg;
 	const char *frames[TRACEPROF_MAX_FRAMES];
 	tp_sample_labels labels;
+	uint32		weight;
 
 	for (uint32 i = 0; i < sample->depth; i++)
 		frames[i] = function_names_get(sample->frames[i]);
 	memset(&labels, 0, sizeof(labels));
 	memcpy(labels.trace_id, sample->trace_id, TP_TRACE_ID_BYTES);
 	memcpy(labels.span_id, sample->span_id, TP_SPAN_ID_BYTES);
-	tp_profile_add_named(batch->profile, frames, sample->depth, &labels, sample->weight,
+	/* Backends may sample at different rates: express all in one period. */
+	weight = (uint32) Max(1, ((uint64) sample->weight * sample->period_us + batch->period_us / 2) /
+						  batch->period_us);
+	tp_profile_add_named(batch->profile, frames, sample->depth, &labels, weight,
 						 sample->span_name_id ? function_names_get(sample->span_name_id) : NULL);
 	if (batch->count == 0 || sample->time_ns < batch->first_ns)
 		batch->first_ns = sample->time_ns;
@@ -232,14 +237,16 @@ add_sample(const TraceprofSample *sample, void *arg)
 static int
 upload_samples(const tp_pyroscope_config *cfg)
 {
-	uint64		period_ns = UINT64CONST(1000000000) / traceprof_sample_hz;
 	SampleBatch batch = {0};
+	uint64		period_ns;
 	uint64		upto;
 	uint8_t    *pprof;
 	size_t		len;
 	char		err[1024] = "out of memory while encoding samples";
 	bool		ok = false;
 
+	batch.period_us = 1000000 / traceprof_sample_hz;
+	period_ns = (uint64) batch.period_us * 1000;
 	batch.profile = tp_profile_new(traceprof_profile_mode == PROFILE_MODE_WALL ? "wall" : "cpu",
 								   period_ns);
 	if (batch.profile == NULL)

@@ -43,6 +43,7 @@ typedef struct StackGroup
 {
 	StackKey	key;
 	int64		samples;
+	double		sampled_ms;
 } StackGroup;
 
 typedef struct FunctionCount
@@ -65,21 +66,23 @@ parse_filter(FunctionCallInfo fcinfo, SampleFilter *filter)
 	trace = PG_GETARG_TEXT_PP(0);
 	memset(filter, 0, sizeof(*filter));
 	if (VARSIZE_ANY_EXHDR(trace) != TP_TRACE_ID_HEX ||
-		!tp_hex_decode(VARDATA_ANY(trace), filter->trace_id, TP_TRACE_ID_BYTES))
+		!tp_hex_decode(VARDATA_ANY(trace), filter->trace_id, TP_TRACE_ID_BYTES) ||
+		tp_id_is_zero(filter->trace_id, TP_TRACE_ID_BYTES))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid trace_id \"%s\"", text_to_cstring(trace)),
-				 errhint("A trace_id is 32 lowercase hex digits.")));
+				 errhint("A trace_id is 32 lowercase hex digits, not all zero.")));
 	if (!PG_ARGISNULL(1))
 	{
 		text	   *span = PG_GETARG_TEXT_PP(1);
 
 		if (VARSIZE_ANY_EXHDR(span) != TP_SPAN_ID_HEX ||
-			!tp_hex_decode(VARDATA_ANY(span), filter->span_id, TP_SPAN_ID_BYTES))
+			!tp_hex_decode(VARDATA_ANY(span), filter->span_id, TP_SPAN_ID_BYTES) ||
+			tp_id_is_zero(filter->span_id, TP_SPAN_ID_BYTES))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid span_id \"%s\"", text_to_cstring(span)),
-					 errhint("A span_id is 16 lowercase hex digits.")));
+					 errhint("A span_id is 16 lowercase hex digits, not all zero.")));
 		filter->by_span = true;
 	}
 }
@@ -107,8 +110,12 @@ group_stack(const TraceprofSample *sample, void *arg)
 	memcpy(key.frames, sample->frames, sample->depth * sizeof(uint32));
 	group = hash_search(filter->groups, &key, HASH_ENTER, &found);
 	if (!found)
+	{
 		group->samples = 0;
+		group->sampled_ms = 0;
+	}
 	group->samples += sample->weight;
+	group->sampled_ms += sample->weight * (sample->period_us / 1000.0);
 	return true;
 }
 
@@ -120,7 +127,6 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 	HASHCTL		info;
 	HASH_SEQ_STATUS scan;
 	StackGroup *group;
-	double		ms_per_sample = 1000.0 / traceprof_sample_hz;
 
 	parse_filter(fcinfo, &filter);
 	InitMaterializedSRF(fcinfo, 0);
@@ -149,7 +155,7 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 										function_names_get(group->key.span_name_id) : "");
 		values[1] = CStringGetTextDatum(stack.data);
 		values[2] = Int64GetDatum(group->samples);
-		values[3] = Float8GetDatum(group->samples * ms_per_sample);
+		values[3] = Float8GetDatum(group->sampled_ms);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		pfree(stack.data);
 	}

@@ -45,6 +45,13 @@ span_to_tp_span(const TraceprofSpan *r, tp_span *out, bool include_private)
 	tp_span_set_int(out, "traceprof.wal_bytes", r->wal_bytes);
 	if (r->planning_ns >= 0)
 		tp_span_set_int(out, "traceprof.planning_time_ns", r->planning_ns);
+	if (r->profiled)
+	{
+		char		hex[TP_SPAN_ID_HEX + 1];
+
+		tp_hex_encode(r->profile_span_id, TP_SPAN_ID_BYTES, hex);
+		tp_span_set_string(out, "pyroscope.profile.id", hex);
+	}
 	if (r->status == SPAN_STATUS_ERROR)
 	{
 		tp_span_set_string(out, "db.response.status_code", r->sqlstate);

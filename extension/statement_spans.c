@@ -270,6 +270,12 @@ close_innermost(int64 rows, int sqlerrcode, const char *message)
 		strlcpy(r->sqlstate, unpack_sql_state(sqlerrcode), sizeof(r->sqlstate));
 		strlcpy(r->message, message, sizeof(r->message));
 	}
+	/* Grafana finds a span's profile through the span_id its samples carry. */
+	r->profiled = profiler_is_sampling();
+	if (r->profiled)
+		memcpy(r->profile_span_id,
+			   (traceprof_profile_root_span_only ? open_spans[0].record : r)->span_id,
+			   TP_SPAN_ID_BYTES);
 	span_store_write(r);
 	open_count--;
 	profiler_set_span(open_count > 0 ? open_spans[open_count - 1].record : NULL,
@@ -688,6 +694,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 			nesting_level = 0;
 			plan_nesting = 0;
 			close_from(0, -1, ERRCODE_IN_FAILED_SQL_TRANSACTION, "transaction aborted");
+			profiler_flush();	/* the failed statement's samples, now */
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:

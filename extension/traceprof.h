@@ -67,6 +67,8 @@ typedef struct TraceprofSpan
 	uint8		kind;
 	uint8		status;
 	bool		remote_parent;	/* parent came from the client */
+	bool		profiled;		/* the sampler ran while it was open */
+	uint8		profile_span_id[TP_SPAN_ID_BYTES];	/* its samples' span_id label */
 	int32		pid;
 	Oid			userid;
 	Oid			dbid;
@@ -171,6 +173,7 @@ typedef struct TraceprofSample
 	int64		time_ns;
 	int32		pid;
 	uint32		weight;			/* 1 + timer overruns */
+	uint32		period_us;		/* CPU (or wall) time one unit of weight stands for */
 	uint32		depth;
 	uint32		frames[TRACEPROF_MAX_FRAMES];
 } TraceprofSample;
@@ -198,6 +201,7 @@ extern int64 function_names_overflow(void);
 extern void profiler_statement_start(void);
 extern void profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root);
 extern void profiler_flush(void);
+extern bool profiler_is_sampling(void);
 
 /* span_attributes.c: stored span → tp_span (malloc'd; tp_span_clear frees) */
 struct tp_span;
