@@ -182,7 +182,7 @@ fill_samples(tree *t, const tp_profile *profile, const tp_prof_numbering *num,
 		ps->value = &t->values[2 * i];
 		ps->n_value = 2;
 		ps->value[0] = (int64_t) s->weight;
-		ps->value[1] = (int64_t) (s->weight * profile->period_ns);
+		ps->value[1] = (int64_t) s->ns;
 		ps->label = &t->label_ptrs[i * LABELS_PER_SAMPLE];
 		if (!tp_id_is_zero(s->span_id, sizeof(s->span_id)))
 		{

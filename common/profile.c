@@ -493,7 +493,8 @@ sample_eq(uint32_t entry, const void *key, const void *ctx)
 /* Merge a stack of locations with its labels into the aggregate. */
 static void
 add_locations(tp_profile *profile, uint32_t *locations, uint32_t depth,
-			  const tp_sample_labels *labels, uint64_t weight, const char *span_name)
+			  const tp_sample_labels *labels, uint64_t weight, uint64_t ns,
+			  const char *span_name)
 {
 	tp_prof_sample key;
 	uint64_t	hash;
@@ -520,6 +521,7 @@ add_locations(tp_profile *profile, uint32_t *locations, uint32_t depth,
 	if (found != TP_PROF_NONE)
 	{
 		profile->samples[found].weight += weight;
+		profile->samples[found].ns += ns;
 		profile->total += weight;
 		return;
 	}
@@ -531,6 +533,7 @@ add_locations(tp_profile *profile, uint32_t *locations, uint32_t depth,
 		return;
 	memcpy(key.locations, locations, depth * sizeof(uint32_t));
 	key.weight = weight;
+	key.ns = ns;
 	if (!tp_prof_index_insert(&profile->sample_index, hash, profile->nsamples))
 	{
 		free(key.locations);
@@ -562,7 +565,8 @@ tp_profile_add(tp_profile *profile, tp_symbols *symbols,
 		for (uint32_t i = 0; i < depth; i++)
 			locations[i] = location_for(profile, symbols, sample->pcs[i], i > 0);
 	}
-	add_locations(profile, locations, depth, &sample->labels, sample->weight, span_name);
+	add_locations(profile, locations, depth, &sample->labels, sample->weight,
+				  sample->weight * profile->period_ns, span_name);
 }
 
 static bool
@@ -605,7 +609,8 @@ named_location_for(tp_profile *profile, const char *frame)
 
 void
 tp_profile_add_named(tp_profile *profile, const char *const *frames, uint32_t depth,
-					 const tp_sample_labels *labels, uint32_t weight, const char *span_name)
+					 const tp_sample_labels *labels, uint32_t weight, uint64_t period_ns,
+					 const char *span_name)
 {
 	uint32_t	locations[TP_SAMPLER_MAX_FRAMES];
 
@@ -623,7 +628,8 @@ tp_profile_add_named(tp_profile *profile, const char *const *frames, uint32_t de
 		for (uint32_t i = 0; i < depth; i++)
 			locations[i] = named_location_for(profile, frames[i]);
 	}
-	add_locations(profile, locations, depth, labels, weight, span_name);
+	add_locations(profile, locations, depth, labels, weight,
+				  weight * (period_ns ? period_ns : profile->period_ns), span_name);
 }
 
 /* ---- clearing ---- */

@@ -30,11 +30,14 @@ void		tp_profile_add(tp_profile *profile, tp_symbols *symbols,
 /*
  * Add one sample whose frames are already names (leaf first), as stored by
  * a process that symbolized them itself; such frames have no address or
- * mapping.  labels and weight as in tp_sample.
+ * mapping.  labels and weight as in tp_sample; period_ns is the sampling
+ * period it was taken at (samples of other processes may differ from the
+ * profile's period).
  */
 void		tp_profile_add_named(tp_profile *profile, const char *const *frames,
 								 uint32_t depth, const tp_sample_labels *labels,
-								 uint32_t weight, const char *span_name);
+								 uint32_t weight, uint64_t period_ns,
+								 const char *span_name);
 
 /* Samples (sum of weights) added so far. */
 uint64_t	tp_profile_total(const tp_profile *profile);

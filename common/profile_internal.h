@@ -71,6 +71,7 @@ typedef struct tp_prof_sample
 	uint8_t		trace_id[TP_TRACE_ID_BYTES];	/* all zero: none */
 	uint8_t		span_id[TP_SPAN_ID_BYTES];
 	uint64_t	weight;
+	uint64_t	ns;				/* time the weight stands for */
 } tp_prof_sample;
 
 struct tp_profile

@@ -43,6 +43,7 @@ typedef struct PcEntry
 static SamplerState state = SAMPLER_NOT_STARTED;
 static int	started_hz;			/* the running sampler's settings */
 static int	started_mode;
+static uint64 dropped_reported;	/* sampler ring overflows already counted */
 static tp_symbols *symbols;
 static HTAB *pc_cache;
 
@@ -70,6 +71,7 @@ start_sampler(void)
 		return;
 	}
 	state = SAMPLER_RUNNING;
+	dropped_reported = 0;
 	started_hz = traceprof_sample_hz;
 	started_mode = traceprof_profile_mode;
 }
@@ -121,11 +123,11 @@ arm_for(const TraceprofSpan *innermost)
 	}
 }
 
-/* Outside spans the timer runs only with profile = all. */
+/* A statement starts: outside spans the timer runs only with profile = all. */
 void
-profiler_statement_start(void)
+profiler_statement_start(const TraceprofSpan *innermost)
 {
-	arm_for(NULL);
+	arm_for(innermost);
 }
 
 void
@@ -195,6 +197,7 @@ store_sample(const tp_sample *sample, void *arg)
 	record.pid = MyProcPid;
 	record.weight = sample->weight;
 	record.period_us = (uint32) (1000000 / started_hz);
+	record.wall = started_mode == PROFILE_MODE_WALL;
 	record.depth = Min(sample->depth, TRACEPROF_MAX_FRAMES);
 	for (uint32 i = 0; i < record.depth; i++)
 		record.frames[i] = frame_name_id(sample->pcs[i], i > 0);
@@ -210,6 +213,8 @@ discard_sample(const tp_sample *sample, void *arg)
 void
 profiler_flush(void)
 {
+	tp_sampler_stats stats;
+
 	if (state == SAMPLER_NOT_STARTED || state == SAMPLER_UNAVAILABLE)
 		return;
 	if (symbols == NULL)
@@ -225,4 +230,7 @@ profiler_flush(void)
 							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	tp_sampler_drain(symbols ? store_sample : discard_sample, NULL);
+	tp_sampler_get_stats(&stats);
+	sample_store_count_lost(stats.dropped - dropped_reported);
+	dropped_reported = stats.dropped;
 }

@@ -45,8 +45,8 @@ static bool pyroscope_failing = false;
 /* Samples gathered for one Pyroscope upload. */
 typedef struct SampleBatch
 {
-	tp_profile *profile;
-	uint32		period_us;		/* of the profile; samples are scaled to it */
+	tp_profile *cpu;			/* samples of the CPU clock */
+	tp_profile *wall;			/* and of the wall clock: another profile type */
 	int			count;
 	int64		first_ns;
 	int64		last_ns;
@@ -210,23 +210,42 @@ add_sample(const TraceprofSample *sample, void *arg)
 	SampleBatch *batch = arg;
 	const char *frames[TRACEPROF_MAX_FRAMES];
 	tp_sample_labels labels;
-	uint32		weight;
 
 	for (uint32 i = 0; i < sample->depth; i++)
 		frames[i] = function_names_get(sample->frames[i]);
 	memset(&labels, 0, sizeof(labels));
 	memcpy(labels.trace_id, sample->trace_id, TP_TRACE_ID_BYTES);
 	memcpy(labels.span_id, sample->span_id, TP_SPAN_ID_BYTES);
-	/* Backends may sample at different rates: express all in one period. */
-	weight = (uint32) Max(1, ((uint64) sample->weight * sample->period_us + batch->period_us / 2) /
-						  batch->period_us);
-	tp_profile_add_named(batch->profile, frames, sample->depth, &labels, weight,
+	/* Backends may sample at different rates: each sample keeps its own. */
+	tp_profile_add_named(sample->wall ? batch->wall : batch->cpu, frames, sample->depth,
+						 &labels, sample->weight,
+						 (uint64) sample->period_us * 1000,
 						 sample->span_name_id ? function_names_get(sample->span_name_id) : NULL);
 	if (batch->count == 0 || sample->time_ns < batch->first_ns)
 		batch->first_ns = sample->time_ns;
 	batch->last_ns = Max(batch->last_ns, sample->time_ns);
 	batch->count++;
 	return true;
+}
+
+/* Upload one profile type of a batch, if it holds anything. */
+static bool
+upload_profile(const tp_pyroscope_config *cfg, tp_profile *profile, const SampleBatch *batch,
+			   uint64 period_ns, char *err, size_t errlen)
+{
+	uint8_t    *pprof;
+	size_t		len;
+	bool		ok = false;
+
+	if (tp_profile_total(profile) == 0)
+		return true;
+	tp_profile_set_window(profile, batch->first_ns, batch->last_ns + period_ns);
+	pprof = tp_profile_pprof(profile, &len);
+	if (pprof != NULL)
+		ok = tp_pyroscope_ingest(cfg, pprof, len, batch->first_ns, batch->last_ns + period_ns,
+								 err, errlen);
+	free(pprof);
+	return ok;
 }
 
 /*
@@ -237,40 +256,33 @@ add_sample(const TraceprofSample *sample, void *arg)
 static int
 upload_samples(const tp_pyroscope_config *cfg)
 {
+	uint64		period_ns = UINT64CONST(1000000000) / traceprof_sample_hz;
 	SampleBatch batch = {0};
-	uint64		period_ns;
 	uint64		upto;
-	uint8_t    *pprof;
-	size_t		len;
 	char		err[1024] = "out of memory while encoding samples";
-	bool		ok = false;
+	bool		ok;
 
-	batch.period_us = 1000000 / traceprof_sample_hz;
-	period_ns = (uint64) batch.period_us * 1000;
-	batch.profile = tp_profile_new(traceprof_profile_mode == PROFILE_MODE_WALL ? "wall" : "cpu",
-								   period_ns);
-	if (batch.profile == NULL)
-		return 0;
-	upto = sample_store_read_unexported(add_sample, &batch, SAMPLES_PER_UPLOAD);
-	if (batch.count == 0)
+	batch.cpu = tp_profile_new("cpu", period_ns);
+	batch.wall = tp_profile_new("wall", period_ns);
+	if (batch.cpu == NULL || batch.wall == NULL)
 	{
-		sample_store_mark_exported(upto, 0);
-		tp_profile_free(batch.profile);
+		if (batch.cpu)
+			tp_profile_free(batch.cpu);
+		if (batch.wall)
+			tp_profile_free(batch.wall);
 		return 0;
 	}
-	tp_profile_set_window(batch.profile, batch.first_ns, batch.last_ns + period_ns);
-	pprof = tp_profile_pprof(batch.profile, &len);
-	if (pprof != NULL)
-		ok = tp_pyroscope_ingest(cfg, pprof, len, batch.first_ns, batch.last_ns + period_ns,
-								 err, sizeof(err));
-	free(pprof);
-	tp_profile_free(batch.profile);
+	upto = sample_store_read_unexported(add_sample, &batch, SAMPLES_PER_UPLOAD);
+	ok = upload_profile(cfg, batch.cpu, &batch, period_ns, err, sizeof(err)) &&
+		upload_profile(cfg, batch.wall, &batch, period_ns, err, sizeof(err));
+	tp_profile_free(batch.cpu);
+	tp_profile_free(batch.wall);
 	if (ok)
 	{
 		sample_store_mark_exported(upto, batch.count);
-		if (pyroscope_failing)
+		if (pyroscope_failing && batch.count > 0)
 			ereport(LOG, (errmsg("traceprof exporter: profile upload resumed")));
-		pyroscope_failing = false;
+		pyroscope_failing = pyroscope_failing && batch.count == 0;
 		return batch.count;
 	}
 	sample_store_mark_rejected(upto, batch.count);

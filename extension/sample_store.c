@@ -49,6 +49,14 @@ sample_store_write(const TraceprofSample *sample)
 							  keep_for_export(), &pending);
 }
 
+/* Samples a backend's own ring could not hold (a very long span). */
+void
+sample_store_count_lost(uint64 count)
+{
+	if (ring != NULL && count > 0)
+		shm_ring_count_dropped(ring, count);
+}
+
 /* Copies may race a writer and are discarded by the ring; bound depth anyway. */
 typedef struct SampleVisit
 {

@@ -151,6 +151,12 @@ shm_ring_mark_rejected(ShmRing *ring, uint64 upto, int count)
 }
 
 void
+shm_ring_count_dropped(ShmRing *ring, uint64 count)
+{
+	pg_atomic_fetch_add_u64(&ring->dropped, count);
+}
+
+void
 shm_ring_counts(ShmRing *ring, bool keep_unexported, ShmRingCounts *counts)
 {
 	uint64		end = pg_atomic_read_u64(&ring->next_write);

@@ -43,6 +43,9 @@ extern uint64 shm_ring_read_unexported(ShmRing *ring, void *buf,
 extern void shm_ring_mark_exported(ShmRing *ring, uint64 upto, int count);
 extern void shm_ring_mark_rejected(ShmRing *ring, uint64 upto, int count);
 
+/* Count records lost before they reached the ring. */
+extern void shm_ring_count_dropped(ShmRing *ring, uint64 count);
+
 typedef struct ShmRingCounts
 {
 	int64		written;

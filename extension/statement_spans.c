@@ -247,6 +247,12 @@ open_span(bool top_level, int kind, const char *name, const char *operation,
 	return span;
 }
 
+static TraceprofSpan *
+innermost_record(void)
+{
+	return open_count > 0 ? open_spans[open_count - 1].record : NULL;
+}
+
 /* Close the innermost open span and store it. */
 static void
 close_innermost(int64 rows, int sqlerrcode, const char *message)
@@ -278,8 +284,7 @@ close_innermost(int64 rows, int sqlerrcode, const char *message)
 			   TP_SPAN_ID_BYTES);
 	span_store_write(r);
 	open_count--;
-	profiler_set_span(open_count > 0 ? open_spans[open_count - 1].record : NULL,
-					  open_count > 0 ? open_spans[0].record : NULL);
+	profiler_set_span(innermost_record(), open_count > 0 ? open_spans[0].record : NULL);
 }
 
 /* Close every span from index up, innermost first. */
@@ -497,7 +502,7 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 	int			entry = open_count;
 
 	if (nesting_level == 0)
-		profiler_statement_start();
+		profiler_statement_start(innermost_record());
 	if (nesting_level == 0 && was_decided_by_planner(stmt))
 	{
 		if (open_count > 0 && open_spans[open_count - 1].awaiting_executor)
@@ -626,7 +631,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 		IsA(stmt, DeallocateStmt);
 
 	if (!transparent && nesting_level == 0)
-		profiler_statement_start();
+		profiler_statement_start(innermost_record());
 	if (!transparent && (nesting_level == 0 || traceprof_track == TRACK_ALL))
 	{
 		if (nesting_level == 0)

@@ -174,6 +174,7 @@ typedef struct TraceprofSample
 	int32		pid;
 	uint32		weight;			/* 1 + timer overruns */
 	uint32		period_us;		/* CPU (or wall) time one unit of weight stands for */
+	bool		wall;			/* taken on the wall clock (profile_mode = wall) */
 	uint32		depth;
 	uint32		frames[TRACEPROF_MAX_FRAMES];
 } TraceprofSample;
@@ -183,6 +184,7 @@ typedef bool (*SampleVisitor) (const TraceprofSample *sample, void *arg);
 extern Size sample_store_shmem_size(void);
 extern void sample_store_shmem_startup(void);
 extern void sample_store_write(const TraceprofSample *sample);
+extern void sample_store_count_lost(uint64 count);
 extern void sample_store_scan(SampleVisitor visit, void *arg);
 extern uint64 sample_store_read_unexported(SampleVisitor visit, void *arg, int max);
 extern void sample_store_mark_exported(uint64 upto, int count);
@@ -198,7 +200,7 @@ extern const char *function_names_get(uint32 id);
 extern int64 function_names_overflow(void);
 
 /* backend_profiler.c: the sampler's life in a backend */
-extern void profiler_statement_start(void);
+extern void profiler_statement_start(const TraceprofSpan *innermost);
 extern void profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root);
 extern void profiler_flush(void);
 extern bool profiler_is_sampling(void);

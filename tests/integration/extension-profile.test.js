@@ -578,6 +578,30 @@ describe('profiles in SQL (one cluster)', () => {
 		assert.ok(total(cpu.rows) <= 3,
 			`CPU mode: pg_sleep(1) burns no CPU, so (almost) no samples: ${total(cpu.rows)}\n${showRows(cpu.rows)}`);
 	});
+
+	test('7. a statement longer than the backend\'s sample ring (1024 samples): samples kept, or the loss counted', async () => {
+		// 10 s at 250 Hz = ~2500 samples in one span.  Wall mode and pg_sleep
+		// keep the CPU free for the other test files; the ring and its drain
+		// (only when the outermost span closes) are the same in CPU mode,
+		// where this happens past 4.1 s of CPU at 250 Hz or 10.2 s at 100 Hz.
+		const HZ = 250;
+		const c = await connect(cluster);
+		const ctx = newContext();
+		const before_ = await sampleStats(reader);
+		try {
+			await c.query('SET traceprof.profile_mode = wall');
+			await c.query(`SET traceprof.sample_hz = ${HZ}`);
+			await traced(c, ctx, 'SELECT pg_sleep(10)');
+		} finally {
+			await closeAll(c);
+		}
+		const span = serverSpan(await spansOf(reader, ctx.traceId), 'SELECT pg_sleep(');
+		const n = total(await profile(reader, ctx.traceId));
+		const after_ = await sampleStats(reader);
+		const dropped = after_.dropped - before_.dropped;
+		assertWithinFactor(n + dropped, span.duration_ms * HZ / 1000, 2,
+			`samples stored (${n}) + samples_dropped (${dropped}) of a ${span.duration_ms.toFixed(0)} ms wall-mode span at ${HZ} Hz`);
+	});
 });
 
 // ---- 4: upload to Pyroscope ---------------------------------------------
@@ -717,6 +741,30 @@ test('4. Pyroscope upload: /ingest with name, format, tenant; pprof span_id/trac
 				const s = otlp.find((x) => x.spanId === id);
 				assert.equal(s.attributes['pyroscope.profile.id'], id,
 					`span ${s.name} ${id}: attribute pyroscope.profile.id (attributes: ${Object.keys(s.attributes).join(', ')})`);
+			}
+		});
+
+		await t.test('samples taken in wall mode are not uploaded as cpu/nanoseconds', async () => {
+			const w = await connect(cluster);
+			const wctx = newContext();
+			try {
+				// profile_mode takes effect in a backend that has not sampled yet: a new session.
+				await w.query('SET traceprof.profile_mode = wall');
+				await traced(w, wctx, 'SELECT pg_sleep(0.5)');
+			} finally {
+				await closeAll(w);
+			}
+			const n = total(await profile(client, wctx.traceId));
+			assert.ok(n >= 20, `wall mode sampled pg_sleep(0.5): ${n} samples`);
+			const carrying = await capture.waitFor((reqs) => {
+				const with_ = reqs.filter((r) => decodePprof(r.body).samples.some((x) => x.labels.trace_id === wctx.traceId));
+				return with_.length ? with_ : null;
+			}, 10000, `an upload with the wall-mode samples of trace ${wctx.traceId}`);
+			for (const r of carrying) {
+				const prof = decodePprof(r.body);
+				assert.ok(!prof.sampleTypes.includes('cpu/nanoseconds') && prof.sampleTypes.includes('wall/nanoseconds'),
+					`an upload holding wall-clock samples (pg_sleep) declares ${prof.sampleTypes.join(', ')}, ` +
+					`period type ${prof.periodType}`);
 			}
 		});
 	} finally {
