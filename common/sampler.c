@@ -68,6 +68,7 @@ static struct timespec period;
 static struct timespec remaining;	/* of the interval cut by pause */
 static struct sigaction previous_action;
 static tp_leaf_repair *leaf_repair;	/* NULL: no repair (out of memory) */
+static const volatile uint32_t *_Atomic wait_source;	/* read by the handler */
 
 static void
 sigprof_handler(int signo, siginfo_t *info, void *ucontext)
@@ -107,6 +108,12 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 	slot = atomic_load_explicit(&label_current, memory_order_relaxed);
 	atomic_signal_fence(memory_order_acquire);
 	sample->labels = label_slots[slot % LABEL_SLOTS];
+	{
+		const volatile uint32_t *source = atomic_load_explicit(&wait_source, memory_order_relaxed);
+
+		if (source != NULL)
+			sample->labels.wait_event = *source;
+	}
 
 	/*
 	 * si_overrun is what timer_getoverrun() would return for this signal,
@@ -395,6 +402,12 @@ tp_sampler_set_labels(const tp_sample_labels *labels)
 	label_slots[slot] = labels != NULL ? *labels : none;
 	atomic_signal_fence(memory_order_release);
 	atomic_store_explicit(&label_current, slot, memory_order_relaxed);
+}
+
+void
+tp_sampler_set_wait_source(const volatile uint32_t *source)
+{
+	atomic_store_explicit(&wait_source, source, memory_order_relaxed);
 }
 
 size_t

@@ -78,6 +78,13 @@ void		tp_sampler_stop(void);
 /* Make labels current for samples taken from now on (async-signal-safe). */
 void		tp_sampler_set_labels(const tp_sample_labels *labels);
 
+/*
+ * Read *source (e.g. PostgreSQL's wait-event word of the backend) into
+ * labels.wait_event of every sample, at the instant it is taken; NULL stops.
+ * The word must stay readable for as long as the sampler runs.
+ */
+void		tp_sampler_set_wait_source(const volatile uint32_t *source);
+
 /* Call fn for each sample taken since the last drain, oldest first. */
 typedef void (*tp_sample_fn) (const tp_sample *sample, void *arg);
 size_t		tp_sampler_drain(tp_sample_fn fn, void *arg);

@@ -18,6 +18,7 @@
 #include "miscadmin.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/wait_event.h"
 
 #include "sampler.h"
 #include "symbols.h"
@@ -72,6 +73,9 @@ start_sampler(void)
 	}
 	state = SAMPLER_RUNNING;
 	dropped_reported = 0;
+	/* Wall time spent waiting shows as a leaf frame naming the wait event. */
+	tp_sampler_set_wait_source(traceprof_profile_mode == PROFILE_MODE_WALL ?
+							   (const volatile uint32_t *) my_wait_event_info : NULL);
 	started_hz = traceprof_sample_hz;
 	started_mode = traceprof_profile_mode;
 }
@@ -185,10 +189,23 @@ frame_name_id(uintptr_t pc, bool is_return_address)
 	return entry->name_id;
 }
 
+/* "IO:DataFileRead": the wait event's type and name, as pg_stat_activity shows them. */
+static uint32
+wait_event_name_id(uint32 wait_event)
+{
+	char		name[TRACEPROF_NAME_LEN];
+	const char *type = pgstat_get_wait_event_type(wait_event);
+	const char *event = pgstat_get_wait_event(wait_event);
+
+	snprintf(name, sizeof(name), "%s:%s", type ? type : "Wait", event ? event : "unknown");
+	return function_names_intern(name);
+}
+
 static void
 store_sample(const tp_sample *sample, void *arg)
 {
 	TraceprofSample record;
+	uint32		first = 0;
 
 	memcpy(record.trace_id, sample->labels.trace_id, TP_TRACE_ID_BYTES);
 	memcpy(record.span_id, sample->labels.span_id, TP_SPAN_ID_BYTES);
@@ -198,9 +215,11 @@ store_sample(const tp_sample *sample, void *arg)
 	record.weight = sample->weight;
 	record.period_us = (uint32) (1000000 / started_hz);
 	record.wall = started_mode == PROFILE_MODE_WALL;
-	record.depth = Min(sample->depth, TRACEPROF_MAX_FRAMES);
-	for (uint32 i = 0; i < record.depth; i++)
-		record.frames[i] = frame_name_id(sample->pcs[i], i > 0);
+	if (sample->labels.wait_event != 0)
+		record.frames[first++] = wait_event_name_id(sample->labels.wait_event);
+	record.depth = Min(sample->depth + first, TRACEPROF_MAX_FRAMES);
+	for (uint32 i = first; i < record.depth; i++)
+		record.frames[i] = frame_name_id(sample->pcs[i - first], i > first);
 	sample_store_write(&record);
 }
 
