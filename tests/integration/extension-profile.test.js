@@ -528,7 +528,7 @@ describe('profiles in SQL (one cluster)', () => {
 			assert.equal(r.span_name, root.top.name);
 	});
 
-	test('5. sample_hz range; wall mode samples pg_sleep (leaf: epoll_wait under WaitEventSetWait), CPU mode does not', async () => {
+	test('5. sample_hz range; wall mode samples pg_sleep (leaf: the wait event Timeout:PgSleep over epoll_wait), CPU mode does not', async () => {
 		const client = await connect(cluster);
 		try {
 			for (const bad of ['0', '1000', '251', '-1'])
@@ -566,13 +566,15 @@ describe('profiles in SQL (one cluster)', () => {
 		assertWithinFactor(wall.rows.reduce((a, r) => a + r.sampled_ms, 0), wall.span.duration_ms, 2, 'wall sampled_ms vs duration_ms');
 		// What the wall samples look like: the backend sits in the kernel in
 		// epoll_wait (libc, exported), called by WaitEventSetWait under
-		// WaitLatch under pg_sleep.
-		const waiting = weightWhere(wall.rows, (r) => r.frames[r.frames.length - 1] === 'epoll_wait' &&
+		// WaitLatch under pg_sleep, and the wait event it reported at that
+		// instant is the leaf frame.
+		const waiting = weightWhere(wall.rows, (r) => r.frames[r.frames.length - 1] === 'Timeout:PgSleep' &&
+			r.frames[r.frames.length - 2] === 'epoll_wait' &&
 			inOrder(r.frames, ['PostgresMain', 'PortalRun', 'standard_ExecutorRun', 'pg_sleep', 'WaitLatch', 'WaitEventSetWait']));
 		assert.ok(waiting >= 0.9 * n,
-			`>= 90% of wall samples (${waiting}/${n}) end …;pg_sleep;WaitLatch;WaitEventSetWait;epoll_wait:\n${showRows(wall.rows)}`);
-		const epoll = wall.top.find((f) => f.function === 'epoll_wait');
-		assert.ok(epoll && epoll.self_samples >= 0.9 * n, 'top_functions: epoll_wait has the self samples');
+			`>= 90% of wall samples (${waiting}/${n}) end …;pg_sleep;WaitLatch;WaitEventSetWait;epoll_wait;Timeout:PgSleep:\n${showRows(wall.rows)}`);
+		const event = wall.top.find((f) => f.function === 'Timeout:PgSleep');
+		assert.ok(event && event.self_samples >= 0.9 * n, 'top_functions: the wait event has the self samples');
 
 		const cpu = await sleepProfile('cpu');
 		assert.ok(total(cpu.rows) <= 3,
