@@ -24,7 +24,6 @@
 #include "symbols.h"
 #include "traceprof.h"
 
-#define SAMPLER_CAPACITY 1024	/* samples between drains: 10 s at 100 Hz */
 
 typedef enum SamplerState
 {
@@ -63,7 +62,7 @@ start_sampler(void)
 
 	if (!tp_sampler_start(traceprof_sample_hz,
 						  traceprof_profile_mode == PROFILE_MODE_WALL ? TP_SAMPLER_WALL : TP_SAMPLER_CPU,
-						  SAMPLER_CAPACITY, err, sizeof(err)))
+						  traceprof_backend_samples, err, sizeof(err)))
 	{
 		state = SAMPLER_UNAVAILABLE;
 		ereport(WARNING,

@@ -37,6 +37,7 @@ int			traceprof_profile_mode = PROFILE_MODE_CPU;
 int			traceprof_sample_hz = 100;
 bool		traceprof_profile_root_span_only = false;
 int			traceprof_max_samples = 32768;
+int			traceprof_backend_samples = 2048;
 int			traceprof_max_functions = 16384;
 char	   *traceprof_pyroscope_address = NULL;
 char	   *traceprof_pyroscope_tenant_id = NULL;
@@ -194,6 +195,11 @@ define_gucs(void)
 	DefineCustomIntVariable("traceprof.max_samples",
 							"Stack samples kept in shared memory.",
 							NULL, &traceprof_max_samples, 32768, 1024, 1048576, PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("traceprof.backend_samples",
+							"Samples a backend holds until its outermost traced span ends.",
+							"About 600 bytes each, allocated when a backend first samples. A longer span keeps its first samples and counts the rest in traceprof.stats.samples_dropped.",
+							&traceprof_backend_samples, 2048, 128, 65536, PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("traceprof.max_functions",
 							"Distinct frame names kept in shared memory.",

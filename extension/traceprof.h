@@ -156,6 +156,7 @@ extern int	traceprof_profile_mode;
 extern int	traceprof_sample_hz;
 extern bool traceprof_profile_root_span_only;
 extern int	traceprof_max_samples;
+extern int	traceprof_backend_samples;
 extern int	traceprof_max_functions;
 extern char *traceprof_pyroscope_address;
 extern char *traceprof_pyroscope_tenant_id;
