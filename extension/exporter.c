@@ -195,8 +195,8 @@ static void
 build_pyroscope(tp_pyroscope_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->enabled = traceprof_pyroscope_address[0] != '\0';
-	cfg->server_address = strdup(traceprof_pyroscope_address);
+	cfg->enabled = traceprof_pyroscope_url[0] != '\0';
+	cfg->server_address = strdup(traceprof_pyroscope_url);
 	/* Grafana links a span to profiles whose service_name is its service.name. */
 	cfg->application_name = strdup(traceprof_service_name);
 	if (traceprof_pyroscope_tenant_id[0] != '\0')
@@ -334,7 +334,7 @@ traceprof_exporter_main(Datum arg)
 			;
 		if (pyroscope.enabled &&
 			TimestampDifferenceExceeds(last_upload, GetCurrentTimestamp(),
-									   traceprof_profile_upload_interval_ms))
+									   traceprof_upload_interval_ms))
 		{
 			while (!ShutdownRequestPending &&
 				   upload_samples(&pyroscope) == SAMPLES_PER_UPLOAD)

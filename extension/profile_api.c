@@ -3,11 +3,11 @@
  *
  *   traceprof.profile(trace_id, span_id DEFAULT NULL)
  *       one row per distinct stack: span name, folded stack (root first,
- *       frames joined by ';'), samples, and the CPU (or wall) time they
- *       stand for
- *   traceprof.top_functions(trace_id, span_id DEFAULT NULL)
- *       per function: samples where it was the leaf (self) and samples it
- *       was anywhere on the stack (total)
+ *       frames joined by ';'), samples, and the CPU (or wall) nanoseconds
+ *       they stand for
+ *   traceprof.profile_top(trace_id, n DEFAULT 20, span_id DEFAULT NULL)
+ *       the n functions with the most self samples: samples where it was
+ *       the leaf (self) and where it was anywhere on the stack (total)
  */
 #include "postgres.h"
 
@@ -20,7 +20,7 @@
 #include "traceprof.h"
 
 PG_FUNCTION_INFO_V1(traceprof_profile_stacks);
-PG_FUNCTION_INFO_V1(traceprof_top_functions);
+PG_FUNCTION_INFO_V1(traceprof_profile_top);
 
 /* Which samples a call asks for. */
 typedef struct SampleFilter
@@ -43,7 +43,7 @@ typedef struct StackGroup
 {
 	StackKey	key;
 	int64		samples;
-	double		sampled_ms;
+	int64		nanoseconds;
 } StackGroup;
 
 typedef struct FunctionCount
@@ -51,11 +51,13 @@ typedef struct FunctionCount
 	uint32		name_id;		/* hash key */
 	int64		self;
 	int64		total;
+	int64		self_ns;
+	int64		total_ns;
 	int64		last_counted;	/* sample number, to count a function once per stack */
 } FunctionCount;
 
 static void
-parse_filter(FunctionCallInfo fcinfo, SampleFilter *filter)
+parse_filter(FunctionCallInfo fcinfo, int span_arg, SampleFilter *filter)
 {
 	text	   *trace;
 
@@ -72,9 +74,9 @@ parse_filter(FunctionCallInfo fcinfo, SampleFilter *filter)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid trace_id \"%s\"", text_to_cstring(trace)),
 				 errhint("A trace_id is 32 lowercase hex digits, not all zero.")));
-	if (!PG_ARGISNULL(1))
+	if (!PG_ARGISNULL(span_arg))
 	{
-		text	   *span = PG_GETARG_TEXT_PP(1);
+		text	   *span = PG_GETARG_TEXT_PP(span_arg);
 
 		if (VARSIZE_ANY_EXHDR(span) != TP_SPAN_ID_HEX ||
 			!tp_hex_decode(VARDATA_ANY(span), filter->span_id, TP_SPAN_ID_BYTES) ||
@@ -112,10 +114,10 @@ group_stack(const TraceprofSample *sample, void *arg)
 	if (!found)
 	{
 		group->samples = 0;
-		group->sampled_ms = 0;
+		group->nanoseconds = 0;
 	}
 	group->samples += sample->weight;
-	group->sampled_ms += sample->weight * (sample->period_us / 1000.0);
+	group->nanoseconds += (int64) sample->weight * sample->period_us * 1000;
 	return true;
 }
 
@@ -128,7 +130,7 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 	HASH_SEQ_STATUS scan;
 	StackGroup *group;
 
-	parse_filter(fcinfo, &filter);
+	parse_filter(fcinfo, 1, &filter);
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(StackKey);
@@ -155,7 +157,7 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 										function_names_get(group->key.span_name_id) : "");
 		values[1] = CStringGetTextDatum(stack.data);
 		values[2] = Int64GetDatum(group->samples);
-		values[3] = Float8GetDatum(group->sampled_ms);
+		values[3] = Int64GetDatum(group->nanoseconds);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		pfree(stack.data);
 	}
@@ -166,6 +168,8 @@ static bool
 count_functions(const TraceprofSample *sample, void *arg)
 {
 	SampleFilter *filter = arg;
+
+	int64		ns = (int64) sample->weight * sample->period_us * 1000;
 
 	if (!matches(filter, sample) || sample->depth == 0)
 		return true;
@@ -179,31 +183,57 @@ count_functions(const TraceprofSample *sample, void *arg)
 		{
 			count->self = 0;
 			count->total = 0;
+			count->self_ns = 0;
+			count->total_ns = 0;
 			count->last_counted = 0;
 		}
 		if (i == 0)
+		{
 			count->self += sample->weight;
+			count->self_ns += ns;
+		}
 		/* Recursion puts a function on a stack more than once: count it once. */
 		if (count->last_counted != filter->total)
 		{
 			count->total += sample->weight;
+			count->total_ns += ns;
 			count->last_counted = filter->total;
 		}
 	}
 	return true;
 }
 
+static int
+compare_self(const void *a, const void *b)
+{
+	const FunctionCount *x = *(FunctionCount *const *) a;
+	const FunctionCount *y = *(FunctionCount *const *) b;
+
+	if (x->self != y->self)
+		return x->self > y->self ? -1 : 1;
+	if (x->total != y->total)
+		return x->total > y->total ? -1 : 1;
+	return strcmp(function_names_get(x->name_id), function_names_get(y->name_id));
+}
+
 Datum
-traceprof_top_functions(PG_FUNCTION_ARGS)
+traceprof_profile_top(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SampleFilter filter;
 	HASHCTL		info;
 	HASH_SEQ_STATUS scan;
 	FunctionCount *count;
+	FunctionCount **sorted;
+	long		nfunctions;
 	int64		weight_total = 0;
+	int64		limit = PG_ARGISNULL(1) ? INT64_MAX : PG_GETARG_INT32(1);
 
-	parse_filter(fcinfo, &filter);
+	if (limit < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("n must not be negative")));
+	parse_filter(fcinfo, 2, &filter);
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(uint32);
@@ -212,19 +242,28 @@ traceprof_top_functions(PG_FUNCTION_ARGS)
 	filter.groups = hash_create("traceprof functions", 256, &info, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	sample_store_scan(count_functions, &filter);
 
-	hash_seq_init(&scan, filter.groups);
-	while ((count = hash_seq_search(&scan)) != NULL)
-		weight_total += count->self;
+	nfunctions = hash_get_num_entries(filter.groups);
+	sorted = palloc(sizeof(FunctionCount *) * Max(nfunctions, 1));
+	nfunctions = 0;
 	hash_seq_init(&scan, filter.groups);
 	while ((count = hash_seq_search(&scan)) != NULL)
 	{
-		Datum		values[4];
-		bool		nulls[4] = {false, false, false, false};
+		weight_total += count->self;
+		sorted[nfunctions++] = count;
+	}
+	qsort(sorted, nfunctions, sizeof(FunctionCount *), compare_self);
+	for (long i = 0; i < nfunctions && i < limit; i++)
+	{
+		Datum		values[6];
+		bool		nulls[6] = {false, false, false, false, false, false};
 
+		count = sorted[i];
 		values[0] = CStringGetTextDatum(function_names_get(count->name_id));
 		values[1] = Int64GetDatum(count->self);
 		values[2] = Int64GetDatum(count->total);
 		values[3] = Float8GetDatum(weight_total > 0 ? 100.0 * count->self / weight_total : 0);
+		values[4] = Int64GetDatum(count->self_ns);
+		values[5] = Int64GetDatum(count->total_ns);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

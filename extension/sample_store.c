@@ -35,7 +35,7 @@ sample_store_shmem_startup(void)
 static bool
 keep_for_export(void)
 {
-	return traceprof_pyroscope_address != NULL && traceprof_pyroscope_address[0] != '\0';
+	return traceprof_pyroscope_url != NULL && traceprof_pyroscope_url[0] != '\0';
 }
 
 void

@@ -39,9 +39,9 @@ bool		traceprof_profile_root_span_only = false;
 int			traceprof_max_samples = 32768;
 int			traceprof_backend_samples = 2048;
 int			traceprof_max_functions = 16384;
-char	   *traceprof_pyroscope_address = NULL;
+char	   *traceprof_pyroscope_url = NULL;
 char	   *traceprof_pyroscope_tenant_id = NULL;
-int			traceprof_profile_upload_interval_ms = 10000;
+int			traceprof_upload_interval_ms = 10000;
 
 bool		traceprof_guc_context_valid = false;
 tp_span_context traceprof_guc_context;
@@ -205,17 +205,17 @@ define_gucs(void)
 							"Distinct frame names kept in shared memory.",
 							NULL, &traceprof_max_functions, 16384, 1024, 1048576, PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
-	DefineCustomStringVariable("traceprof.pyroscope_address",
+	DefineCustomStringVariable("traceprof.pyroscope_url",
 							   "Grafana Pyroscope server profiles are sent to; empty disables.",
-							   NULL, &traceprof_pyroscope_address, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, &traceprof_pyroscope_url, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 	DefineCustomStringVariable("traceprof.pyroscope_tenant_id",
 							   "X-Scope-OrgID sent to a multi-tenant Pyroscope.",
 							   NULL, &traceprof_pyroscope_tenant_id, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
-	DefineCustomIntVariable("traceprof.profile_upload_interval",
+	DefineCustomIntVariable("traceprof.upload_interval",
 							"Time between profile uploads to Pyroscope.",
-							NULL, &traceprof_profile_upload_interval_ms, 10000, 100, 3600000,
+							NULL, &traceprof_upload_interval_ms, 10000, 100, 3600000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("traceprof");
 }

@@ -158,9 +158,9 @@ extern bool traceprof_profile_root_span_only;
 extern int	traceprof_max_samples;
 extern int	traceprof_backend_samples;
 extern int	traceprof_max_functions;
-extern char *traceprof_pyroscope_address;
+extern char *traceprof_pyroscope_url;
 extern char *traceprof_pyroscope_tenant_id;
-extern int	traceprof_profile_upload_interval_ms;
+extern int	traceprof_upload_interval_ms;
 
 #define TRACEPROF_MAX_FRAMES 64
 #define TRACEPROF_NAME_LEN 96

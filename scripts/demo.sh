@@ -74,9 +74,9 @@ PSQL_DB=app psql_app -c "SELECT name, kind, round(duration_ms::numeric, 2) AS ms
   FROM traceprof.spans WHERE trace_id = '$trace' ORDER BY start_time"
 PSQL_DB=app psql_app -c "SELECT spans_created, spans_exported, spans_dropped, export_failures, samples_stored FROM traceprof.stats"
 
-step "where PostgreSQL spent the CPU of trace $trace (traceprof.top_functions)"
+step "where PostgreSQL spent the CPU of trace $trace (traceprof.profile_top)"
 PSQL_DB=app psql_app -c "SELECT function, self_samples, total_samples, round(self_percent::numeric, 1) AS self_pct
-  FROM traceprof.top_functions('$trace') ORDER BY self_samples DESC, total_samples DESC LIMIT 15"
+  FROM traceprof.profile_top('$trace', 15)"
 PSQL_DB=app psql_app -Atc "SELECT stack || ' ' || samples FROM traceprof.profile('$trace') ORDER BY samples DESC" \
 	> "$out/server.folded"
 echo "server stacks of the trace: $(wc -l < "$out/server.folded") distinct, in demo-out/server.folded"

@@ -61,7 +61,7 @@ CREATE FUNCTION profile(
     OUT span_name text,
     OUT stack text,
     OUT samples int8,
-    OUT sampled_ms float8)
+    OUT nanoseconds int8)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'traceprof_profile_stacks'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
@@ -69,19 +69,22 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION profile(text, text) IS
     'CPU (or wall) stack samples of a trace (or one span): folded stacks, root first';
 
-CREATE FUNCTION top_functions(
+CREATE FUNCTION profile_top(
     trace_id text,
+    n int DEFAULT 20,
     span_id text DEFAULT NULL,
     OUT function text,
     OUT self_samples int8,
     OUT total_samples int8,
-    OUT self_percent float8)
+    OUT self_percent float8,
+    OUT self_ns int8,
+    OUT total_ns int8)
 RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'traceprof_top_functions'
+AS 'MODULE_PATHNAME', 'traceprof_profile_top'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 
-COMMENT ON FUNCTION top_functions(text, text) IS
-    'Functions of a trace (or one span) by samples where they were running (self) or on the stack (total)';
+COMMENT ON FUNCTION profile_top(text, int, text) IS
+    'The n functions of a trace (or one span) with the most samples where they were running (self), with samples where they were on the stack (total)';
 
 CREATE FUNCTION reset()
 RETURNS void

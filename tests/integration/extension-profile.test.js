@@ -2,7 +2,7 @@
 // The extension's CPU sampler end to end: real PostgreSQL 15 clusters with
 // shared_preload_libraries = 'traceprof', traced statements (SET
 // traceprof.traceparent), samples read back through traceprof.profile() /
-// traceprof.top_functions() / traceprof.stats, and uploaded to a capture
+// traceprof.profile_top() / traceprof.stats, and uploaded to a capture
 // server posing as Pyroscope (lib/pyroscope-capture.js), decoded with npm
 // pprof-format and matched against the spans exported over OTLP to the
 // capture receiver (lib/receiver.js, decoded by otlp-transformer's root).
@@ -142,14 +142,14 @@ function serverSpan(spans, prefix) {
 
 /** traceprof.profile rows with numbers. */
 async function profile(client, traceId, spanId = null) {
-	const rows = (await client.query('SELECT span_name, stack, samples, sampled_ms FROM traceprof.profile($1, $2)',
+	const rows = (await client.query('SELECT span_name, stack, samples, nanoseconds FROM traceprof.profile($1, $2)',
 		[traceId, spanId])).rows;
-	return rows.map((r) => ({ ...r, samples: Number(r.samples), sampled_ms: Number(r.sampled_ms), frames: r.stack.split(';') }));
+	return rows.map((r) => ({ ...r, samples: Number(r.samples), sampled_ms: Number(r.nanoseconds) / 1e6, frames: r.stack.split(';') }));
 }
 
 async function topFunctions(client, traceId, spanId = null) {
 	const rows = (await client.query(
-		'SELECT function, self_samples, total_samples, self_percent FROM traceprof.top_functions($1, $2)',
+		'SELECT function, self_samples, total_samples, self_percent FROM traceprof.profile_top($1, NULL, $2)',
 		[traceId, spanId])).rows;
 	return rows.map((r) => ({ ...r, self_samples: Number(r.self_samples), total_samples: Number(r.total_samples) }));
 }
@@ -289,7 +289,7 @@ describe('profiles in SQL (one cluster)', () => {
 		}
 	});
 
-	test('1. a CPU-heavy traced statement: stacks, plausible counts, top_functions consistent, span filter, argument errors', async (t) => {
+	test('1. a CPU-heavy traced statement: stacks, plausible counts, profile_top consistent, span filter, argument errors', async (t) => {
 		const HZ = 250;
 		const N = 3000000;
 		const ctx = newContext();
@@ -350,7 +350,7 @@ describe('profiles in SQL (one cluster)', () => {
 			assert.deepEqual(await profile(client, ctx.traceId, ctx.spanId), [],
 				'the caller\'s (client-side) span has no server samples');
 
-			// top_functions agrees with profile: self = leaf weight, total = weight of stacks holding it.
+			// profile_top agrees with profile: self = leaf weight, total = weight of stacks holding it.
 			const top = await topFunctions(client, ctx.traceId);
 			assert.equal(top.reduce((a, f) => a + f.self_samples, 0), n, 'sum of self_samples = sum of samples');
 			assert.ok(Math.abs(top.reduce((a, f) => a + f.self_percent, 0) - 100) < 1e-6, 'self_percent adds up to 100');
@@ -366,7 +366,7 @@ describe('profiles in SQL (one cluster)', () => {
 			const pm = top.find((f) => f.function === 'PostgresMain');
 			assert.ok(pm && pm.total_samples >= 0.9 * n && pm.self_samples === 0, `PostgresMain is on (nearly) every stack: ${JSON.stringify(pm)}`);
 			const topStmt = await topFunctions(client, ctx.traceId, stmt.span_id);
-			assert.equal(topStmt.reduce((a, f) => a + f.self_samples, 0), total(ofStmt), 'top_functions(trace, span) = profile(trace, span)');
+			assert.equal(topStmt.reduce((a, f) => a + f.self_samples, 0), total(ofStmt), 'profile_top(trace, span) = profile(trace, span)');
 
 			// sampled_ms read in the sampling session: samples * 1000 / sample_hz ~ CPU time.
 			const ms = rows.reduce((a, r) => a + r.sampled_ms, 0);
@@ -387,8 +387,9 @@ describe('profiles in SQL (one cluster)', () => {
 		});
 
 		await t.test('bad trace_id / span_id arguments: clear errors', async () => {
-			for (const fn of ['profile', 'top_functions']) {
-				const call = (a, b = null) => reader.query(`SELECT * FROM traceprof.${fn}($1, $2)`, [a, b]);
+			for (const fn of ['profile', 'profile_top']) {
+				const args = fn === 'profile' ? '$1, $2' : '$1, NULL, $2';
+				const call = (a, b = null) => reader.query(`SELECT * FROM traceprof.${fn}(${args})`, [a, b]);
 				await assertRejectsWith(call(null), '22004', /^trace_id must not be NULL$/);
 				for (const bad of ['abc', '', ctx.traceId.toUpperCase(), 'g'.repeat(32), ctx.traceId + '0', ctx.traceId.slice(1),
 					`00-${ctx.traceId}-${ctx.spanId}-01`])
@@ -447,10 +448,11 @@ describe('profiles in SQL (one cluster)', () => {
 		await t.test('an all-zero trace_id / span_id is rejected (it is not a valid id; it would read the untraced samples)', async () => {
 			const zeroTrace = '0'.repeat(32);
 			const zeroSpan = '0'.repeat(16);
-			for (const fn of ['profile', 'top_functions']) {
+			for (const fn of ['profile', 'profile_top']) {
+				const args = fn === 'profile' ? '$1, $2' : '$1, NULL, $2';
 				await assertRejectsWith(reader.query(`SELECT * FROM traceprof.${fn}($1)`, [zeroTrace]),
 					'22023', /invalid trace_id/);
-				await assertRejectsWith(reader.query(`SELECT * FROM traceprof.${fn}($1, $2)`, [hex(16), zeroSpan]),
+				await assertRejectsWith(reader.query(`SELECT * FROM traceprof.${fn}(${args})`, [hex(16), zeroSpan]),
 					'22023', /invalid span_id/);
 			}
 		});
@@ -574,7 +576,7 @@ describe('profiles in SQL (one cluster)', () => {
 		assert.ok(waiting >= 0.9 * n,
 			`>= 90% of wall samples (${waiting}/${n}) end …;pg_sleep;WaitLatch;WaitEventSetWait;epoll_wait;Timeout:PgSleep:\n${showRows(wall.rows)}`);
 		const event = wall.top.find((f) => f.function === 'Timeout:PgSleep');
-		assert.ok(event && event.self_samples >= 0.9 * n, 'top_functions: the wait event has the self samples');
+		assert.ok(event && event.self_samples >= 0.9 * n, 'profile_top: the wait event has the self samples');
 
 		const cpu = await sleepProfile('cpu');
 		assert.ok(total(cpu.rows) <= 3,
@@ -618,8 +620,8 @@ test('4. Pyroscope upload: /ingest with name, format, tenant; pprof span_id/trac
 	let client;
 	try {
 		cluster = await startTraced({
-			'traceprof.pyroscope_address': capture.url,
-			'traceprof.profile_upload_interval': '200ms',
+			'traceprof.pyroscope_url': capture.url,
+			'traceprof.upload_interval': '200ms',
 			'traceprof.service_name': 'pg-test',
 			'traceprof.pyroscope_tenant_id': TENANT,
 			'traceprof.otlp_endpoint': receiver.httpEndpoint,
@@ -784,8 +786,8 @@ test('4. Pyroscope upload: /ingest with name, format, tenant; pprof span_id/trac
 test('4b. unreachable Pyroscope: one WARNING, statements unaffected, samples dropped and counted, SQL profiles intact', async () => {
 	const dead = await freePort();	// nothing listens there: connection refused
 	const cluster = await startTraced({
-		'traceprof.pyroscope_address': `http://127.0.0.1:${dead}`,
-		'traceprof.profile_upload_interval': '200ms',
+		'traceprof.pyroscope_url': `http://127.0.0.1:${dead}`,
+		'traceprof.upload_interval': '200ms',
 	});
 	let client;
 	try {

@@ -5,7 +5,7 @@
 // what `answer(request)` returns ({status, body} or {hang: true}).
 //
 //   const srv = await startPyroscopeCapture();
-//   ... traceprof.pyroscope_address = srv.url ...
+//   ... traceprof.pyroscope_url = srv.url ...
 //   await srv.waitFor((reqs) => reqs.length > 0, 10000, 'an upload');
 //   await srv.close();
 
