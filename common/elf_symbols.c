@@ -398,6 +398,7 @@ finish_funcs(raw_funcs *raw, tp_elf_image *image)
 		image->funcs[i].addr = raw->items[i].addr;
 		image->funcs[i].size = raw->items[i].size;
 		image->funcs[i].name = (uint32_t) pos;
+		image->funcs[i].synthetic = false;
 		pos += len;
 	}
 	image->nfuncs = kept;
@@ -563,6 +564,7 @@ tp_elf_add_unwind_functions(const void *data, size_t size, const char *prefix,
 		funcs[n].addr = start;
 		funcs[n].size = next > start ? next - start : 1;
 		funcs[n].name = (uint32_t) pos;
+		funcs[n].synthetic = true;
 		pos += (size_t) len + 1;
 		names_len -= (size_t) len + 1;
 		n++;

@@ -26,6 +26,7 @@ typedef struct tp_elf_func
 	uint64_t	addr;			/* st_value (link-time address) */
 	uint64_t	size;			/* sizeless ones: up to their section's end */
 	uint32_t	name;			/* offset in tp_elf_image.names */
+	bool		synthetic;		/* named from the unwind table, not a symbol */
 } tp_elf_func;
 
 typedef struct tp_elf_image

@@ -406,6 +406,8 @@ tp_symbols_lookup(tp_symbols *symbols, uintptr_t pc,
 	if (func == NULL)
 		return false;
 	out->function = mod->image.names + func->name;
+	out->function_start = (uintptr_t) func->addr + r->bias;
+	out->synthetic = func->synthetic;
 	return true;
 }
 

@@ -23,6 +23,8 @@ typedef struct tp_symbol
 	uintptr_t	module_end;
 	uint64_t	module_offset;	/* file offset of module_start */
 	const char *build_id;		/* hex GNU build id, or NULL */
+	uintptr_t	function_start; /* run-time address of the function, 0 if unknown */
+	bool		synthetic;		/* function is "<module>+0x<start>", not a symbol */
 } tp_symbol;
 
 tp_symbols *tp_symbols_load(void);

@@ -38,7 +38,12 @@ typedef struct PcEntry
 	uintptr_t	pc;				/* hash key (with the flag below) */
 	bool		is_return_address;
 	uint32		name_id;
+	bool		named;			/* a real function name, not module+offset */
 } PcEntry;
+
+/* Frames stored by the current flush, for traceprof.stats. */
+static uint64 flush_named;
+static uint64 flush_total;
 
 static SamplerState state = SAMPLER_NOT_STARTED;
 static int	started_hz;			/* the running sampler's settings */
@@ -46,6 +51,7 @@ static int	started_mode;
 static uint64 dropped_reported;	/* sampler ring overflows already counted */
 static tp_symbols *symbols;
 static HTAB *pc_cache;
+static uint64 pc_cache_generation;	/* executor_names generation it reflects */
 
 static bool
 want_sampling(const TraceprofSpan *innermost)
@@ -166,16 +172,27 @@ frame_name_id(uintptr_t pc, bool is_return_address)
 	key.pc = pc;
 	key.is_return_address = is_return_address;
 	entry = hash_search(pc_cache, &key, HASH_ENTER, &found);
+	flush_total++;
 	if (found)
+	{
+		flush_named += entry->named;
 		return entry->name_id;
+	}
 
 	if (!tp_symbols_lookup(symbols, pc, is_return_address, &symbol) && symbol.module == NULL)
 	{
 		tp_symbols_refresh(symbols);	/* maybe a library loaded since */
 		tp_symbols_lookup(symbols, pc, is_return_address, &symbol);
 	}
-	if (symbol.function != NULL)
+	entry->named = true;
+	if (executor_names_lookup(symbol.function_start) != NULL &&
+		(symbol.function == NULL || symbol.synthetic))
+		entry->name_id = function_names_intern(executor_names_lookup(symbol.function_start));
+	else if (symbol.function != NULL)
+	{
 		entry->name_id = function_names_intern(symbol.function);
+		entry->named = !symbol.synthetic;
+	}
 	else
 	{
 		char		name[TRACEPROF_NAME_LEN];
@@ -184,7 +201,9 @@ frame_name_id(uintptr_t pc, bool is_return_address)
 		snprintf(name, sizeof(name), "[unknown] (%s)",
 				 module ? module + 1 : symbol.module ? symbol.module : "no module");
 		entry->name_id = function_names_intern(name);
+		entry->named = false;
 	}
+	flush_named += entry->named;
 	return entry->name_id;
 }
 
@@ -247,7 +266,20 @@ profiler_flush(void)
 		pc_cache = hash_create("traceprof pc names", 4096, &info,
 							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
+	/* Names learned from plans since: forget the frames named without them. */
+	if (pc_cache != NULL && pc_cache_generation != executor_names_generation())
+	{
+		HASH_SEQ_STATUS scan;
+		PcEntry    *entry;
+
+		hash_seq_init(&scan, pc_cache);
+		while ((entry = hash_seq_search(&scan)) != NULL)
+			hash_search(pc_cache, entry, HASH_REMOVE, NULL);
+		pc_cache_generation = executor_names_generation();
+	}
+	flush_named = flush_total = 0;
 	tp_sampler_drain(symbols ? store_sample : discard_sample, NULL);
+	sample_store_count_frames(flush_named, flush_total);
 	tp_sampler_get_stats(&stats);
 	sample_store_count_lost(stats.dropped - dropped_reported);
 	dropped_reported = stats.dropped;

@@ -14,12 +14,20 @@
 #include "shm_ring.h"
 #include "traceprof.h"
 
+typedef struct FrameCounts
+{
+	pg_atomic_uint64 named;		/* frames stored with a real function name */
+	pg_atomic_uint64 total;
+} FrameCounts;
+
+static FrameCounts *frames;
 static ShmRing *ring;
 
 Size
 sample_store_shmem_size(void)
 {
-	return shm_ring_size(traceprof_max_samples, sizeof(TraceprofSample));
+	return add_size(MAXALIGN(sizeof(FrameCounts)),
+					shm_ring_size(traceprof_max_samples, sizeof(TraceprofSample)));
 }
 
 void
@@ -27,9 +35,30 @@ sample_store_shmem_startup(void)
 {
 	bool		found;
 
-	ring = ShmemInitStruct("traceprof samples", sample_store_shmem_size(), &found);
-	if (!found)
-		shm_ring_init(ring, traceprof_max_samples, sizeof(TraceprofSample));
+	frames = ShmemInitStruct("traceprof samples", sample_store_shmem_size(), &found);
+	ring = (ShmRing *) ((char *) frames + MAXALIGN(sizeof(FrameCounts)));
+	if (found)
+		return;
+	pg_atomic_init_u64(&frames->named, 0);
+	pg_atomic_init_u64(&frames->total, 0);
+	shm_ring_init(ring, traceprof_max_samples, sizeof(TraceprofSample));
+}
+
+void
+sample_store_count_frames(uint64 named, uint64 total)
+{
+	if (frames == NULL || total == 0)
+		return;
+	pg_atomic_fetch_add_u64(&frames->named, named);
+	pg_atomic_fetch_add_u64(&frames->total, total);
+}
+
+double
+sample_store_named_share(void)
+{
+	uint64		total = pg_atomic_read_u64(&frames->total);
+
+	return total == 0 ? 0.0 : (double) pg_atomic_read_u64(&frames->named) / total;
 }
 
 static bool
@@ -122,4 +151,6 @@ void
 sample_store_reset(void)
 {
 	shm_ring_reset(ring);
+	pg_atomic_write_u64(&frames->named, 0);
+	pg_atomic_write_u64(&frames->total, 0);
 }

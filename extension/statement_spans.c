@@ -538,6 +538,8 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	if (profiler_is_sampling() && query_desc->planstate != NULL)
+		executor_names_learn(query_desc->planstate);
 }
 
 static void

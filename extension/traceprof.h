@@ -186,6 +186,8 @@ extern Size sample_store_shmem_size(void);
 extern void sample_store_shmem_startup(void);
 extern void sample_store_write(const TraceprofSample *sample);
 extern void sample_store_count_lost(uint64 count);
+extern void sample_store_count_frames(uint64 named, uint64 total);
+extern double sample_store_named_share(void);
 extern void sample_store_scan(SampleVisitor visit, void *arg);
 extern uint64 sample_store_read_unexported(SampleVisitor visit, void *arg, int max);
 extern void sample_store_mark_exported(uint64 upto, int count);
@@ -205,6 +207,12 @@ extern void profiler_statement_start(const TraceprofSpan *innermost);
 extern void profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root);
 extern void profiler_flush(void);
 extern bool profiler_is_sampling(void);
+
+/* executor_names.c: static node functions named from running plans */
+struct PlanState;
+extern void executor_names_learn(struct PlanState *planstate);
+extern const char *executor_names_lookup(uintptr_t function_start);
+extern uint64 executor_names_generation(void);
 
 /* span_attributes.c: stored span → tp_span (malloc'd; tp_span_clear frees) */
 struct tp_span;

@@ -45,7 +45,8 @@ CREATE FUNCTION stats_internal(
     OUT stats_reset timestamptz,
     OUT samples_stored int8,
     OUT samples_dropped int8,
-    OUT samples_exported int8)
+    OUT samples_exported int8,
+    OUT named_frames_percent float8)
 RETURNS record
 AS 'MODULE_PATHNAME', 'traceprof_stats'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
