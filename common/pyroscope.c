@@ -429,7 +429,7 @@ put_origin_without_credentials(FILE *out, const char *url)
 }
 
 char *
-tp_pyroscope_query_url(const tp_pyroscope_config *cfg, const char *trace_id_hex)
+tp_pyroscope_query_url_for(const tp_pyroscope_config *cfg, const char *key, const char *value)
 {
 	char	   *text = NULL;
 	size_t		size = 0;
@@ -442,8 +442,10 @@ tp_pyroscope_query_url(const tp_pyroscope_config *cfg, const char *trace_id_hex)
 	fputs("/?query=", out);
 	put_encoded(out, "service=");
 	put_encoded(out, cfg->application_name ? cfg->application_name : "traceprof");
-	put_encoded(out, " trace_id=");
-	put_encoded(out, trace_id_hex);
+	put_encoded(out, " ");
+	put_encoded(out, key);
+	put_encoded(out, "=");
+	put_encoded(out, value);
 	ok = !ferror(out);
 	if (fclose(out) != 0 || !ok)
 	{
@@ -451,6 +453,12 @@ tp_pyroscope_query_url(const tp_pyroscope_config *cfg, const char *trace_id_hex)
 		return NULL;
 	}
 	return text;
+}
+
+char *
+tp_pyroscope_query_url(const tp_pyroscope_config *cfg, const char *trace_id_hex)
+{
+	return tp_pyroscope_query_url_for(cfg, "trace_id", trace_id_hex);
 }
 
 /* ---- upload ---- */

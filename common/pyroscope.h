@@ -49,6 +49,10 @@ char	   *tp_pyroscope_series_name(const tp_pyroscope_config *cfg);
  */
 char	   *tp_pyroscope_query_url(const tp_pyroscope_config *cfg, const char *trace_id_hex);
 
+/* The same link selecting by another label: service=<app> <key>=<value>. */
+char	   *tp_pyroscope_query_url_for(const tp_pyroscope_config *cfg,
+									   const char *key, const char *value);
+
 /*
  * Upload one pprof covering [from_ns, until_ns].  Bounded by timeout_ms;
  * on failure returns false with one line in err (no credentials).

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "flamegraph.h"
 #include "log.h"
 #include "profile.h"
 #include "pyroscope.h"
@@ -269,6 +270,8 @@ write_profile_out(void)
 		bytes = (uint8_t *) (text = tp_profile_speedscope(self.whole, self.span_name));
 	else if (dot != NULL && (strcmp(dot, ".folded") == 0 || strcmp(dot, ".txt") == 0))
 		bytes = (uint8_t *) (text = tp_profile_folded(self.whole));
+	else if (dot != NULL && strcmp(dot, ".svg") == 0)
+		bytes = (uint8_t *) (text = tp_flamegraph_svg(self.whole, self.span_name));
 	else
 		bytes = tp_profile_pprof(self.whole, &len);
 	if (text != NULL)

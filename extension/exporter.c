@@ -198,9 +198,15 @@ build_pyroscope(tp_pyroscope_config *cfg)
 	cfg->enabled = traceprof_pyroscope_url[0] != '\0';
 	cfg->server_address = strdup(traceprof_pyroscope_url);
 	/* Grafana links a span to profiles whose service_name is its service.name. */
-	cfg->application_name = strdup(traceprof_service_name);
+	cfg->application_name = strdup(traceprof_pyroscope_application());
 	if (traceprof_pyroscope_tenant_id[0] != '\0')
 		cfg->tenant_id = strdup(traceprof_pyroscope_tenant_id);
+	if (traceprof_pyroscope_basic_auth_user[0] != '\0')
+	{
+		cfg->basic_auth_user = strdup(traceprof_pyroscope_basic_auth_user);
+		cfg->basic_auth_password = strdup(traceprof_pyroscope_basic_auth_password);
+	}
+	tp_pyroscope_parse_tags(traceprof_pyroscope_tags, &cfg->tags);
 	cfg->timeout_ms = traceprof_otlp_timeout_ms;
 }
 
@@ -220,7 +226,8 @@ add_sample(const TraceprofSample *sample, void *arg)
 	tp_profile_add_named(sample->wall ? batch->wall : batch->cpu, frames, sample->depth,
 						 &labels, sample->weight,
 						 (uint64) sample->period_us * 1000,
-						 sample->span_name_id ? function_names_get(sample->span_name_id) : NULL);
+						 traceprof_profile_span_name && sample->span_name_id ?
+						 function_names_get(sample->span_name_id) : NULL);
 	if (batch->count == 0 || sample->time_ns < batch->first_ns)
 		batch->first_ns = sample->time_ns;
 	batch->last_ns = Max(batch->last_ns, sample->time_ns);

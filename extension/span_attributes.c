@@ -7,10 +7,37 @@
  */
 #include "postgres.h"
 
+#include "pyroscope.h"
 #include "span.h"
 #include "traceprof.h"
 
 #define TRACEPROF_QUERY_TEXT_KEY "db.query.text"
+
+/*
+ * Links into Pyroscope: this trace's profile, and the baseline (every
+ * profiled span of the same name), as Pyroscope's span-profile docs define
+ * it.  The server URL is shown without credentials.
+ */
+static void
+set_profile_urls(tp_span *out, const TraceprofSpan *r)
+{
+	tp_pyroscope_config cfg;
+	char		trace_hex[TP_TRACE_ID_HEX + 1];
+	char	   *url;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.server_address = traceprof_pyroscope_url;
+	cfg.application_name = (char *) traceprof_pyroscope_application();
+	tp_hex_encode(r->trace_id, TP_TRACE_ID_BYTES, trace_hex);
+	url = tp_pyroscope_query_url(&cfg, trace_hex);
+	if (url != NULL)
+		tp_span_set_string(out, "pyroscope.profile.url", url);
+	free(url);
+	url = tp_pyroscope_query_url_for(&cfg, "span_name", r->name);
+	if (url != NULL)
+		tp_span_set_string(out, "pyroscope.profile.baseline.url", url);
+	free(url);
+}
 
 void
 span_to_tp_span(const TraceprofSpan *r, tp_span *out, bool include_private)
@@ -51,6 +78,8 @@ span_to_tp_span(const TraceprofSpan *r, tp_span *out, bool include_private)
 
 		tp_hex_encode(r->profile_span_id, TP_SPAN_ID_BYTES, hex);
 		tp_span_set_string(out, "pyroscope.profile.id", hex);
+		if (traceprof_pyroscope_url[0] != '\0')
+			set_profile_urls(out, r);
 	}
 	if (r->status == SPAN_STATUS_ERROR)
 	{

@@ -42,6 +42,11 @@ int			traceprof_max_functions = 16384;
 char	   *traceprof_pyroscope_url = NULL;
 char	   *traceprof_pyroscope_tenant_id = NULL;
 int			traceprof_upload_interval_ms = 10000;
+char	   *traceprof_application_name = NULL;
+char	   *traceprof_pyroscope_tags = NULL;
+char	   *traceprof_pyroscope_basic_auth_user = NULL;
+char	   *traceprof_pyroscope_basic_auth_password = NULL;
+bool		traceprof_profile_span_name = false;
 
 bool		traceprof_guc_context_valid = false;
 tp_span_context traceprof_guc_context;
@@ -217,7 +222,35 @@ define_gucs(void)
 							"Time between profile uploads to Pyroscope.",
 							NULL, &traceprof_upload_interval_ms, 10000, 100, 3600000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.application_name",
+							   "Pyroscope application (service_name) of uploaded profiles; empty: traceprof.service_name.",
+							   "Grafana links a span to the profiles whose service_name equals its service.name.",
+							   &traceprof_application_name, "", PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.pyroscope_tags",
+							   "Static series labels of uploaded profiles, key=value,...",
+							   NULL, &traceprof_pyroscope_tags, "", PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.pyroscope_basic_auth_user",
+							   "Basic-auth user for Pyroscope.",
+							   NULL, &traceprof_pyroscope_basic_auth_user, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.pyroscope_basic_auth_password",
+							   "Basic-auth password for Pyroscope.",
+							   NULL, &traceprof_pyroscope_basic_auth_password, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomBoolVariable("traceprof.profile_span_name",
+							 "Add the span name as a sample label of uploaded profiles.",
+							 "Pyroscope turns every string sample label but span_id and trace_id into a series label.",
+							 &traceprof_profile_span_name, false, PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("traceprof");
+}
+
+const char *
+traceprof_pyroscope_application(void)
+{
+	return traceprof_application_name[0] != '\0' ? traceprof_application_name : traceprof_service_name;
 }
 
 static void

@@ -161,6 +161,14 @@ extern int	traceprof_max_functions;
 extern char *traceprof_pyroscope_url;
 extern char *traceprof_pyroscope_tenant_id;
 extern int	traceprof_upload_interval_ms;
+extern char *traceprof_application_name;
+extern char *traceprof_pyroscope_tags;
+extern char *traceprof_pyroscope_basic_auth_user;
+extern char *traceprof_pyroscope_basic_auth_password;
+extern bool traceprof_profile_span_name;
+
+/* The Pyroscope application (service_name): traceprof.application_name or service.name. */
+extern const char *traceprof_pyroscope_application(void);
 
 #define TRACEPROF_MAX_FRAMES 64
 #define TRACEPROF_NAME_LEN 96
