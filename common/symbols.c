@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -27,7 +28,7 @@
 
 #include "elf_symbols.h"
 
-#define DEBUG_DIR "/usr/lib/debug/.build-id"
+#define DEBUG_ROOT "/usr/lib/debug"	/* TRACEPROF_DEBUG_DIR overrides */
 #define DELETED_SUFFIX " (deleted)"
 
 typedef struct module
@@ -111,13 +112,16 @@ unmap_file(mapped_file *file)
 static bool
 map_debug_file(const char *build_id, mapped_file *out)
 {
-	char		path[sizeof(DEBUG_DIR) + 160];
+	char		path[PATH_MAX];
+	const char *root = getenv("TRACEPROF_DEBUG_DIR");	/* like gdb's debug-file-directory */
 	char	   *id;
 	bool		same;
 
 	if (build_id == NULL || strlen(build_id) < 4 || strlen(build_id) > 128)
 		return false;
-	snprintf(path, sizeof(path), "%s/%.2s/%s.debug", DEBUG_DIR, build_id, build_id + 2);
+	if (root == NULL || root[0] == '\0')
+		root = DEBUG_ROOT;
+	snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", root, build_id, build_id + 2);
 	if (!map_file(path, 0, out))
 		return false;
 	id = tp_elf_build_id(out->data, out->size);

@@ -164,32 +164,71 @@ TEST(address_in_no_module)
 	tp_symbols_free(symbols);
 }
 
-/* libc's local functions live only in a separate debug file (libc6-dbg). */
-TEST(libc_static_function_from_debug_file)
+/*
+ * A stripped library whose static function is named only by its separate
+ * debug file, found by build id under TRACEPROF_DEBUG_DIR, as a -dbgsym
+ * package would install it under /usr/lib/debug.  Built here with cc and
+ * objcopy so the test needs nothing installed beyond the toolchain.
+ */
+TEST(stripped_library_named_from_debug_file)
 {
-	tp_symbols *symbols = tp_symbols_load();
+	char		dir[] = "/tmp/traceprof-debug-XXXXXX";
+	char		cmd[2048];
+	char		lib[512];
+	void	   *handle;
+	void	   *(*address_of_hidden) (void);
+	tp_symbols *symbols;
 	tp_symbol	sym;
-	char		path[256];
+	FILE	   *src;
 
-	if (symbols == NULL)
-	{
-		CHECK(symbols != NULL);
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(cmd, sizeof(cmd), "%s/lib.c", dir);
+	src = fopen(cmd, "w");
+	CHECK(src != NULL);
+	if (src == NULL)
 		return;
-	}
-	tp_symbols_lookup(symbols, (uintptr_t) (void *) getpid, false, &sym);
-	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug",
-			 sym.build_id ? sym.build_id : "", sym.build_id ? sym.build_id + 2 : "");
-	if (sym.build_id == NULL || access(path, R_OK) != 0)
-	{
-		printf("  (skipped: no libc debug file)\n");
-		tp_symbols_free(symbols);
+	fputs("__attribute__((noinline)) static int hidden_worker(int x) { return x * 7 + 1; }\n"
+		  "int (*volatile keep)(int) = hidden_worker;\n"
+		  "void *address_of_hidden(void) { return (void *) hidden_worker; }\n", src);
+	fclose(src);
+	snprintf(lib, sizeof(lib), "%s/libhidden.so", dir);
+	/* Build with symbols, split them off by build id, strip the library. */
+	snprintf(cmd, sizeof(cmd),
+			 "set -e; cd %s; cc -g -O1 -fPIC -shared -Wl,--build-id -o libhidden.so lib.c; "
+			 "id=$(readelf -n libhidden.so | sed -n 's/.*Build ID: //p'); "
+			 "mkdir -p .build-id/$(echo $id | cut -c1-2); "
+			 "objcopy --only-keep-debug libhidden.so .build-id/$(echo $id | cut -c1-2)/$(echo $id | cut -c3-).debug; "
+			 "strip --strip-all libhidden.so; "
+			 "! nm libhidden.so 2>/dev/null | grep -q hidden_worker", dir);
+	CHECK(system(cmd) == 0);
+	handle = dlopen(lib, RTLD_NOW);
+	CHECK(handle != NULL);
+	if (handle == NULL)
 		return;
-	}
-	/* main() returns into a static function of libc's start-up code. */
-	CHECK(tp_symbols_lookup(symbols, (uintptr_t) unit_main_return, true, &sym));
-	CHECK(sym.function != NULL && strstr(sym.function, "libc_start") != NULL);
-	printf("  main returns into %s\n", sym.function ? sym.function : "(null)");
+	address_of_hidden = (void *(*) (void)) dlsym(handle, "address_of_hidden");
+	CHECK(address_of_hidden != NULL);
+
+	/* Without the debug directory: only the unwind table's start address. */
+	setenv("TRACEPROF_DEBUG_DIR", "/nonexistent", 1);
+	symbols = tp_symbols_load();
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) address_of_hidden() + 1, false, &sym));
+	CHECK(sym.function != NULL && strstr(sym.function, "libhidden.so+0x") == sym.function);
+	CHECK(sym.synthetic);
 	tp_symbols_free(symbols);
+
+	/* With it: the real name, from the debug file's .symtab. */
+	setenv("TRACEPROF_DEBUG_DIR", dir, 1);
+	symbols = tp_symbols_load();
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) address_of_hidden() + 1, false, &sym));
+	CHECK_STR(sym.function, "hidden_worker");
+	CHECK(!sym.synthetic);
+	CHECK(sym.function_start == (uintptr_t) address_of_hidden());
+	tp_symbols_free(symbols);
+	unsetenv("TRACEPROF_DEBUG_DIR");
+
+	dlclose(handle);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
 }
 
 TEST(vdso)
@@ -392,7 +431,7 @@ main(void)
 	RUN(code_outside_functions);
 	RUN(libc_function);
 	RUN(address_in_no_module);
-	RUN(libc_static_function_from_debug_file);
+	RUN(stripped_library_named_from_debug_file);
 	RUN(vdso);
 	RUN(refresh_picks_up_dlopen);
 	RUN(corrupt_elf_files);
