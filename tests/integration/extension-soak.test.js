@@ -1,0 +1,147 @@
+'use strict';
+// Two properties of the backend sampler that only show under concurrency:
+//  - no cross-talk: two sessions with different trace ids burning CPU at the
+//    same time each get a profile of their own work only, in proportion to
+//    their own CPU time;
+//  - a short soak: pgbench with 8 clients, every statement traced
+//    (sample_rate = 1), the sampler at its highest rate (250 Hz): no crash,
+//    no assertion, samples stored, and backend memory flat.
+// (The 30-minute soak is bench's business; this one runs in make check.)
+
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const { startCluster } = require('./lib/cluster');
+const { PG_BIN, requireExecutable } = require('./lib/paths');
+const { run } = require('./lib/run');
+
+let pg;
+try {
+	pg = require('pg');
+} catch (err) {
+	throw new Error(`the npm package "pg" is missing (${err.message}): run 'make deps'`);
+}
+
+const SOAK_SECONDS = Number(process.env.TRACEPROF_SOAK_SECONDS || 45);
+
+async function startTraced(settings = {}) {
+	const cluster = await startCluster({
+		settings: { shared_preload_libraries: 'traceprof', ...settings },
+	});
+	await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
+	return cluster;
+}
+
+async function connect(cluster) {
+	const client = new pg.Client({ host: cluster.socketDir, port: cluster.port, user: 'postgres', database: 'app' });
+	client.on('error', () => {});
+	await client.connect();
+	return client;
+}
+
+const newTrace = () => crypto.randomBytes(16).toString('hex');
+
+/** Run sql traced under trace in client; return the statement span's CPU ms. */
+async function traced(client, trace, sql) {
+	await client.query(`SET traceprof.traceparent = '00-${trace}-${crypto.randomBytes(8).toString('hex')}-01'`);
+	await client.query(sql);
+	await client.query("SET traceprof.traceparent = ''");
+}
+
+test('no cross-talk: two concurrent traced sessions each profile only their own work', async (t) => {
+	const cluster = await startTraced({ 'traceprof.sample_hz': '250' });
+	t.after(() => cluster.stop());
+	const [a, b, reader] = await Promise.all([connect(cluster), connect(cluster), connect(cluster)]);
+	t.after(() => Promise.all([a.end(), b.end(), reader.end()]));
+	const traceA = newTrace();
+	const traceB = newTrace();
+
+	// A: numeric arithmetic; B: md5 hashing.  Different functions, same time.
+	await Promise.all([
+		traced(a, traceA, 'SELECT sum(g::numeric * g::numeric) FROM generate_series(1, 1500000) g'),
+		traced(b, traceB, "SELECT count(DISTINCT md5(g::text)) FROM generate_series(1, 400000) g"),
+	]);
+
+	const profile = async (trace) => (await reader.query(
+		'SELECT stack, samples FROM traceprof.profile($1)', [trace])).rows
+		.map((r) => ({ frames: r.stack.split(';'), samples: Number(r.samples) }));
+	const cpuMs = async (trace) => Number((await reader.query(
+		"SELECT sum(cpu_time_ms) AS ms FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server'", [trace])).rows[0].ms);
+	const [pa, pb] = [await profile(traceA), await profile(traceB)];
+	const total = (p) => p.reduce((n, r) => n + r.samples, 0);
+	const withFrame = (p, re) => p.filter((r) => r.frames.some((f) => re.test(f))).reduce((n, r) => n + r.samples, 0);
+
+	assert.ok(total(pa) > 20 && total(pb) > 20, `both sessions sampled: ${total(pa)} and ${total(pb)}`);
+	// Each trace holds its own work and none of the other's.
+	assert.ok(withFrame(pa, /^numeric_/) > 0, 'A samples show numeric functions');
+	assert.equal(withFrame(pa, /md5/), 0, 'A carries none of B\'s md5 work');
+	assert.ok(withFrame(pb, /md5/) > 0, 'B samples show md5');
+	assert.equal(withFrame(pb, /^numeric_/), 0, 'B carries none of A\'s numeric work');
+	// Samples follow each session's own CPU time (250 Hz: 4 ms a sample).
+	for (const [name, p, trace] of [['A', pa, traceA], ['B', pb, traceB]]) {
+		const expected = (await cpuMs(trace)) / 4;
+		assert.ok(total(p) >= expected / 2 && total(p) <= expected * 2,
+			`${name}: ${total(p)} samples for ${expected * 4} ms of CPU at 250 Hz (tolerance: within a factor of 2)`);
+	}
+});
+
+/** VmRSS in kB of each backend serving pgbench (application_name pgbench). */
+async function backendRss(reader) {
+	const pids = (await reader.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'")).rows.map((r) => r.pid);
+	const rss = {};
+	for (const pid of pids) {
+		try {
+			const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+			if (m)
+				rss[pid] = Number(m[1]);
+		} catch {
+			/* a backend that just exited */
+		}
+	}
+	return rss;
+}
+
+test(`soak: pgbench, 8 clients, every statement traced, sampler at 250 Hz, ${SOAK_SECONDS} s: no crash, memory flat`, { timeout: (SOAK_SECONDS + 120) * 1000 }, async (t) => {
+	const pgbench = path.join(PG_BIN, 'pgbench');
+	requireExecutable(pgbench);
+	const cluster = await startTraced({
+		'traceprof.sample_rate': '1',
+		'traceprof.sample_hz': '250',
+		'traceprof.profile': 'traced',
+		max_connections: '30',
+	});
+	t.after(() => cluster.stop());
+	const env = { PGHOST: cluster.socketDir, PGPORT: String(cluster.port), PGUSER: 'postgres', PGDATABASE: 'app' };
+	const init = await run(pgbench, ['-i', '-s', '2', '-q'], { env, timeout: 120000 });
+	assert.equal(init.code, 0, init.stderr);
+	const reader = await connect(cluster);
+	t.after(() => reader.end());
+	const before = Number((await reader.query('SELECT samples_stored FROM traceprof.stats')).rows[0].samples_stored);
+
+	const bench = run(pgbench, ['-c', '8', '-j', '2', '-T', String(SOAK_SECONDS), '-n'], { env, timeout: (SOAK_SECONDS + 60) * 1000 });
+	await new Promise((r) => setTimeout(r, (SOAK_SECONDS * 1000) / 3));
+	const early = await backendRss(reader);
+	await new Promise((r) => setTimeout(r, (SOAK_SECONDS * 1000) / 2));
+	const late = await backendRss(reader);
+	const res = await bench;
+
+	assert.equal(res.code, 0, `pgbench failed:\n${res.stdout}\n${res.stderr}`);
+	const tps = /tps = ([\d.]+)/.exec(res.stdout);
+	assert.ok(tps && Number(tps[1]) > 0, `pgbench ran transactions:\n${res.stdout}`);
+	const log = cluster.readLog();
+	assert.doesNotMatch(log, /terminated by signal|PANIC|TRAP:|server process .* was terminated/,
+		'no backend crashed and no assertion fired');
+	const stats = (await reader.query('SELECT spans_created, samples_stored FROM traceprof.stats')).rows[0];
+	assert.ok(Number(stats.spans_created) > 1000, `statements were traced: ${stats.spans_created} spans`);
+	assert.ok(Number(stats.samples_stored) > before, `samples were stored: ${stats.samples_stored}`);
+	// Memory flat: a backend's RSS may settle (caches, the sampler's buffer
+	// and symbol tables come on first use) but must not keep growing.
+	const common = Object.keys(early).filter((pid) => pid in late);
+	assert.ok(common.length >= 4, `backends observed twice: ${common.length}`);
+	for (const pid of common)
+		assert.ok(late[pid] - early[pid] < 8 * 1024,
+			`backend ${pid}: RSS ${early[pid]} kB then ${late[pid]} kB (growth must stay under 8 MB)`);
+});
