@@ -195,9 +195,15 @@ tp_flame_stacks_add(tp_flame_stacks *stacks, const char *const *frames_root_firs
 	/* Create the whole path first: a failure leaves the weights as they were. */
 	for (size_t d = 0; d < depth; d++)
 	{
-		const char *name = frames_root_first[d];
-		char	   *clean = tp_prof_clean_copy(name != NULL ? name : "?");
-		uint32_t	id = clean != NULL ? intern(stacks, clean) : TP_FLAME_NONE;
+		const char *name = frames_root_first[d] != NULL ? frames_root_first[d] : "?";
+		uint32_t	id = find_name(stacks, name);	/* interned names are clean */
+		char	   *clean;
+
+		if (id == TP_FLAME_NONE)
+		{
+			clean = tp_prof_clean_copy(name);
+			id = clean != NULL ? intern(stacks, clean) : TP_FLAME_NONE;
+		}
 
 		node = id != TP_FLAME_NONE ? child_of(stacks, node, id) : TP_FLAME_NONE;
 		if (node == TP_FLAME_NONE)
