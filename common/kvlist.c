@@ -1,38 +1,10 @@
 /* kvlist.c - parse and hold "key=value,..." lists. */
 #include "kvlist.h"
+#include "text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static bool
-is_blank(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
-/* Copy [start, end) trimmed of blanks into a new string. */
-static char *
-trimmed_copy(const char *start, const char *end)
-{
-	while (start < end && is_blank(*start))
-		start++;
-	while (end > start && is_blank(end[-1]))
-		end--;
-	return strndup(start, (size_t) (end - start));
-}
-
-static int
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* Decode %XX sequences in place; false on a malformed one. */
 static bool
@@ -47,8 +19,8 @@ percent_decode(char *s)
 			*out++ = *in;
 			continue;
 		}
-		int			hi = hex_value(in[1]);
-		int			lo = hi < 0 ? -1 : hex_value(in[2]);
+		int			hi = tp_hex_digit(in[1]);
+		int			lo = hi < 0 ? -1 : tp_hex_digit(in[2]);
 
 		if (hi < 0 || lo < 0)
 			return false;
@@ -153,8 +125,8 @@ parse_member(const char *start, const char *end, int flags, int position,
 		snprintf(err, errlen, "%s has no '=' (expected key=value)", member);
 		return false;
 	}
-	key = trimmed_copy(start, eq);
-	value = trimmed_copy(eq + 1, end);
+	key = tp_trimmed_copy(start, eq);
+	value = tp_trimmed_copy(eq + 1, end);
 	if (key == NULL || value == NULL)
 		snprintf(err, errlen, "out of memory");
 	else if (key[0] == '\0')
@@ -184,7 +156,7 @@ tp_kvlist_parse(const char *text, int flags, tp_kvlist *out, char *err, size_t e
 
 		if (end == NULL)
 			end = p + strlen(p);
-		for (s = p; s < end && is_blank(*s); s++)
+		for (s = p; s < end && tp_is_blank(*s); s++)
 			;
 		position++;
 		if (s < end && !parse_member(p, end, flags, position, out, err, errlen))

@@ -16,6 +16,7 @@
 
 #include "otlp_export.h"
 #include "otlp_trace.pb-c.h"
+#include "text.h"
 
 #define MAX_ATTEMPTS 5
 #define BACKOFF_FIRST_MS 250
@@ -50,22 +51,7 @@ typedef struct response
 static void
 displayable_url(const char *url, char *out, size_t outlen)
 {
-	const char *authority = strstr(url, "://");
-	const char *at;
-	const char *slash;
-
-	if (authority == NULL)
-	{
-		snprintf(out, outlen, "%s", url);
-		return;
-	}
-	authority += 3;
-	slash = strchr(authority, '/');
-	at = memchr(authority, '@', slash ? (size_t) (slash - authority) : strlen(authority));
-	if (at == NULL)
-		snprintf(out, outlen, "%s", url);
-	else
-		snprintf(out, outlen, "%.*s***%s", (int) (authority - url), url, at);
+	tp_url_redact(url, "***@", out, outlen);
 }
 
 static long

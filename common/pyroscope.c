@@ -26,6 +26,7 @@
 
 #include "log.h"
 #include "pyroscope.h"
+#include "text.h"
 
 #define DEFAULT_SERVER "http://localhost:4040"
 #define DEFAULT_TIMEOUT_MS 10000L
@@ -56,22 +57,6 @@ shown(const char *s, size_t len, char *buf, size_t buflen)
 	return buf;
 }
 
-static bool
-is_blank(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
-static char *
-trimmed_copy(const char *start, const char *end)
-{
-	while (start < end && is_blank(*start))
-		start++;
-	while (end > start && is_blank(end[-1]))
-		end--;
-	return strndup(start, (size_t) (end - start));
-}
-
 /* A non-empty environment value, trimmed; malloc'd or NULL. */
 static char *
 env_string(const char *name)
@@ -81,7 +66,7 @@ env_string(const char *name)
 
 	if (value == NULL)
 		return NULL;
-	copy = trimmed_copy(value, value + strlen(value));
+	copy = tp_trimmed_copy(value, value + strlen(value));
 	if (copy != NULL && copy[0] == '\0')
 	{
 		free(copy);
@@ -140,25 +125,7 @@ env_timeout(const char *name, long *out)
 static void
 displayable_url(const char *url, char *out, size_t outlen)
 {
-	const char *authority = strstr(url, "://");
-	const char *end;
-	const char *at;
-
-	if (authority == NULL)
-	{
-		snprintf(out, outlen, "%s", url);
-		return;
-	}
-	authority += 3;
-	end = authority + strcspn(authority, "/?#");
-	at = NULL;
-	for (const char *p = authority; p < end; p++)
-		if (*p == '@')
-			at = p;				/* the last '@' ends the user info */
-	if (at == NULL)
-		snprintf(out, outlen, "%s", url);
-	else
-		snprintf(out, outlen, "%.*s***%s", (int) (authority - url), url, at);
+	tp_url_redact(url, "***@", out, outlen);
 }
 
 /* ---- names and tags ---- */
@@ -215,8 +182,8 @@ parse_tag(const char *start, const char *end, tp_kvlist *tags)
 		tp_warn("PYROSCOPE_TAGS: \"%s\" has no '=' (expected key=value); ignored", member);
 		return;
 	}
-	key = trimmed_copy(start, eq);
-	value = trimmed_copy(eq + 1, end);
+	key = tp_trimmed_copy(start, eq);
+	value = tp_trimmed_copy(eq + 1, end);
 	if (key == NULL || value == NULL)
 		tp_warn("PYROSCOPE_TAGS: out of memory; \"%s\" ignored", member);
 	else if ((problem = tag_problem(key, value)) != NULL)
@@ -242,7 +209,7 @@ tp_pyroscope_parse_tags(const char *text, tp_kvlist *tags)
 		const char *end = p + strcspn(p, ",");
 		const char *s = p;
 
-		while (s < end && is_blank(*s))
+		while (s < end && tp_is_blank(*s))
 			s++;
 		if (s < end)			/* empty members ("a=1,,b=2") are skipped */
 			parse_tag(p, end, tags);
@@ -410,22 +377,10 @@ tp_pyroscope_series_name(const tp_pyroscope_config *cfg)
 static void
 put_origin_without_credentials(FILE *out, const char *url)
 {
-	const char *authority = strstr(url, "://");
-	const char *at;
-	const char *slash;
+	char		clean[1024];
 
-	if (authority == NULL)
-	{
-		fputs(url, out);
-		return;
-	}
-	authority += 3;
-	slash = strchr(authority, '/');
-	at = memchr(authority, '@', slash ? (size_t) (slash - authority) : strlen(authority));
-	if (at == NULL)
-		fputs(url, out);
-	else
-		fprintf(out, "%.*s%s", (int) (authority - url), url, at + 1);
+	tp_url_redact(url, "", clean, sizeof(clean));
+	fputs(clean, out);
 }
 
 char *

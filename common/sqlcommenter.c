@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "text.h"
+
 /* Longest value we decode: a traceparent plus room for future fields. */
 #define MAX_VALUE 256
 
@@ -15,18 +17,6 @@ find_last(const char *start, const char *end, const char *needle)
 		if (memcmp(p, needle, n) == 0)
 			return p;
 	return NULL;
-}
-
-static int
-hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 /*
@@ -47,8 +37,8 @@ decode_value(const char *p, const char *end, char *out, size_t *out_len)
 			c = *p++;
 		else if (c == '%')
 		{
-			int			hi = p + 1 < end ? hex_digit(p[0]) : -1;
-			int			lo = hi >= 0 ? hex_digit(p[1]) : -1;
+			int			hi = p + 1 < end ? tp_hex_digit(p[0]) : -1;
+			int			lo = hi >= 0 ? tp_hex_digit(p[1]) : -1;
 
 			if (lo < 0)
 				return NULL;

@@ -1,0 +1,27 @@
+/*
+ * text.h - small string helpers the parsers of common/ share.
+ */
+#ifndef TP_TEXT_H
+#define TP_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A space or a tab: what key=value lists allow around their parts. */
+bool		tp_is_blank(char c);
+
+/* Copy [start, end) without leading and trailing blanks; malloc'd. */
+char	   *tp_trimmed_copy(const char *start, const char *end);
+
+/* Value of a hex digit of either case, or -1. */
+int			tp_hex_digit(char c);
+
+/*
+ * url with its user info ("user:secret@") replaced by replacement: "***@"
+ * for messages, "" for links meant to be shared.  Credentials never reach
+ * logs, views or span attributes this way.
+ */
+void		tp_url_redact(const char *url, const char *replacement,
+						  char *out, size_t outlen);
+
+#endif
