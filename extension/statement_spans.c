@@ -347,16 +347,19 @@ relation_name(Oid relid)
 	return OidIsValid(relid) ? get_rel_name(relid) : NULL;
 }
 
-/* The table a planned statement writes, or reads when it reads just one. */
+/*
+ * The table a statement writes (result_rti, 0 for none), or reads when it
+ * reads just one: db.collection.name.
+ */
 static const char *
-statement_collection(const PlannedStmt *stmt)
+collection_name(List *rtable, Index result_rti)
 {
 	Oid			only = InvalidOid;
 	ListCell   *lc;
 
-	if (stmt->resultRelations != NIL)
-		return relation_name(rt_fetch(linitial_int(stmt->resultRelations), stmt->rtable)->relid);
-	foreach(lc, stmt->rtable)
+	if (result_rti > 0)
+		return relation_name(rt_fetch(result_rti, rtable)->relid);
+	foreach(lc, rtable)
 	{
 		RangeTblEntry *rte = lfirst(lc);
 
@@ -370,24 +373,16 @@ statement_collection(const PlannedStmt *stmt)
 }
 
 static const char *
+statement_collection(const PlannedStmt *stmt)
+{
+	return collection_name(stmt->rtable, stmt->resultRelations != NIL ?
+						   linitial_int(stmt->resultRelations) : 0);
+}
+
+static const char *
 query_collection(const Query *query)
 {
-	Oid			only = InvalidOid;
-	ListCell   *lc;
-
-	if (query->resultRelation > 0)
-		return relation_name(rt_fetch(query->resultRelation, query->rtable)->relid);
-	foreach(lc, query->rtable)
-	{
-		RangeTblEntry *rte = lfirst(lc);
-
-		if (rte->rtekind != RTE_RELATION)
-			continue;
-		if (OidIsValid(only) && only != rte->relid)
-			return NULL;
-		only = rte->relid;
-	}
-	return relation_name(only);
+	return collection_name(query->rtable, query->resultRelation);
 }
 
 /* The table a utility statement is about, for the common cases. */
