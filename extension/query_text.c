@@ -1,18 +1,24 @@
 /*
  * query_text.c - the db.query.text of a span, per traceprof.query_text.
  *
- * "normalized" replaces every literal constant with $n (numbered after the
- * statement's own parameters) using PostgreSQL's own lexer, so spans of the
- * same statement group together and literal values (often personal data)
- * never leave the server.  Text after the last token (the trailing
+ * "normalized" replaces literal constants with $n (numbered after the
+ * statement's own parameters), so spans of the same statement group together
+ * and literal values (often personal data) never leave the server.  Which
+ * constants: those the query jumble recorded in post-parse analysis, as
+ * pg_stat_statements does (so "-5" is one constant and a typmod stays), when
+ * that statement was parsed while traced; otherwise every literal token of
+ * PostgreSQL's own lexer.  Text after the last token (the trailing
  * sqlcommenter comment with its per-request ids) is dropped too.
  */
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "parser/analyze.h"
 #include "parser/gramparse.h"
 #include "parser/scanner.h"
+#include "utils/memutils.h"
+#include "utils/queryjumble.h"
 
 #include "traceprof.h"
 
@@ -22,6 +28,68 @@ typedef struct Literal
 	int			length;
 } Literal;
 
+/*
+ * Constant locations of recently parsed statements, by query id, relative
+ * to the statement's start.  A few suffice: a statement is executed soon
+ * after it is parsed (or its prepared form, whose parse we also saw).
+ */
+#define REMEMBERED 32
+
+typedef struct RememberedConstants
+{
+	uint64		query_id;		/* 0: free slot */
+	int			count;
+	int		   *locations;		/* sorted */
+	int			highest_param;
+} RememberedConstants;
+
+static RememberedConstants remembered[REMEMBERED];
+static int	next_slot;
+
+static int
+compare_ints(const void *a, const void *b)
+{
+	int			x = *(const int *) a;
+	int			y = *(const int *) b;
+
+	return (x > y) - (x < y);
+}
+
+void
+query_text_remember_constants(uint64 query_id, int stmt_location, const JumbleState *jstate)
+{
+	RememberedConstants *slot = &remembered[next_slot];
+
+	if (query_id == 0 || jstate == NULL)
+		return;
+	next_slot = (next_slot + 1) % REMEMBERED;
+	if (slot->locations != NULL)
+		pfree(slot->locations);
+	slot->locations = MemoryContextAlloc(TopMemoryContext,
+										 sizeof(int) * Max(jstate->clocations_count, 1));
+	slot->count = jstate->clocations_count;
+	for (int i = 0; i < slot->count; i++)
+		slot->locations[i] = jstate->clocations[i].location - Max(stmt_location, 0);
+	qsort(slot->locations, slot->count, sizeof(int), compare_ints);
+	slot->highest_param = jstate->highest_extern_param_id;
+	slot->query_id = query_id;
+}
+
+static const RememberedConstants *
+constants_of(uint64 query_id)
+{
+	for (int i = 0; i < REMEMBERED; i++)
+		if (query_id != 0 && remembered[i].query_id == query_id)
+			return &remembered[i];
+	return NULL;
+}
+
+static bool
+is_remembered(const RememberedConstants *known, int location)
+{
+	return bsearch(&location, known->locations, known->count, sizeof(int), compare_ints) != NULL;
+}
+
 static bool
 is_literal(int token)
 {
@@ -30,8 +98,9 @@ is_literal(int token)
 }
 
 static char *
-normalize(const char *text, int len)
+normalize(const char *text, int len, uint64 query_id)
 {
+	const RememberedConstants *known = constants_of(query_id);
 	char	   *copy = pnstrdup(text, len);
 	core_yy_extra_type extra;
 	core_yyscan_t scanner;
@@ -40,8 +109,9 @@ normalize(const char *text, int len)
 	Literal    *literals = NULL;
 	int			literal_count = 0;
 	int			literal_capacity = 0;
-	int			highest_param = 0;
+	int			highest_param = known ? known->highest_param : 0;
 	int			end_of_tokens = 0;
+	int			pending_minus = -1;	/* location of a remembered '-' */
 	StringInfoData out;
 	int			copied = 0;
 
@@ -59,8 +129,17 @@ normalize(const char *text, int len)
 		end_of_tokens = location + token_len;
 		if (token == PARAM)
 			highest_param = Max(highest_param, value.ival);
-		else if (is_literal(token))
+		else if (known != NULL && token == '-' && is_remembered(known, location))
+			pending_minus = location;	/* the jumble's constant starts at its sign */
+		else if (known != NULL ? (is_remembered(known, location) || pending_minus >= 0) :
+				 is_literal(token))
 		{
+			if (pending_minus >= 0)
+			{
+				token_len += location - pending_minus;
+				location = pending_minus;
+				pending_minus = -1;
+			}
 			if (literal_count == literal_capacity)
 			{
 				literal_capacity = literal_capacity ? literal_capacity * 2 : 16;
@@ -71,6 +150,8 @@ normalize(const char *text, int len)
 			literals[literal_count].length = token_len;
 			literal_count++;
 		}
+		else
+			pending_minus = -1;
 	}
 	scanner_finish(scanner);
 
@@ -94,7 +175,7 @@ normalize(const char *text, int len)
  * traceprof.max_query_length bytes on a character boundary.
  */
 char *
-query_text_for_span(const char *text, int location, int len)
+query_text_for_span(const char *text, int location, int len, uint64 query_id)
 {
 	char	   *result;
 	int			cut;
@@ -108,7 +189,7 @@ query_text_for_span(const char *text, int location, int len)
 			result = pnstrdup(text, len);
 			break;
 		default:
-			result = normalize(text, len);
+			result = normalize(text, len, query_id);
 			break;
 	}
 	cut = pg_mbcliplen(result, strlen(result), traceprof_max_query_length);

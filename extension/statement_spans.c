@@ -26,6 +26,7 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "optimizer/planner.h"
+#include "parser/analyze.h"
 #include "parser/parsetree.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
@@ -73,6 +74,7 @@ typedef struct DecidedStatement
 
 static DecidedStatement decided;
 
+static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;
 static planner_hook_type prev_planner = NULL;
 static ExecutorStart_hook_type prev_ExecutorStart = NULL;
 static ExecutorRun_hook_type prev_ExecutorRun = NULL;
@@ -226,7 +228,7 @@ open_span(bool top_level, int kind, const char *name, const char *operation,
 	set_user_name(r);
 	if (statement != NULL)
 	{
-		char	   *text = query_text_for_span(statement, 0, statement_len);
+		char	   *text = query_text_for_span(statement, 0, statement_len, query_id);
 
 		r->query_len = strlen(text);
 		memcpy(r->query, text, r->query_len + 1);
@@ -417,6 +419,33 @@ utility_collection(Node *stmt)
 			break;
 	}
 	return rel ? rel->relname : NULL;
+}
+
+/*
+ * Post-parse analysis: the query jumble knows which tokens are constants
+ * (pg_stat_statements' rules).  Remember them for the statement's span, but
+ * only when the statement may be traced: untraced statements pay nothing.
+ */
+static void
+traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
+{
+	if (prev_post_parse_analyze)
+		prev_post_parse_analyze(pstate, query, jstate);
+	if (jstate == NULL || jstate->clocations_count == 0 ||
+		traceprof_query_text != QUERY_TEXT_NORMALIZED || pstate->p_sourcetext == NULL)
+		return;
+	if (!traceprof_guc_context_valid && traceprof_sample_rate <= 0)
+	{
+		int			location = query->stmt_location;
+		int			len = query->stmt_len;
+		const char *statement = CleanQuerytext(pstate->p_sourcetext, &location, &len);
+		tp_span_context ignored;
+
+		if (tp_sqlcomment_traceparent(statement, len > 0 ? len : strlen(statement), &ignored) ==
+			TP_COMMENT_NONE)
+			return;
+	}
+	query_text_remember_constants(query->queryId, query->stmt_location, jstate);
 }
 
 static PlannedStmt *
@@ -713,6 +742,8 @@ traceprof_xact_callback(XactEvent event, void *arg)
 void
 statement_spans_install_hooks(void)
 {
+	prev_post_parse_analyze = post_parse_analyze_hook;
+	post_parse_analyze_hook = traceprof_post_parse_analyze;
 	prev_planner = planner_hook;
 	planner_hook = traceprof_planner;
 	prev_ExecutorStart = ExecutorStart_hook;

@@ -131,7 +131,10 @@ extern void span_store_reset(void);
 extern void statement_spans_install_hooks(void);
 
 /* query_text.c */
-extern char *query_text_for_span(const char *source, int location, int len);
+struct JumbleState;
+extern char *query_text_for_span(const char *source, int location, int len, uint64 query_id);
+extern void query_text_remember_constants(uint64 query_id, int stmt_location,
+										  const struct JumbleState *jstate);
 
 /* exporter.c */
 extern void traceprof_register_exporter(void);

@@ -12,6 +12,8 @@ SET traceprof.query_text = 'off';
 SELECT 'secret literal' AS v;
 SET traceprof.query_text = 'normalized';
 SELECT 'secret literal' AS v, $$dollar$$ AS w, 1.5 AS x, B'101' AS y;
+-- constants as the query jumble sees them: a signed number is one, a typmod none
+SELECT -5 AS neg, 'x'::varchar(10) AS typmod;
 
 -- track = top: the function's inner statement has no span of its own
 SELECT count_below(10);
