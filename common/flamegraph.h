@@ -59,7 +59,7 @@ bool		tp_flame_stacks_add(tp_flame_stacks *stacks,
 								const char *const *frames_root_first,
 								size_t depth, uint64_t weight);
 
-/* Sum of the weights added. */
+/* Sum of the weights added (0 for NULL). */
 uint64_t	tp_flame_stacks_total(const tp_flame_stacks *stacks);
 
 /*

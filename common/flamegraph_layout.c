@@ -225,7 +225,7 @@ tp_flame_stacks_add(tp_flame_stacks *stacks, const char *const *frames_root_firs
 uint64_t
 tp_flame_stacks_total(const tp_flame_stacks *stacks)
 {
-	return stacks->nodes[0].weight;
+	return stacks != NULL ? stacks->nodes[0].weight : 0;
 }
 
 void

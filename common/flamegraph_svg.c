@@ -73,7 +73,7 @@ static const char script[] =
 "\tg.tpFrame = f;\n"
 "\tframes.push(f);\n"
 "}\n"
-"var root = frames[0], zoomed = root, term = '';\n"
+"var root = frames[0], term = '';\n"
 "\n"
 "function pct(x) { return (100 * x).toFixed(2) + '%'; }\n"
 "function share(v, t) { return t > 0 ? v / t : 0; }\n"
@@ -155,7 +155,6 @@ static const char script[] =
 "function zoom(z) {\n"
 "\tif (!(z.v > 0))\n"
 "\t\treturn;\n"
-"\tzoomed = z;\n"
 "\tfor (var i = 0; i < frames.length; i++) {\n"
 "\t\tvar f = frames[i];\n"
 "\t\tif (f.d < z.d && f.x <= z.x && f.x + f.v >= z.x + z.v)\n"
@@ -324,13 +323,29 @@ share(uint64_t weight, uint64_t total)
 	return total > 0 ? (double) weight / (double) total : 0.0;
 }
 
-/* Percentage points, with tiny values shown as +0.00 rather than -0.00. */
-static double
-points(double change)
+/*
+ * value with that many decimals, rounded half up like JavaScript's
+ * toFixed, and with a '.' whatever LC_NUMERIC says (printf's %f would
+ * follow a host program's locale).  plus: "+" before values >= 0, and
+ * values that round to zero are never "-0.00".
+ */
+static void
+put_decimal(FILE *out, double value, int decimals, bool plus)
 {
-	double		pp = 100.0 * change;
+	uint64_t	scale = 1;
+	uint64_t	scaled;
+	bool		negative = value < 0;
 
-	return pp > -0.005 && pp < 0.005 ? 0.0 : pp;
+	for (int i = 0; i < decimals; i++)
+		scale *= 10;
+	scaled = (uint64_t) ((negative ? -value : value) * (double) scale + 0.5);
+	if (negative && scaled > 0)
+		fputc('-', out);
+	else if (plus)
+		fputc('+', out);
+	fprintf(out, "%" PRIu64, scaled / scale);
+	if (decimals > 0)
+		fprintf(out, ".%0*" PRIu64, decimals, scaled % scale);
 }
 
 static double
@@ -425,14 +440,20 @@ put_tooltip(const svg_writer *w, const tp_flame_frame *f)
 	{
 		fprintf(w->out, "&#10;%" PRIu64 " ", f->weight);
 		put_xml(w->out, w->unit);
-		fprintf(w->out, ", %.2f%%", 100.0 * share(f->weight, l->total));
+		fputs(", ", w->out);
+		put_decimal(w->out, 100.0 * share(f->weight, l->total), 2, false);
+		fputc('%', w->out);
 		return;
 	}
-	fprintf(w->out, "&#10;target %.2f%% (%" PRIu64 " ",
-			100.0 * share(f->weight, l->total), f->weight);
+	fputs("&#10;target ", w->out);
+	put_decimal(w->out, 100.0 * share(f->weight, l->total), 2, false);
+	fprintf(w->out, "%% (%" PRIu64 " ", f->weight);
 	put_xml(w->out, w->unit);
-	fprintf(w->out, ")&#10;baseline %.2f%%&#10;change %+.2f pp",
-			100.0 * share(f->baseline, l->baseline_total), points(change_of(l, f)));
+	fputs(")&#10;baseline ", w->out);
+	put_decimal(w->out, 100.0 * share(f->baseline, l->baseline_total), 2, false);
+	fputs("%&#10;change ", w->out);
+	put_decimal(w->out, 100.0 * change_of(l, f), 2, true);
+	fputs(" pp", w->out);
 }
 
 static void
@@ -456,9 +477,12 @@ put_frame(const svg_writer *w, const tp_flame_frame *f)
 		fprintf(w->out, " data-b=\"%" PRIu64 "\"", f->baseline);
 	fputs("><title>", w->out);
 	put_tooltip(w, f);
-	fprintf(w->out, "</title><svg x=\"%.4f%%\" y=\"%d\" width=\"%.4f%%\" height=\"%d\">"
-			"<rect width=\"100%%\" height=\"100%%\" fill=\"%s\"/><text x=\"%d\" y=\"11.5\">",
-			x, y, width, FRAME_HEIGHT, colour, LABEL_PAD);
+	fputs("</title><svg x=\"", w->out);
+	put_decimal(w->out, x, 4, false);
+	fprintf(w->out, "%%\" y=\"%d\" width=\"", y);
+	put_decimal(w->out, width, 4, false);
+	fprintf(w->out, "%%\" height=\"%d\"><rect width=\"100%%\" height=\"100%%\" fill=\"%s\"/>"
+			"<text x=\"%d\" y=\"11.5\">", FRAME_HEIGHT, colour, LABEL_PAD);
 	put_label(w->out, f->name, width / 100.0 * REF_WIDTH);
 	fputs("</text></svg></g>\n", w->out);
 }
@@ -486,8 +510,11 @@ put_subtitle(const svg_writer *w, const tp_flame_layout *l)
 		fputs(" (red: larger, blue: smaller)", out);
 	}
 	if (l->omitted > 0)
-		fprintf(out, " \xc2\xb7 %zu frame%s under %.1f%% not drawn", l->omitted,
-				l->omitted == 1 ? "" : "s", TP_FLAME_MIN_PERMILLE / 10.0);
+	{
+		fprintf(out, " \xc2\xb7 %zu frame%s under ", l->omitted, l->omitted == 1 ? "" : "s");
+		put_decimal(out, TP_FLAME_MIN_PERMILLE / 10.0, 1, false);
+		fputs("% not drawn", out);
+	}
 }
 
 static void

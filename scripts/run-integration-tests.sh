@@ -28,7 +28,9 @@ else
 		process.exit(a > 18 || (a === 18 && b >= 19) ? 0 : 1)' ||
 		die "node $(node --version) is too old: need Node 18.19 or later"
 fi
-if [ ! -d "$dir/node_modules/@opentelemetry/otlp-transformer" ] || [ ! -d "$dir/node_modules/pprof-format" ]; then
+[ -x /usr/bin/chromium ] || die "/usr/bin/chromium is missing (Debian package chromium, for the flame graph browser test); run 'make deps'"
+if [ ! -d "$dir/node_modules/@opentelemetry/otlp-transformer" ] || [ ! -d "$dir/node_modules/pprof-format" ] ||
+   [ ! -d "$dir/node_modules/playwright-core" ] || [ ! -d "$dir/node_modules/pg" ]; then
 	die "tests/integration/node_modules is missing or incomplete; run 'make deps'"
 fi
 for b in generator loader; do
