@@ -8,6 +8,12 @@
  *   traceprof.profile_top(trace_id, n DEFAULT 20, span_id DEFAULT NULL)
  *       the n functions with the most self samples: samples where it was
  *       the leaf (self) and where it was anywhere on the stack (total)
+ *   traceprof.flamegraph(trace_id, span_id DEFAULT NULL)
+ *       the same samples as an interactive SVG flame graph
+ *   traceprof.flamegraph_diff(trace_id, span_id DEFAULT NULL)
+ *       a differential flame graph against the baseline: every retained
+ *       sample of spans with the same span names, as Pyroscope's span
+ *       profiles define it
  */
 #include "postgres.h"
 
@@ -17,9 +23,12 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 
+#include "flamegraph.h"
 #include "traceprof.h"
 
 PG_FUNCTION_INFO_V1(traceprof_profile_stacks);
+PG_FUNCTION_INFO_V1(traceprof_flamegraph);
+PG_FUNCTION_INFO_V1(traceprof_flamegraph_diff);
 PG_FUNCTION_INFO_V1(traceprof_profile_top);
 
 /* Which samples a call asks for. */
@@ -267,4 +276,131 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/* Samples into a flame-graph builder, frames root first. */
+typedef struct FlameCollect
+{
+	SampleFilter *filter;		/* NULL: baseline mode, use span_names */
+	HTAB	   *span_names;		/* span_name ids of the target */
+	tp_flame_stacks *stacks;
+	bool		failed;
+} FlameCollect;
+
+static void
+add_to_flame(FlameCollect *collect, const TraceprofSample *sample)
+{
+	const char *frames[TRACEPROF_MAX_FRAMES];
+
+	for (uint32 i = 0; i < sample->depth; i++)
+		frames[sample->depth - 1 - i] = function_names_get(sample->frames[i]);
+	if (!tp_flame_stacks_add(collect->stacks, frames, sample->depth, sample->weight))
+		collect->failed = true;
+}
+
+static bool
+collect_target(const TraceprofSample *sample, void *arg)
+{
+	FlameCollect *collect = arg;
+	bool		found;
+
+	if (!matches(collect->filter, sample) || sample->depth == 0)
+		return true;
+	add_to_flame(collect, sample);
+	if (collect->span_names != NULL)
+		hash_search(collect->span_names, &sample->span_name_id, HASH_ENTER, &found);
+	return true;
+}
+
+static bool
+collect_baseline(const TraceprofSample *sample, void *arg)
+{
+	FlameCollect *collect = arg;
+
+	if (sample->depth == 0 || sample->span_name_id == 0 ||
+		tp_id_is_zero(sample->trace_id, TP_TRACE_ID_BYTES) ||
+		hash_search(collect->span_names, &sample->span_name_id, HASH_FIND, NULL) == NULL)
+		return true;
+	add_to_flame(collect, sample);
+	return true;
+}
+
+static text *
+svg_result(char *svg, const char *what)
+{
+	text	   *result;
+
+	if (svg == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory while drawing the %s", what)));
+	result = cstring_to_text(svg);
+	free(svg);
+	return result;
+}
+
+static void
+title_for(const SampleFilter *filter, FunctionCallInfo fcinfo, char *title, size_t len)
+{
+	char		trace[TP_TRACE_ID_HEX + 1];
+
+	tp_hex_encode(filter->trace_id, TP_TRACE_ID_BYTES, trace);
+	if (filter->by_span)
+		snprintf(title, len, "trace %s, span %s", trace, text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	else
+		snprintf(title, len, "trace %s", trace);
+}
+
+Datum
+traceprof_flamegraph(PG_FUNCTION_ARGS)
+{
+	SampleFilter filter;
+	FlameCollect collect = {0};
+	char		title[128];
+	char	   *svg;
+
+	parse_filter(fcinfo, 1, &filter);
+	collect.filter = &filter;
+	collect.stacks = tp_flame_stacks_new();
+	if (collect.stacks == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	sample_store_scan(collect_target, &collect);
+	title_for(&filter, fcinfo, title, sizeof(title));
+	svg = collect.failed ? NULL : tp_flame_stacks_svg(collect.stacks, title, "samples");
+	tp_flame_stacks_free(collect.stacks);
+	PG_RETURN_TEXT_P(svg_result(svg, "flame graph"));
+}
+
+Datum
+traceprof_flamegraph_diff(PG_FUNCTION_ARGS)
+{
+	SampleFilter filter;
+	FlameCollect target = {0};
+	FlameCollect baseline = {0};
+	HASHCTL		info;
+	char		title[160];
+	char	   *svg;
+
+	parse_filter(fcinfo, 1, &filter);
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(uint32);
+	info.entrysize = sizeof(uint32);
+	info.hcxt = CurrentMemoryContext;
+	target.filter = &filter;
+	target.span_names = hash_create("traceprof span names", 16, &info,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	target.stacks = tp_flame_stacks_new();
+	baseline.span_names = target.span_names;
+	baseline.stacks = tp_flame_stacks_new();
+	if (target.stacks == NULL || baseline.stacks == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	sample_store_scan(collect_target, &target);
+	sample_store_scan(collect_baseline, &baseline);
+	title_for(&filter, fcinfo, title, sizeof(title) - 32);
+	strlcat(title, " vs. its baseline", sizeof(title));
+	svg = target.failed || baseline.failed ? NULL :
+		tp_flame_stacks_diff_svg(target.stacks, baseline.stacks, title, "samples");
+	tp_flame_stacks_free(target.stacks);
+	tp_flame_stacks_free(baseline.stacks);
+	PG_RETURN_TEXT_P(svg_result(svg, "differential flame graph"));
 }

@@ -49,7 +49,7 @@ step "generator $records orders.json"
 	tee "$out/generator.log"
 
 step "loader $CLUSTER_URL orders.json" | sed 's/:secret@/:***@/'
-"$bin/loader" "$CLUSTER_URL" "$out/orders.json" --profile-out "$out/loader.speedscope.json" 2>&1 |
+"$bin/loader" "$CLUSTER_URL" "$out/orders.json" --profile-out "$out/loader.svg" 2>&1 |
 	tee "$out/loader.log"
 trace=$(sed -n 's/.*trace_id=\([0-9a-f]\{32\}\).*/\1/p' "$out/loader.log" | head -n 1)
 [ -n "$trace" ] || { echo "demo: the loader printed no trace id" >&2; exit 1; }
@@ -79,7 +79,10 @@ PSQL_DB=app psql_app -c "SELECT function, self_samples, total_samples, round(sel
   FROM traceprof.profile_top('$trace', 15)"
 PSQL_DB=app psql_app -Atc "SELECT stack || ' ' || samples FROM traceprof.profile('$trace') ORDER BY samples DESC" \
 	> "$out/server.folded"
-echo "server stacks of the trace: $(wc -l < "$out/server.folded") distinct, in demo-out/server.folded"
+PSQL_DB=app psql_app -Atc "SELECT traceprof.flamegraph('$trace')" > "$out/server.svg"
+PSQL_DB=app psql_app -Atc "SELECT traceprof.flamegraph_diff('$trace')" > "$out/server-diff.svg"
+echo "server stacks of the trace: $(wc -l < "$out/server.folded") distinct (demo-out/server.folded);"
+echo "flame graphs: demo-out/server.svg, demo-out/server-diff.svg (against the baseline of the same span names), demo-out/loader.svg"
 
 step "artifacts in demo-out/"
 ls -l "$out" | sed 1d

@@ -87,6 +87,22 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION profile_top(text, int, text) IS
     'The n functions of a trace (or one span) with the most samples where they were running (self), with samples where they were on the stack (total)';
 
+CREATE FUNCTION flamegraph(trace_id text, span_id text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'traceprof_flamegraph'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION flamegraph(text, text) IS
+    'A self-contained interactive SVG flame graph of a trace (or one span): hover, click to zoom, search';
+
+CREATE FUNCTION flamegraph_diff(trace_id text, span_id text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'traceprof_flamegraph_diff'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION flamegraph_diff(text, text) IS
+    'A differential flame graph of a trace (or span) against its baseline: all retained samples of spans with the same names; red grew, blue shrank';
+
 CREATE FUNCTION reset()
 RETURNS void
 AS 'MODULE_PATHNAME', 'traceprof_reset'

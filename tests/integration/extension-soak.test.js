@@ -80,6 +80,15 @@ test('no cross-talk: two concurrent traced sessions each profile only their own 
 	assert.equal(withFrame(pa, /md5/), 0, 'A carries none of B\'s md5 work');
 	assert.ok(withFrame(pb, /md5/) > 0, 'B samples show md5');
 	assert.equal(withFrame(pb, /^numeric_/), 0, 'B carries none of A\'s numeric work');
+	// The same samples as flame graphs, straight from SQL.
+	const svg = (await reader.query('SELECT traceprof.flamegraph($1) AS svg', [traceA])).rows[0].svg;
+	assert.match(svg, /^<\?xml[^]*<svg[^]*<\/svg>\s*$/, 'a complete SVG document');
+	const root = /data-total="(\d+)"/.exec(svg);
+	assert.ok(root && Number(root[1]) === total(pa), `the graph holds the trace's ${total(pa)} samples: ${root && root[1]}`);
+	assert.match(svg, /data-n="numeric_[a-z_]+"/, 'A\'s numeric frames are drawn');
+	assert.doesNotMatch(svg, /md5/, 'and none of B\'s');
+	const diff = (await reader.query('SELECT traceprof.flamegraph_diff($1) AS svg', [traceA])).rows[0].svg;
+	assert.match(diff, /vs\. its baseline[^]*data-b="\d+"/, 'the differential graph carries baseline weights');
 	// Samples follow each session's own CPU time (250 Hz: 4 ms a sample).
 	for (const [name, p, trace] of [['A', pa, traceA], ['B', pb, traceB]]) {
 		const expected = (await cpuMs(trace)) / 4;
@@ -88,13 +97,13 @@ test('no cross-talk: two concurrent traced sessions each profile only their own 
 	}
 });
 
-/** VmRSS in kB of each backend serving pgbench (application_name pgbench). */
+/** RssAnon (private memory; shared buffers a backend touches do not count) in kB of each backend serving pgbench (application_name pgbench). */
 async function backendRss(reader) {
 	const pids = (await reader.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'")).rows.map((r) => r.pid);
 	const rss = {};
 	for (const pid of pids) {
 		try {
-			const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+			const m = /RssAnon:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
 			if (m)
 				rss[pid] = Number(m[1]);
 		} catch {
