@@ -8,7 +8,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-out="$root/demo-out"
+out="${DEMO_OUT:-$root/demo-out}"
 bin="$root/build/bin"
 records=${DEMO_RECORDS:-50000}
 sink_pid=
@@ -81,10 +81,10 @@ PSQL_DB=app psql_app -Atc "SELECT stack || ' ' || samples FROM traceprof.profile
 	> "$out/server.folded"
 PSQL_DB=app psql_app -Atc "SELECT traceprof.flamegraph('$trace')" > "$out/server.svg"
 PSQL_DB=app psql_app -Atc "SELECT traceprof.flamegraph_diff('$trace')" > "$out/server-diff.svg"
-echo "server stacks of the trace: $(wc -l < "$out/server.folded") distinct (demo-out/server.folded);"
-echo "flame graphs: demo-out/server.svg, demo-out/server-diff.svg (against the baseline of the same span names), demo-out/loader.svg"
+echo "server stacks of the trace: $(wc -l < "$out/server.folded") distinct ($out/server.folded)"
+echo "flame graphs: $out/server.svg, $out/server-diff.svg (against the baseline of the same span names), $out/loader.svg"
 
-step "artifacts in demo-out/"
+step "artifacts in $out"
 ls -l "$out" | sed 1d
 echo
 echo "Search Tempo (or any OTLP backend) for trace $trace."
