@@ -5,7 +5,7 @@ set -eu
 
 packages="build-essential postgresql-15 postgresql-server-dev-15 libpq-dev
 libcurl4-openssl-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler zlib1g-dev
-nodejs npm time chromium"
+nodejs npm time chromium python3"
 
 missing=""
 for p in $packages; do
