@@ -4,6 +4,9 @@
 #
 # An OTLP capture sink (scripts/demo/otlp-sink.js) stands in for a
 # collector; generator, loader and the server's exporter all send to it.
+# With OTEL_EXPORTER_OTLP_ENDPOINT set (an http base URL), the sink also
+# forwards every span there; with PYROSCOPE_SERVER_ADDRESS set, the binaries
+# and the server upload their profiles there too.
 # Artifacts land in demo-out/.  Run through `make demo`.
 set -euo pipefail
 
@@ -27,22 +30,30 @@ rm -rf "$out"
 mkdir -p "$out"
 
 step "OTLP capture sink"
-node "$root/scripts/demo/otlp-sink.js" "$out/spans.jsonl" "$out/sink.port" &
+user_otlp=${OTEL_EXPORTER_OTLP_ENDPOINT:-}
+user_pyroscope=${PYROSCOPE_SERVER_ADDRESS:-}
+FORWARD_TO="$user_otlp" node "$root/scripts/demo/otlp-sink.js" "$out/spans.jsonl" "$out/sink.port" &
 sink_pid=$!
 for _ in $(seq 1 50); do [ -s "$out/sink.port" ] && break; sleep 0.1; done
 [ -s "$out/sink.port" ] || { echo "demo: the OTLP sink did not start" >&2; exit 1; }
 endpoint="http://127.0.0.1:$(cat "$out/sink.port")"
-echo "listening at $endpoint"
+echo "listening at $endpoint${user_otlp:+, forwarding to $user_otlp}"
 
 step "PostgreSQL 15 with traceprof"
 cluster_start "shared_preload_libraries = 'traceprof'" \
 	"traceprof.otlp_endpoint = '$endpoint'" \
 	"traceprof.export_interval = 200" \
-	"traceprof.service_name = 'postgresql'"
+	"traceprof.service_name = 'postgresql'" \
+	"traceprof.pyroscope_url = '$user_pyroscope'" \
+	"traceprof.upload_interval = 500"
 PSQL_DB=app psql_app -q -c "CREATE EXTENSION traceprof"
 echo "cluster on port $CLUSTER_PORT (data in $CLUSTER_DIR), extension created"
 
 export OTEL_EXPORTER_OTLP_ENDPOINT="$endpoint"
+if [ -n "$user_pyroscope" ]; then
+	export PYROSCOPE_ENABLE=true PYROSCOPE_TRACE_CORRELATION=true
+	echo "profiles also go to $user_pyroscope"
+fi
 
 step "generator $records orders.json"
 "$bin/generator" "$records" "$out/orders.json" --profile-out "$out/generator.speedscope.json" 2>&1 |
@@ -54,9 +65,11 @@ step "loader $CLUSTER_URL orders.json" | sed 's/:secret@/:***@/'
 trace=$(sed -n 's/.*trace_id=\([0-9a-f]\{32\}\).*/\1/p' "$out/loader.log" | head -n 1)
 [ -n "$trace" ] || { echo "demo: the loader printed no trace id" >&2; exit 1; }
 
-# Wait until the server's exporter has sent everything it holds.
+# Wait until the server's exporter has sent everything it holds (spans,
+# and samples when they go to a Pyroscope too).
 for _ in $(seq 1 100); do
-	pending=$(PSQL_DB=app psql_app -Atc "SELECT spans_pending FROM traceprof.stats")
+	pending=$(PSQL_DB=app psql_app -Atc "SELECT spans_pending + CASE WHEN '$user_pyroscope' = '' THEN 0
+		ELSE samples_stored - samples_exported - samples_dropped END FROM traceprof.stats")
 	[ "$pending" = 0 ] && grep -q "\"service\":\"postgresql\"" "$out/spans.jsonl" 2>/dev/null && break
 	sleep 0.1
 done

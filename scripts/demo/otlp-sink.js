@@ -6,9 +6,13 @@
 // Listens for OTLP/HTTP on a free 127.0.0.1 port (written to PORT_FILE once
 // ready), decodes each request with @opentelemetry/otlp-transformer's
 // generated protobuf root (a decoder we did not write) and appends every
-// span as one JSON line to OUT.jsonl.  Stops on SIGTERM/SIGINT.
+// span as one JSON line to OUT.jsonl.  With FORWARD_TO=<OTLP/HTTP base URL>
+// every request is also passed on unchanged (to a real collector or Tempo).
+// Stops on SIGTERM/SIGINT.
 
 const fs = require('node:fs');
+const http = require('node:http');
+const https = require('node:https');
 const { startReceiver } = require('../../tests/integration/lib/receiver');
 const { decodeTraces } = require('../../tests/integration/lib/otlp');
 
@@ -18,6 +22,22 @@ function plain(key, value) {
 		return value;
 	return value <= BigInt(Number.MAX_SAFE_INTEGER) && value >= BigInt(Number.MIN_SAFE_INTEGER)
 		? Number(value) : value.toString();
+}
+
+/* Pass one OTLP/HTTP request body on to FORWARD_TO; report, never throw. */
+function forward(body) {
+	const base = process.env.FORWARD_TO;
+	if (!base)
+		return;
+	const url = new URL(base.replace(/\/+$/, '') + '/v1/traces');
+	const req = (url.protocol === 'https:' ? https : http).request(url, {
+		method: 'POST',
+		headers: { 'content-type': 'application/x-protobuf', 'content-length': body.length },
+		timeout: 5000,
+	}, (res) => res.resume());
+	req.on('error', (err) => console.error(`otlp-sink: forwarding to ${url.origin} failed: ${err.message}`));
+	req.on('timeout', () => req.destroy(new Error('timed out')));
+	req.end(body);
 }
 
 async function main() {
@@ -33,6 +53,7 @@ async function main() {
 			if (seen.has(request))
 				continue;
 			seen.add(request);
+			forward(request.body);
 			const lines = decodeTraces(request.body).spans.map((s) => JSON.stringify({
 				traceId: s.traceId,
 				spanId: s.spanId,
