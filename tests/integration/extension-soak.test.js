@@ -97,6 +97,25 @@ test('no cross-talk: two concurrent traced sessions each profile only their own 
 	}
 });
 
+test('executor node functions are named from the running plan: hash join, sort, aggregate', async (t) => {
+	const cluster = await startTraced({ 'traceprof.sample_hz': '250', max_parallel_workers_per_gather: '0' });
+	t.after(() => cluster.stop());
+	const client = await connect(cluster);
+	t.after(() => client.end());
+	await client.query(`CREATE TABLE big AS SELECT g AS id, g % 1000 AS k, md5(g::text) AS v FROM generate_series(1, 300000) g;
+		CREATE TABLE small AS SELECT g AS k, md5(g::text) AS w FROM generate_series(1, 1000) g;
+		ANALYZE big; ANALYZE small;`);
+	const trace = newTrace();
+	await traced(client, trace, `SELECT k, count(*), max(v || w) FROM
+		(SELECT * FROM big JOIN small USING (k) ORDER BY v) s GROUP BY k`);
+	const frames = new Set((await client.query('SELECT stack FROM traceprof.profile($1)', [trace])).rows
+		.flatMap((r) => r.stack.split(';')));
+	for (const node of ['ExecHashJoin', 'ExecSort', 'ExecAgg'])
+		assert.ok(frames.has(node), `${node} is named in the profile (static in Debian's stripped postgres): ${[...frames].join(' ')}`);
+	const share = Number((await client.query('SELECT named_frames_percent FROM traceprof.stats')).rows[0].named_frames_percent);
+	assert.ok(share > 0 && share <= 100, `traceprof.stats reports the share of named frames: ${share}`);
+});
+
 /** RssAnon (private memory; shared buffers a backend touches do not count) in kB of each backend serving pgbench (application_name pgbench). */
 async function backendRss(reader) {
 	const pids = (await reader.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'")).rows.map((r) => r.pid);
