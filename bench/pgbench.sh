@@ -1,0 +1,575 @@
+#!/bin/sh
+# bench/pgbench.sh - what the extension costs a pgbench workload, in TPS
+# and in server CPU per transaction, next to the same cluster setup without
+# it; and how many frames of a server profile have a name.  Prints tables;
+# asserts nothing.  Assumes `make install-extension` (and root, or a user
+# that may run initdb/postgres: see scripts/cluster.sh).
+#
+#   SECONDS_PER_RUN=5 ROUNDS=5 SCALE=10 CLIENTS=4 THREADS=2 bench/pgbench.sh
+#   SECTIONS="frames instructions" bench/pgbench.sh     # parts only
+#
+# Two throwaway clusters with the same settings and the same pgbench data:
+# A without shared_preload_libraries, B with traceprof preloaded.  B is
+# switched between configurations with ALTER SYSTEM + pg_reload_conf():
+#
+#   none    cluster A, no extension
+#   idle    traceprof loaded, nothing traced (sample_rate 0, no traceparent)
+#   trace   sample_rate 1 (a new trace per statement), profile off, no export
+#   export  as trace + otlp_endpoint = a local sink (bench/sink.py), 200 ms
+#   hz100   as trace + profile = traced, sample_hz 100, no export
+#   hz250   as trace + profile = traced, sample_hz 250 (the highest rate)
+#
+# Runs are interleaved: every round runs every workload under every
+# configuration (the order of configurations rotates from round to round),
+# so machine noise hits all alike; ratios are taken within a round, and
+# medians over rounds are reported.  Server CPU is utime+stime of every
+# process of the cluster (/proc/<pid>/stat; the postmaster's cutime/cstime
+# holds the backends that exited), divided by the transactions pgbench
+# processed: steadier than TPS on a shared machine.
+#
+# Both clusters run with synchronous_commit = off (TPC-B would otherwise
+# wait on WAL flushes and hide CPU costs), autovacuum off and no
+# checkpoints during a round (VACUUM/CHECKPOINT run between rounds, outside
+# the measurements); the queries of this script itself are not traced.
+set -eu
+
+cd "$(dirname "$0")/.."
+secs=${SECONDS_PER_RUN:-5}
+rounds=${ROUNDS:-5}
+scale=${SCALE:-10}
+clients=${CLIENTS:-4}
+threads=${THREADS:-2}
+# max_spans for the second look at export drops (needs a restart: a third
+# cluster is started for it).
+big_spans=${DROPCHECK_MAX_SPANS:-65536}
+# Parts to run (all by default): tps (the pgbench rounds), frames (named
+# frames in a profile), instructions (callgrind).
+sections=${SECTIONS:-tps frames instructions}
+want() {
+	case " $sections " in *" $1 "*) return 0 ;; esac
+	return 1
+}
+
+. scripts/cluster.sh
+pgbench_bin=$PG_BIN/pgbench
+if [ ! -x "$pgbench_bin" ]; then
+	echo "bench/pgbench.sh: $pgbench_bin not found (Debian package postgresql-15)" >&2
+	exit 1
+fi
+if [ ! -f "$("$PG_BIN/pg_config" --pkglibdir)/traceprof.so" ]; then
+	echo "bench/pgbench.sh: traceprof.so not installed; run make install-extension" >&2
+	exit 1
+fi
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/traceprof-bench-pgbench.XXXXXX")
+sink_pid=
+started_at=$(date +%s)
+
+# cluster.sh keeps one cluster in CLUSTER_*; several are kept in A_*, B_*,
+# C_* and swapped in with use_cluster.
+save_cluster() {
+	eval "${1}_DIR=\$CLUSTER_DIR ${1}_PORT=\$CLUSTER_PORT ${1}_PID=\$CLUSTER_PID"
+}
+use_cluster() {
+	eval "CLUSTER_DIR=\${${1}_DIR:-} CLUSTER_PORT=\${${1}_PORT:-} CLUSTER_PID=\${${1}_PID:-}"
+}
+cleanup() {
+	set +e
+	cluster_stop
+	for c in A B C; do
+		use_cluster "$c"
+		cluster_stop
+	done
+	if [ -n "$sink_pid" ]; then
+		kill "$sink_pid" 2>/dev/null
+		wait "$sink_pid" 2>/dev/null
+	fi
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+say() {
+	echo "bench/pgbench.sh: $*" >&2
+}
+
+# psql on the current cluster's app database, never traced itself.
+sql() {
+	PGOPTIONS="${SQL_OPTIONS:-}" PSQL_DB=app psql_app -At -q "$@"
+}
+
+# CPU time (clock ticks) of the postmaster, its reaped children, and its
+# live children.  The process name may hold blanks: fields counted after ')'.
+server_ticks() {
+	{
+		sed 's/.*) //' "/proc/$CLUSTER_PID/stat" | awk '{ print $12 + $13 + $14 + $15 }'
+		for child in $(pgrep -P "$CLUSTER_PID"); do
+			sed 's/.*) //' "/proc/$child/stat" 2>/dev/null | awk '{ print $12 + $13 }'
+		done
+	} | awk '{ t += $1 } END { print t + 0 }'
+}
+
+pid_ticks() {
+	sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+
+# Wait until no client backend is left, so its CPU time is in cutime.
+settle() {
+	settle_try=0
+	while [ "$settle_try" -lt 100 ]; do
+		left=$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+		[ "$left" = 0 ] && break
+		sleep 0.05
+		settle_try=$((settle_try + 1))
+	done
+	sleep 0.2
+}
+
+start_cluster() {	# start_cluster NAME [conf lines...]
+	name=$1
+	shift
+	cluster_start "shared_buffers = 256MB" "synchronous_commit = off" "autovacuum = off" \
+		"checkpoint_timeout = 1h" "max_wal_size = 8GB" "$@" >/dev/null
+	save_cluster "$name"
+	as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -i -q -s "$scale" app \
+		>"$dir/init.log" 2>&1 || { cat "$dir/init.log" >&2; exit 1; }
+	case " $* " in
+	*traceprof*)
+		sql -c "CREATE EXTENSION traceprof"
+		;;
+	esac
+}
+
+# The local OTLP sink.
+python3 bench/sink.py "$dir/sink.port" &
+sink_pid=$!
+i=0
+while [ ! -s "$dir/sink.port" ]; do
+	kill -0 "$sink_pid" 2>/dev/null || { say "bench/sink.py did not start"; exit 1; }
+	[ "$i" -lt 100 ] || { say "bench/sink.py did not write its port"; exit 1; }
+	sleep 0.1
+	i=$((i + 1))
+done
+sink_url="http://127.0.0.1:$(cat "$dir/sink.port")"
+
+say "starting two PostgreSQL 15 clusters (pgbench scale $scale)"
+start_cluster A
+start_cluster B "shared_preload_libraries = 'traceprof'"
+
+configs="none idle trace export hz100 hz250"
+# label: workload name; flags: pgbench options
+workloads="select select_prepared tpcb"
+workload_flags() {
+	case $1 in
+	select) echo "-S" ;;
+	select_prepared) echo "-S -M prepared" ;;
+	tpcb) echo "" ;;
+	esac
+}
+
+# Settings of configuration $1 on cluster B (sample_rate, profile, hz, endpoint).
+config_settings() {
+	case $1 in
+	idle) echo "0 traced 100 ''" ;;
+	trace) echo "1 off 100 ''" ;;
+	export) echo "1 off 100 '$sink_url'" ;;
+	hz100) echo "1 traced 100 ''" ;;
+	hz250) echo "1 traced 250 ''" ;;
+	esac
+}
+
+applied=
+apply_config() {
+	[ "$1" = none ] && return
+	[ "$1" = "$applied" ] && return
+	# shellcheck disable=SC2046 # four words wanted
+	set -- "$1" $(config_settings "$1")
+	sql -c "ALTER SYSTEM SET traceprof.sample_rate = $2" \
+		-c "ALTER SYSTEM SET traceprof.profile = $3" \
+		-c "ALTER SYSTEM SET traceprof.sample_hz = $4" \
+		-c "ALTER SYSTEM SET traceprof.otlp_endpoint = $5" \
+		-c "ALTER SYSTEM SET traceprof.export_interval = '200ms'" \
+		-c "SELECT pg_reload_conf()" >/dev/null
+	# A fresh session must see the new values before pgbench starts.
+	want="$2|$3|$4|$(echo "$5" | tr -d "'")"
+	try=0
+	while :; do
+		got=$(SQL_OPTIONS= sql -c "SELECT current_setting('traceprof.sample_rate') || '|' || current_setting('traceprof.profile') || '|' || current_setting('traceprof.sample_hz') || '|' || current_setting('traceprof.otlp_endpoint')")
+		[ "$got" = "$want" ] && break
+		try=$((try + 1))
+		[ "$try" -lt 50 ] || { say "configuration $1 not applied (got $got, want $want)"; exit 1; }
+		sleep 0.1
+	done
+	sleep 0.3	# let the exporter see its new endpoint
+	applied=$1
+}
+
+# Counters of traceprof.stats as one line.
+stats_line() {
+	sql -F' ' -c "SELECT spans_created, spans_dropped, spans_exported, export_failures, samples_stored, samples_dropped, spans_pending FROM traceprof.stats"
+}
+
+# Between rounds, on both clusters: the same state for TPC-B each round.
+maintain() {
+	for c in A B; do
+		use_cluster "$c"
+		SQL_OPTIONS=$( [ "$c" = B ] && echo "-c traceprof.sample_rate=0" ) sql \
+			-c "TRUNCATE pgbench_history" -c "VACUUM" -c "CHECKPOINT"
+	done
+}
+
+# run_one ROUND WORKLOAD CONFIG [TAG]: one pgbench run; appends a line to
+# $dir/results: tag round workload config tps transactions cpu_ticks
+# created dropped exported failures samples samples_dropped sink_ticks sink_requests
+run_one() {
+	round=$1 wl=$2 cfg=$3 tag=${4:-main}
+	if [ "$cfg" = none ]; then
+		use_cluster A
+		SQL_OPTIONS=
+	else
+		[ "$tag" = main ] && use_cluster B
+		SQL_OPTIONS="-c traceprof.sample_rate=0"
+		apply_config "$cfg"
+	fi
+	if [ "$wl" = tpcb ]; then
+		sql -c "TRUNCATE pgbench_history" -c "VACUUM pgbench_branches, pgbench_tellers"
+	fi
+	settle
+	stats0="0 0 0 0 0 0 0"
+	[ "$cfg" = none ] || stats0=$(stats_line)
+	sink0=$(pid_ticks "$sink_pid")
+	req0=$(curl -s "$sink_url/stats" | cut -d' ' -f1)
+	ticks0=$(server_ticks)
+	# shellcheck disable=SC2046 # pgbench options are several words
+	as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
+		-c "$clients" -j "$threads" -T "$secs" $(workload_flags "$wl") app >"$dir/pgbench.out" 2>&1 || {
+		say "pgbench failed ($wl, $cfg)"
+		cat "$dir/pgbench.out" >&2
+		exit 1
+	}
+	if [ "$cfg" = export ]; then
+		# The spans of this run are exported before the CPU is read.
+		try=0
+		while [ "$try" -lt 300 ]; do
+			[ "$(stats_line | awk '{ print $7 }')" = 0 ] && break
+			sleep 0.05
+			try=$((try + 1))
+		done
+	fi
+	settle
+	ticks1=$(server_ticks)
+	sink1=$(pid_ticks "$sink_pid")
+	req1=$(curl -s "$sink_url/stats" | cut -d' ' -f1)
+	stats1="0 0 0 0 0 0 0"
+	[ "$cfg" = none ] || stats1=$(stats_line)
+	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$dir/pgbench.out")
+	tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$dir/pgbench.out")
+	echo "$tag $round $wl $cfg $tps $tx $((ticks1 - ticks0)) $stats0 $stats1 $((sink1 - sink0)) $((req1 - req0))" |
+		awk '{ printf "%s %s %s %s %s %s %s", $1, $2, $3, $4, $5, $6, $7
+			for (i = 0; i < 6; i++) printf " %d", $(15 + i) - $(8 + i)
+			printf " %s %s\n", $22, $23 }' >>"$dir/results"
+	printf '  round %d  %-16s %-7s %10.0f tps %8.1f us/tx\n' "$round" "$wl" "$cfg" "$tps" \
+		"$(awk -v t="$((ticks1 - ticks0))" -v n="$tx" -v hz="$(getconf CLK_TCK)" 'BEGIN { print t / hz * 1e6 / n }')" >&2
+}
+
+if want tps; then
+nconfigs=6
+total_runs=$((rounds * nconfigs * 3))
+say "$rounds rounds x 3 workloads x $nconfigs configurations = $total_runs runs of $secs s ($clients clients, $threads threads)"
+round=0
+while [ "$round" -lt "$rounds" ]; do
+	maintain
+	for wl in $workloads; do
+		# Rotate the order of configurations from round to round.
+		order=$(echo $configs | awk -v r="$round" '{ for (i = 0; i < NF; i++) printf "%s ", $(((i + r) % NF) + 1) }')
+		for cfg in $order; do
+			run_one "$round" "$wl" "$cfg"
+		done
+	done
+	round=$((round + 1))
+done
+
+# Export drops with a larger span ring: a third cluster (max_spans needs a
+# restart), once per workload, only when the rounds dropped spans.
+dropped_main=$(awk '$1 == "main" && $4 == "export" { d += $9 } END { print d + 0 }' "$dir/results")
+if [ "$dropped_main" -gt 0 ]; then
+	say "spans were dropped with the default max_spans: one more export run per workload with max_spans = $big_spans"
+	use_cluster B
+	SQL_OPTIONS="-c traceprof.sample_rate=0"
+	sql -c "ALTER SYSTEM RESET ALL" -c "SELECT pg_reload_conf()" >/dev/null
+	start_cluster C "shared_preload_libraries = 'traceprof'" "traceprof.max_spans = $big_spans"
+	applied=
+	for wl in $workloads; do
+		run_one 0 "$wl" export big
+	done
+	cluster_stop
+	C_PID= C_DIR=
+fi
+
+use_cluster B
+server_version=$(sql -c "SHOW server_version" | cut -d' ' -f1)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain -- extension common sql 2>/dev/null | head -n 1)
+[ -n "$dirty" ] && commit="$commit (+ uncommitted changes in extension/common/sql)"
+
+awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threads" \
+	-v scale="$scale" -v ver="$server_version" -v cpus="$(nproc)" -v hz="$(getconf CLK_TCK)" \
+	-v commit="$commit" -v big="$big_spans" -v workloads="$workloads" -v configs="$configs" '
+	function median(list, count,    i, j, t) {
+		for (i = 2; i <= count; i++)
+			for (j = i; j > 1 && list[j - 1] > list[j]; j--) {
+				t = list[j]; list[j] = list[j - 1]; list[j - 1] = t
+			}
+		return count % 2 ? list[(count + 1) / 2] : (list[count / 2] + list[count / 2 + 1]) / 2
+	}
+	function minmax(list, count,    i, lo, hi) {
+		lo = list[1]; hi = list[1]
+		for (i = 2; i <= count; i++) { if (list[i] < lo) lo = list[i]; if (list[i] > hi) hi = list[i] }
+		return sprintf("%.3f..%.3f", lo, hi)
+	}
+	$1 == "main" {
+		k = $3 SUBSEP $4 SUBSEP $2
+		tps[k] = $5; tx[k] = $6; us[k] = $7 / hz * 1e6 / $6
+		created[$3, $4] += $8; dropped[$3, $4] += $9; exported[$3, $4] += $10; failures[$3, $4] += $11
+		samples[$3, $4] += $12; sdropped[$3, $4] += $13; sink[$3, $4] += $14 / hz * 1e6 / $6
+		requests[$3, $4] += $15; txs[$3, $4] += $6
+	}
+	$1 == "big" {
+		btps[$3] = $5; btx[$3] = $6; bus[$3] = $7 / hz * 1e6 / $6; bcreated[$3] = $8
+		bdropped[$3] = $9; bexported[$3] = $10; bfail[$3] = $11; have_big = 1
+	}
+	END {
+		nw = split(workloads, wls, " "); nc = split(configs, cfs, " ")
+		name["select"] = "pgbench -S (select-only, simple protocol)"
+		name["select_prepared"] = "pgbench -S -M prepared (select-only, prepared)"
+		name["tpcb"] = "pgbench (TPC-B-like, simple protocol)"
+		label["none"] = "no extension"; label["idle"] = "loaded, idle"
+		label["trace"] = "tracing 100%"; label["export"] = "tracing 100% + OTLP export"
+		label["hz100"] = "tracing + sampler 100 Hz"; label["hz250"] = "tracing + sampler 250 Hz"
+		printf "\npgbench: PostgreSQL %s, %d CPUs, scale %d, %d clients / %d threads, %d s per run,\n", ver, cpus, scale, clients, threads, secs
+		printf "%d rounds interleaved (medians; ratios taken within a round), traceprof %s\n", rounds, commit
+		for (w = 1; w <= nw; w++) {
+			wl = wls[w]
+			printf "\n%s\n", name[wl]
+			printf "%-28s %9s %10s %13s %9s %10s %13s  %s\n", "configuration", "TPS", "TPS ratio",
+				"ratio range", "CPU us/tx", "CPU ratio", "CPU vs trace", "target"
+			for (c = 1; c <= nc; c++) {
+				cf = cfs[c]
+				for (r = 0; r < rounds; r++) {
+					t[r + 1] = tps[wl, cf, r]; u[r + 1] = us[wl, cf, r]
+					tr[r + 1] = tps[wl, cf, r] / tps[wl, "none", r]
+					ur[r + 1] = us[wl, cf, r] / us[wl, "none", r]
+					vt[r + 1] = us[wl, cf, r] / us[wl, "trace", r]
+				}
+				mt = median(t, rounds); mu = median(u, rounds); mtr = median(tr, rounds)
+				mur = median(ur, rounds); mvt = median(vt, rounds); range = minmax(tr, rounds)
+				target = ""
+				if (cf == "idle") target = sprintf("TPS >= 0.99x: %s", mtr >= 0.99 ? "met" : "NOT met")
+				if (cf == "trace") target = sprintf("TPS >= 0.97x: %s", mtr >= 0.97 ? "met" : "NOT met")
+				if (cf == "export") target = sprintf("TPS >= 0.95x, 0 dropped: %s (%d dropped)",
+					(mtr >= 0.95 && dropped[wl, cf] == 0) ? "met" : "NOT met", dropped[wl, cf])
+				if (cf == "hz100") target = sprintf("CPU <= 1.01x tracing: %s", mvt <= 1.01 ? "met" : "NOT met")
+				if (cf == "none")
+					printf "%-28s %9.0f %10s %13s %9.1f %10s %13s  %s\n", label[cf], mt, "1.000", "-", mu, "1.000", "-", target
+				else if (cf == "idle")
+					printf "%-28s %9.0f %10.3f %13s %9.1f %10.3f %13s  %s\n", label[cf], mt, mtr, range, mu, mur, "-", target
+				else
+					printf "%-28s %9.0f %10.3f %13s %9.1f %10.3f %13.3f  %s\n", label[cf], mt, mtr, range, mu, mur, mvt, target
+			}
+		}
+		printf "\ntraceprof.stats per run (means over %d rounds)\n", rounds
+		printf "%-16s %-7s %11s %9s %13s %12s %10s %11s %9s %15s\n", "workload", "config", "transactions",
+			"spans/tx", "spans dropped", "exported", "failures", "samples", "smp drop", "sink CPU us/tx"
+		for (w = 1; w <= nw; w++) for (c = 2; c <= nc; c++) {
+			wl = wls[w]; cf = cfs[c]
+			printf "%-16s %-7s %11.0f %9.2f %13.0f %12.0f %10.0f %11.0f %9.0f %15s\n", wl, cf, txs[wl, cf] / rounds,
+				txs[wl, cf] ? (created[wl, cf] + dropped[wl, cf]) / txs[wl, cf] : 0,
+				dropped[wl, cf] / rounds, exported[wl, cf] / rounds, failures[wl, cf] / rounds,
+				samples[wl, cf] / rounds, sdropped[wl, cf] / rounds,
+				cf == "export" ? sprintf("%.1f", sink[wl, cf] / rounds) : "-"
+		}
+		if (have_big) {
+			printf "\nexport with traceprof.max_spans = %d (a third cluster, one run per workload)\n", big
+			printf "%-16s %9s %9s %13s %12s %10s\n", "workload", "TPS", "CPU us/tx", "spans dropped", "exported", "failures"
+			for (w = 1; w <= nw; w++) {
+				wl = wls[w]
+				printf "%-16s %9.0f %9.1f %13d %12d %10d\n", wl, btps[wl], bus[wl], bdropped[wl], bexported[wl], bfail[wl]
+			}
+		}
+	}' "$dir/results"
+echo "TPS ratio, CPU ratio: to the same round's no-extension run; CPU vs trace: CPU us/tx to the same round's tracing-only run."
+echo "Server CPU: utime+stime of all processes of the cluster (exporter included); the sink's own CPU is shown apart."
+fi
+
+# ---------------------------------------------------------------------------
+# Named frames in a server profile: hash join, sort, seq scan, each traced
+# under its own trace id, sampled at 250 Hz, read back with traceprof.profile().
+if want frames; then
+say "named frames: building 2,000,000 + 50,000 rows"
+SQL_OPTIONS="-c traceprof.sample_rate=0"
+sql -c "ALTER SYSTEM RESET ALL" -c "SELECT pg_reload_conf()" >/dev/null
+sql <<'SQL'
+CREATE TABLE frames_big AS SELECT g AS id, g % 50000 AS k, md5(g::text) AS pad FROM generate_series(1, 2000000) g;
+CREATE TABLE frames_dim AS SELECT g AS k, md5(g::text) AS name FROM generate_series(0, 49999) g;
+VACUUM ANALYZE frames_big, frames_dim;
+SQL
+say "named frames: profiling a hash join, a sort and a seq scan (250 Hz)"
+sql >/dev/null <<'SQL'
+SET max_parallel_workers_per_gather = 0;
+SET work_mem = '64MB';
+SET traceprof.profile = traced;
+SET traceprof.sample_hz = 250;
+SET traceprof.traceparent = '00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa01-00f067aa0ba902b7-01';
+SELECT count(*), sum(b.id) FROM frames_big b JOIN frames_dim d USING (k) WHERE d.name > '1';
+SELECT count(*), sum(b.id) FROM frames_big b JOIN frames_dim d USING (k) WHERE d.name > '2';
+SELECT count(*), sum(b.id) FROM frames_big b JOIN frames_dim d USING (k) WHERE d.name > '3';
+SET traceprof.traceparent = '00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa02-00f067aa0ba902b7-01';
+SELECT count(*) FROM (SELECT pad FROM frames_big ORDER BY pad OFFSET 0) s;
+SELECT count(*) FROM (SELECT id FROM frames_big ORDER BY k, id DESC OFFSET 0) s;
+SET traceprof.traceparent = '00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa03-00f067aa0ba902b7-01';
+SELECT count(*) FROM frames_big WHERE pad LIKE '%abc%';
+SELECT count(*) FROM frames_big WHERE pad LIKE '%abc%';
+SELECT count(*) FROM frames_big WHERE k * 2 + id % 7 = 12345;
+SELECT count(*) FROM frames_big WHERE k * 2 + id % 7 = 12345;
+RESET traceprof.traceparent;
+SQL
+plans=$(sql -c "SET max_parallel_workers_per_gather = 0" -c "EXPLAIN (COSTS OFF) SELECT count(*), sum(b.id) FROM frames_big b JOIN frames_dim d USING (k) WHERE d.name > '1'" | tr '\n' ' ')
+echo
+echo "named frames in server profiles (traceprof.profile(), CPU samples at 250 Hz, Debian's stripped postgres)"
+echo "named: not [unknown]... and not <module>+0x<hex>; with module+0x: only [unknown]... is unnamed"
+printf '%-10s %8s %8s %9s %16s %10s %16s %9s\n' profile samples frames named "named+module0x" "leaf named" "leaf named+mod0x" distinct
+for q in "hash join:01" "sort:02" "seq scan:03" "all three:0"; do
+	qname=${q%:*} id=${q#*:}
+	if [ "$id" = 0 ]; then
+		from="(SELECT * FROM traceprof.profile('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa01') UNION ALL SELECT * FROM traceprof.profile('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa02') UNION ALL SELECT * FROM traceprof.profile('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa03'))"
+	else
+		from="traceprof.profile('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa$id')"
+	fi
+	sql -F' ' -c "
+		WITH p AS (SELECT * FROM $from p),
+		f AS (SELECT p.samples, t.frame, t.ord = cardinality(string_to_array(p.stack, ';')) AS leaf
+		      FROM p, unnest(string_to_array(p.stack, ';')) WITH ORDINALITY AS t(frame, ord)),
+		g AS (SELECT *, frame !~ '^\[unknown\]' AS known, frame !~ '^\[unknown\]' AND frame !~ '\+0x[0-9a-f]+\$' AS named FROM f)
+		SELECT (SELECT coalesce(sum(samples), 0) FROM p), sum(samples),
+			100.0 * sum(samples) FILTER (WHERE named) / nullif(sum(samples), 0),
+			100.0 * sum(samples) FILTER (WHERE known) / nullif(sum(samples), 0),
+			100.0 * sum(samples) FILTER (WHERE named AND leaf) / nullif(sum(samples) FILTER (WHERE leaf), 0),
+			100.0 * sum(samples) FILTER (WHERE known AND leaf) / nullif(sum(samples) FILTER (WHERE leaf), 0),
+			count(DISTINCT frame)
+		FROM g" |
+		awk -v n="$qname" '{ printf "%-10s %8d %8d %8.1f%% %15.1f%% %9.1f%% %15.1f%% %9d  %s\n", n, $1, $2, $3, $4, $5, $6, $7,
+			n == "all three" ? ($3 >= 75 ? "target >= 75% named: met" : "target >= 75% named: NOT met") : "" }'
+done
+echo "frames: every frame of every sample (weighted by samples); leaf: the frame that was running; distinct: frame names"
+echo "hash join plan: $plans"
+echo "most frequent unnamed frames (all three profiles, samples on the stack):"
+sql -F' ' -c "
+	SELECT sum(samples), frame FROM (
+		SELECT * FROM traceprof.profile('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa01') UNION ALL
+		SELECT * FROM traceprof.profile('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa02') UNION ALL
+		SELECT * FROM traceprof.profile('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa03')) p,
+		unnest(string_to_array(p.stack, ';')) AS frame
+	WHERE frame ~ '^\[unknown\]' OR frame ~ '\+0x[0-9a-f]+\$'
+	GROUP BY frame ORDER BY 1 DESC LIMIT 8" | awk '{ printf "  %6d  %s\n", $1, $2 }'
+fi
+
+# ---------------------------------------------------------------------------
+# Instructions per statement, which machine noise cannot touch: callgrind
+# on a single-user backend (postgres --single) over cluster A's pgbench
+# tables, the same statements with no extension (also with compute_query_id
+# = on, which the extension enables), idle and tracing 100%.
+# Two run lengths are subtracted, so start-up cancels.  Simple protocol
+# only, no network, no exporter (no background workers in single-user
+# mode); the sampler is left out: under valgrind its CPU-clock timer runs
+# on valgrind's slowed-down clock and fires ~50x too often per statement.
+if ! want instructions; then
+	:
+elif command -v valgrind >/dev/null 2>&1; then
+	say "instructions per statement: callgrind on a single-user backend"
+	use_cluster A
+	# Vacuumed and checkpointed: no pruning or hint-bit work left for the
+	# statements to do.
+	SQL_OPTIONS= sql -c "VACUUM" -c "CHECKPOINT"
+	kill -INT "$CLUSTER_PID"
+	while kill -0 "$CLUSTER_PID" 2>/dev/null; do sleep 0.1; done
+	# Every run starts from the same copy of the data directory: TPC-B
+	# writes, and later runs would otherwise see other pages.
+	cp -a "$CLUSTER_DIR/data" "$CLUSTER_DIR/data.snap"
+	mkdir -p "$dir/cg"
+	if [ "$(id -u)" = 0 ]; then
+		chmod 711 "$dir"
+		chown postgres: "$dir/cg"
+	fi
+	# pgbench's statements with its random ranges (scale $scale), fixed seed.
+	awk -v n=3000 -v s="$scale" 'BEGIN { srand(1)
+		for (i = 0; i < n; i++) printf "SELECT abalance FROM pgbench_accounts WHERE aid = %d;\n", int(rand() * 100000 * s) + 1
+	}' >"$dir/cg/select.sql"
+	awk -v n=600 -v s="$scale" 'BEGIN { srand(2)
+		for (i = 0; i < n; i++) {
+			aid = int(rand() * 100000 * s) + 1; bid = int(rand() * s) + 1
+			tid = int(rand() * 10 * s) + 1; delta = int(rand() * 10001) - 5000
+			print "BEGIN;"
+			printf "UPDATE pgbench_accounts SET abalance = abalance + %d WHERE aid = %d;\n", delta, aid
+			printf "SELECT abalance FROM pgbench_accounts WHERE aid = %d;\n", aid
+			printf "UPDATE pgbench_tellers SET tbalance = tbalance + %d WHERE tid = %d;\n", delta, tid
+			printf "UPDATE pgbench_branches SET bbalance = bbalance + %d WHERE bid = %d;\n", delta, bid
+			printf "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (%d, %d, %d, %d, CURRENT_TIMESTAMP);\n", tid, bid, aid, delta
+			print "END;"
+		}
+	}' >"$dir/cg/tpcb.sql"
+	# callgrind_ir CONFIG FILE LINES: instructions of one single-user run.
+	callgrind_ir() {
+		case $1 in
+		none) opts="-c shared_preload_libraries=" ;;
+		queryid) opts="-c shared_preload_libraries= -c compute_query_id=on" ;;
+		idle) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=0" ;;
+		trace) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=1 -c traceprof.profile=off" ;;
+		esac
+		head -n "$3" "$2" >"$dir/cg/input.sql"
+		rm -f "$dir/cg/out"
+		rm -rf "$CLUSTER_DIR/data.run"
+		cp -a "$CLUSTER_DIR/data.snap" "$CLUSTER_DIR/data.run"
+		# shellcheck disable=SC2086 # opts holds several options
+		as_postgres valgrind --tool=callgrind --callgrind-out-file="$dir/cg/out" \
+			"$PG_BIN/postgres" --single -D "$CLUSTER_DIR/data.run" $opts app \
+			<"$dir/cg/input.sql" >/dev/null 2>"$dir/cg/err" || {
+			say "postgres --single under callgrind failed ($1)"
+			cat "$dir/cg/err" >&2
+			exit 1
+		}
+		awk '/^(totals|summary):/ { print $2; exit }' "$dir/cg/out"
+	}
+	for wl in select tpcb; do
+		if [ "$wl" = select ]; then short=300 long=900 per=1; else short=700 long=2100 per=7; fi
+		for cfg in none queryid idle trace; do
+			a=$(callgrind_ir "$cfg" "$dir/cg/$wl.sql" "$short")
+			b=$(callgrind_ir "$cfg" "$dir/cg/$wl.sql" "$long")
+			echo "$wl $cfg $a $b $(( (long - short) / per ))" >>"$dir/cg/results"
+		done
+	done
+	echo
+	echo "instructions per transaction (callgrind, single-user backend, simple protocol; difference of two run lengths)"
+	awk '
+		{ ir[$1, $2] = ($4 - $3) / $5 }
+		END {
+			name["select"] = "select-only (1 statement)"; name["tpcb"] = "TPC-B-like (7 statements)"
+			printf "%-26s %13s %17s %7s %13s %7s %13s %7s\n", "transaction", "no extension",
+				"compute_query_id", "ratio", "loaded, idle", "ratio", "tracing 100%", "ratio"
+			split("select tpcb", w, " ")
+			for (i = 1; i <= 2; i++)
+				printf "%-26s %13.0f %17.0f %7.4f %13.0f %7.4f %13.0f %7.4f\n", name[w[i]], ir[w[i], "none"],
+					ir[w[i], "queryid"], ir[w[i], "queryid"] / ir[w[i], "none"],
+					ir[w[i], "idle"], ir[w[i], "idle"] / ir[w[i], "none"],
+					ir[w[i], "trace"], ir[w[i], "trace"] / ir[w[i], "none"]
+		}' "$dir/cg/results"
+	echo "compute_query_id: no extension, compute_query_id = on (the extension turns it on; pg_stat_statements does too)"
+	echo "(instructions only: no cache misses, no system calls, no exporter; a CPU-time view without machine noise)"
+else
+	echo
+	echo "(valgrind not installed: no instruction counts)"
+fi
+
+elapsed=$(( $(date +%s) - started_at ))
+echo
+echo "bench/pgbench.sh: $elapsed s in all"
