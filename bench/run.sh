@@ -4,7 +4,7 @@
 # asserts: tests assert behaviour, benchmarks report.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-for bench in generator loader sampler; do
+for bench in generator loader sampler profiling pgbench; do
 	echo "### $bench"
 	"$here/$bench.sh"
 	echo
