@@ -1,12 +1,16 @@
 #!/bin/sh
 # bench/profiling.sh - what self-profiling (PYROSCOPE_ENABLE, 100 Hz) costs
-# the generator and the loader: the same run with the profiler off and on,
-# interleaved over several rounds (the order alternates), medians.  With
-# the profiler on, profiles really go out: to a local sink answering 200 on
-# /ingest (bench/sink.py), at the default upload interval (10 s) and once
-# more at exit.  Prints a table; asserts nothing.  Assumes `make`.
+# the generator and the loader: the same run with the profiler off, on,
+# and off once more (an A/A control: how far two identical runs differ on
+# this machine), interleaved over several rounds (the order rotates),
+# medians.  With the profiler on, profiles really go out: to a local sink
+# answering 200 on /ingest (bench/sink.py), at the default upload interval
+# (10 s) and once more at exit.  Then, with valgrind, instruction counts
+# (callgrind) of the same binaries at two input sizes, off and on, which
+# machine noise does not touch.  Prints tables; asserts nothing.  Assumes
+# `make`.
 #
-#   N_GEN=5000000 N_LOAD=1000000 ROUNDS=7 BENCH_DIR=/dev/shm bench/profiling.sh
+#   N_GEN=5000000 N_LOAD=1000000 ROUNDS=9 BENCH_DIR=/dev/shm bench/profiling.sh
 #
 # Wall time is the whole process, start-up and the final upload included;
 # CPU is the process's user+system time (GNU time).  The generator writes
@@ -21,7 +25,7 @@ gen=build/bin/generator
 loader=build/bin/loader
 n_gen=${N_GEN:-5000000}
 n_load=${N_LOAD:-1000000}
-rounds=${ROUNDS:-7}
+rounds=${ROUNDS:-9}
 base=${BENCH_DIR:-}
 if [ -z "$base" ]; then
 	base=${TMPDIR:-/tmp}
@@ -79,8 +83,8 @@ sink_requests() {
 	curl -s "$sink_url/stats" | cut -d' ' -f1
 }
 
-# measure NAME MODE command...: one run with the profiler MODE (on|off);
-# appends "name mode wall cpu uploads" to $dir/results.
+# measure NAME MODE command...: one run with the profiler MODE (on, off,
+# off2); appends "name mode wall cpu uploads" to $dir/results.
 measure() {
 	m_name=$1 m_mode=$2 m_failed=0
 	shift 2
@@ -105,12 +109,16 @@ measure() {
 	cpu=$(tail -n 1 "$dir/time" | awk '{ print $1 + $2 }')
 	awk -v n="$m_name" -v m="$m_mode" -v a="$t0" -v b="$t1" -v c="$cpu" -v u="$((req1 - req0))" \
 		'BEGIN { printf "%s %s %.4f %.2f %d\n", n, m, b - a, c, u }' >>"$dir/results"
-	tail -n 1 "$dir/results" | awk '{ printf "  %-9s profiler %-3s %8.3f s wall %7.2f s CPU %3d uploads\n", $1, $2, $3, $4, $5 }' >&2
+	tail -n 1 "$dir/results" | awk '{ printf "  %-9s profiler %-4s %8.3f s wall %7.2f s CPU %3d uploads\n", $1, $2, $3, $4, $5 }' >&2
 }
 
-# Rounds alternate the order: off,on then on,off.
+# The order rotates from round to round.
 order_of() {
-	if [ $(($1 % 2)) = 0 ]; then echo "off on"; else echo "on off"; fi
+	case $(($1 % 3)) in
+	0) echo "off on off2" ;;
+	1) echo "on off2 off" ;;
+	*) echo "off2 off on" ;;
+	esac
 }
 
 say "generator: $n_gen records to $dir, $rounds rounds"
@@ -127,6 +135,7 @@ while [ "$round" -lt "$rounds" ]; do
 done
 
 say "loader: starting a PostgreSQL 15 cluster, $n_load records, $rounds rounds"
+# shellcheck disable=SC2119 # no extra postgresql.conf lines
 cluster_start >/dev/null
 "$gen" "$n_load" "$dir/load.json" >/dev/null 2>&1
 reset_table() {
@@ -143,6 +152,44 @@ while [ "$round" -lt "$rounds" ]; do
 	round=$((round + 1))
 done
 
+# Instructions (callgrind), two input sizes per binary, profiler off and
+# on: what the profiler adds per run and per record, free of machine noise.
+# Under valgrind the process's CPU clock runs ~50x slower than natively per
+# unit of work, so the profiler takes ~50x more samples per record than it
+# would natively: the per-record figure is an upper bound.
+callgrind_ir() {	# callgrind_ir MODE command...: instructions, all threads
+	c_mode=$1
+	shift
+	rm -f "$dir/cg.out"
+	if [ "$c_mode" = on ]; then
+		env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT -u OTEL_TRACES_EXPORTER \
+			PYROSCOPE_ENABLE=true PYROSCOPE_SERVER_ADDRESS="$sink_url" \
+			valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "$@" >"$dir/out" 2>&1
+	else
+		env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT -u OTEL_TRACES_EXPORTER \
+			-u PYROSCOPE_ENABLE \
+			valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "$@" >"$dir/out" 2>&1
+	fi || { say "failed under callgrind: $*"; cat "$dir/out" >&2; exit 1; }
+	awk '/^(totals|summary):/ { print $2; exit }' "$dir/cg.out"
+}
+if command -v valgrind >/dev/null 2>&1; then
+	say "instructions (callgrind): generator and loader at two sizes, profiler off and on"
+	for n in 100000 300000; do
+		for mode in off on; do
+			echo "generator $n $mode $(callgrind_ir "$mode" "$gen" "$n" "$dir/gen.json")" >>"$dir/cg.results"
+			rm -f "$dir/gen.json"
+		done
+	done
+	for n in 50000 150000; do
+		"$gen" "$n" "$dir/cg.json" >/dev/null 2>&1
+		for mode in off on; do
+			reset_table
+			echo "loader $n $mode $(callgrind_ir "$mode" "$loader" "$CLUSTER_URL" "$dir/cg.json")" >>"$dir/cg.results"
+		done
+		rm -f "$dir/cg.json"
+	done
+fi
+
 awk -v rounds="$rounds" -v ng="$n_gen" -v nl="$n_load" -v cpus="$(nproc)" -v where="$base" '
 	function median(list, count,    i, j, t) {
 		for (i = 2; i <= count; i++)
@@ -151,35 +198,69 @@ awk -v rounds="$rounds" -v ng="$n_gen" -v nl="$n_load" -v cpus="$(nproc)" -v whe
 			}
 		return count % 2 ? list[(count + 1) / 2] : (list[count / 2] + list[count / 2 + 1]) / 2
 	}
+	function lowest(list, count,    i, lo) {
+		lo = list[1]
+		for (i = 2; i <= count; i++) if (list[i] < lo) lo = list[i]
+		return lo
+	}
+	function highest(list, count,    i, hi) {
+		hi = list[1]
+		for (i = 2; i <= count; i++) if (list[i] > hi) hi = list[i]
+		return hi
+	}
+	# row NAME MODE: MODE against "off", one line of the table.
+	function row(n, mode, label,    r, m) {
+		for (r = 1; r <= rounds; r++) {
+			woff[r] = wall[n, "off", r]; wx[r] = wall[n, mode, r]
+			wr[r] = wall[n, mode, r] / wall[n, "off", r]
+			cr[r] = cpu[n, "off", r] > 0 ? cpu[n, mode, r] / cpu[n, "off", r] : 0
+		}
+		m = median(wr, rounds)
+		printf "%-34s %10.3f %10.3f %11.4f %13s %10.4f %10.4f %8.1f  %s\n", label,
+			median(woff, rounds), median(wx, rounds), m,
+			sprintf("%.3f..%.3f", lowest(wr, rounds), highest(wr, rounds)),
+			lowest(wx, rounds) / lowest(woff, rounds), median(cr, rounds),
+			uploads[n SUBSEP mode] / rounds,
+			mode == "on" ? sprintf("wall <= 1.02x: %s", m <= 1.02 ? "met" : "NOT met") : "(noise floor)"
+	}
 	{
 		k = $1 SUBSEP $2; c = ++count[k]
 		wall[k, c] = $3; cpu[k, c] = $4; uploads[k] += $5
 	}
 	END {
 		printf "\nself-profiling (PYROSCOPE_ENABLE, 100 Hz, uploads to a local /ingest sink): %d CPUs,\n", cpus
-		printf "%d rounds, order alternating; ratios within a round, medians over rounds\n\n", rounds
-		printf "%-28s %10s %10s %11s %13s %9s %9s %10s %12s  %s\n", "binary", "wall off s", "wall on s",
-			"wall ratio", "ratio range", "CPU off s", "CPU on s", "CPU ratio", "uploads/run", "target"
-		split("generator loader", names, " ")
-		desc["generator"] = sprintf("generator %d (%s)", ng, where)
-		desc["loader"] = sprintf("loader %d", nl)
-		for (b = 1; b <= 2; b++) {
-			n = names[b]
-			for (r = 1; r <= rounds; r++) {
-				woff[r] = wall[n, "off", r]; won[r] = wall[n, "on", r]
-				coff[r] = cpu[n, "off", r]; con[r] = cpu[n, "on", r]
-				wr[r] = wall[n, "on", r] / wall[n, "off", r]
-				cr[r] = cpu[n, "off", r] > 0 ? cpu[n, "on", r] / cpu[n, "off", r] : 0
-			}
-			lo = wr[1]; hi = wr[1]
-			for (r = 2; r <= rounds; r++) { if (wr[r] < lo) lo = wr[r]; if (wr[r] > hi) hi = wr[r] }
-			m = median(wr, rounds)
-			printf "%-28s %10.3f %10.3f %11.4f %13s %9.2f %9.2f %10.4f %12.1f  %s\n", desc[n],
-				median(woff, rounds), median(won, rounds), m, sprintf("%.3f..%.3f", lo, hi),
-				median(coff, rounds), median(con, rounds), median(cr, rounds),
-				uploads[n SUBSEP "on"] / rounds,
-				sprintf("wall <= 1.02x: %s", m <= 1.02 ? "met" : "NOT met")
-		}
+		printf "%d rounds, order rotating; ratios to the same round'"'"'s profiler-off run, medians over rounds\n\n", rounds
+		printf "%-34s %10s %10s %11s %13s %10s %10s %8s  %s\n", "binary / compared run", "wall off s", "wall s",
+			"wall ratio", "ratio range", "best-of", "CPU ratio", "uploads", "target"
+		row("generator", "on", sprintf("generator %d, profiler on", ng))
+		row("generator", "off2", "generator, off again (A/A)")
+		row("loader", "on", sprintf("loader %d, profiler on", nl))
+		row("loader", "off2", "loader, off again (A/A)")
 	}' "$dir/results"
-echo "wall: the whole process (start-up, final upload included); CPU: the process's user+system time (GNU time, 10 ms steps)."
+echo "wall: the whole process (start-up, final upload included), generator output in $base; best-of: fastest run / fastest"
+echo "profiler-off run; CPU: the process's user+system time (GNU time, 10 ms steps); uploads: /ingest requests per run."
+echo "A/A: a second profiler-off run in the same round: how far two identical runs differ on this machine now."
 echo "loader: wall time is bound by the server's COPY; its own CPU shows the profiler's cost on the client."
+
+if [ -s "$dir/cg.results" ]; then
+	awk '
+		{ ir[$1, $2, $3] = $4; if (!($1 SUBSEP "lo" in n)) n[$1, "lo"] = $2; n[$1, "hi"] = $2 }
+		END {
+			printf "\ninstructions (callgrind, user space, all threads; profiler on minus off at two sizes)\n"
+			printf "%-10s %12s %16s %18s %22s %14s\n", "binary", "records", "instr/record off",
+				"profiler fixed", "profiler per record", "fixed share"
+			split("generator loader", names, " ")
+			for (b = 1; b <= 2; b++) {
+				x = names[b]; lo = n[x, "lo"]; hi = n[x, "hi"]
+				per_off = (ir[x, hi, "off"] - ir[x, lo, "off"]) / (hi - lo)
+				d_lo = ir[x, lo, "on"] - ir[x, lo, "off"]; d_hi = ir[x, hi, "on"] - ir[x, hi, "off"]
+				per_on = (d_hi - d_lo) / (hi - lo)
+				fixed = d_lo - per_on * lo
+				printf "%-10s %12s %16.0f %18.0f %22.1f %13.3f%%\n", x, lo "/" hi, per_off, fixed, per_on,
+					100 * fixed / ir[x, hi, "off"]
+			}
+		}' "$dir/cg.results"
+	echo "profiler fixed: instructions the profiler adds once per run (start, symbolization, pprof, gzip, upload);"
+	echo "per record: what it adds per record under valgrind, where ~50x more samples fall per record than natively"
+	echo "(an upper bound); fixed share: of the larger callgrind run.  Loader: client instructions only."
+fi
