@@ -243,12 +243,12 @@ echo "A/A: a second profiler-off run in the same round: how far two identical ru
 echo "loader: wall time is bound by the server's COPY; its own CPU shows the profiler's cost on the client."
 
 if [ -s "$dir/cg.results" ]; then
-	awk '
+	awk -v ng="$n_gen" -v nl="$n_load" '
 		{ ir[$1, $2, $3] = $4; if (!($1 SUBSEP "lo" in n)) n[$1, "lo"] = $2; n[$1, "hi"] = $2 }
 		END {
 			printf "\ninstructions (callgrind, user space, all threads; profiler on minus off at two sizes)\n"
-			printf "%-10s %12s %16s %18s %22s %14s\n", "binary", "records", "instr/record off",
-				"profiler fixed", "profiler per record", "fixed share"
+			printf "%-10s %14s %16s %16s %20s %26s\n", "binary", "records", "instr/record off",
+				"profiler fixed", "profiler per record", "projected overhead at N"
 			split("generator loader", names, " ")
 			for (b = 1; b <= 2; b++) {
 				x = names[b]; lo = n[x, "lo"]; hi = n[x, "hi"]
@@ -256,11 +256,14 @@ if [ -s "$dir/cg.results" ]; then
 				d_lo = ir[x, lo, "on"] - ir[x, lo, "off"]; d_hi = ir[x, hi, "on"] - ir[x, hi, "off"]
 				per_on = (d_hi - d_lo) / (hi - lo)
 				fixed = d_lo - per_on * lo
-				printf "%-10s %12s %16.0f %18.0f %22.1f %13.3f%%\n", x, lo "/" hi, per_off, fixed, per_on,
-					100 * fixed / ir[x, hi, "off"]
+				base = ir[x, lo, "off"] - per_off * lo
+				big = x == "generator" ? ng : nl
+				printf "%-10s %14s %16.0f %16.0f %20.1f %17.3f%% (N=%d)\n", x, lo "/" hi, per_off, fixed, per_on,
+					100 * (fixed + (per_on > 0 ? per_on : 0) * big) / (base + per_off * big), big
 			}
 		}' "$dir/cg.results"
 	echo "profiler fixed: instructions the profiler adds once per run (start, symbolization, pprof, gzip, upload);"
 	echo "per record: what it adds per record under valgrind, where ~50x more samples fall per record than natively"
-	echo "(an upper bound); fixed share: of the larger callgrind run.  Loader: client instructions only."
+	echo "(an upper bound, counted only when positive); projected: (fixed + per record x N) / instructions of the"
+	echo "profiler-off run at N, the N of the wall-time table.  Loader: client instructions only (not the server's)."
 fi
