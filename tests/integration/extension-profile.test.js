@@ -25,6 +25,7 @@ const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 const zlib = require('node:zlib');
 const { Profile } = require('pprof-format');
+const { pprofTables } = require('./lib/pprof');
 
 const { startCluster, freePort } = require('./lib/cluster');
 const { startReceiver } = require('./lib/receiver');
@@ -210,26 +211,7 @@ async function assertRejectsWith(promise, code, messageRe, hintRe) {
 function decodePprof(gz) {
 	assert.ok(gz.length > 2 && gz[0] === 0x1f && gz[1] === 0x8b, 'the upload body is gzip');
 	const p = Profile.decode(zlib.gunzipSync(gz));
-	const strings = p.stringTable.strings;
-	const s = (i) => {
-		const n = Number(i);
-		assert.ok(Number.isInteger(n) && n >= 0 && n < strings.length, `string index ${i} out of range`);
-		return strings[n];
-	};
-	assert.equal(strings[0], '', 'string_table[0] must be ""');
-	const byId = (list, what) => {
-		const map = new Map();
-		for (const e of list) {
-			const id = Number(e.id);
-			assert.ok(id > 0, `${what} id must be non-zero`);
-			assert.ok(!map.has(id), `${what} id ${id} is not unique`);
-			map.set(id, e);
-		}
-		return map;
-	};
-	const mappings = byId(p.mapping, 'mapping');
-	const functions = byId(p.function, 'function');
-	const locations = byId(p.location, 'location');
+	const { s, mappings, functions, locations } = pprofTables(p);
 	const frameName = (id) => {
 		const l = locations.get(Number(id));
 		assert.ok(l, `location ${id} is referenced but missing`);

@@ -15,6 +15,7 @@ const path = require('node:path');
 const zlib = require('node:zlib');
 const { execFileSync } = require('node:child_process');
 const { Profile } = require('pprof-format');
+const { pprofTables } = require('./lib/pprof');
 
 const { ROOT } = require('./lib/paths');
 const { run, describe } = require('./lib/run');
@@ -86,27 +87,7 @@ function decodePprof(gz) {
 	assert.equal(gz[1], 0x8b, 'gzip magic');
 	const raw = zlib.gunzipSync(gz);
 	const p = Profile.decode(raw);
-	const strings = p.stringTable.strings;
-	const s = (i) => {
-		const n = Number(i);
-		assert.ok(Number.isInteger(n) && n >= 0 && n < strings.length, `string index ${i} out of range`);
-		return strings[n];
-	};
-	assert.equal(strings[0], '', 'string_table[0] must be ""');
-
-	const byId = (list, what) => {
-		const map = new Map();
-		for (const e of list) {
-			const id = Number(e.id);
-			assert.ok(id > 0, `${what} id must be non-zero`);
-			assert.ok(!map.has(id), `${what} id ${id} is not unique`);
-			map.set(id, e);
-		}
-		return map;
-	};
-	const mappings = byId(p.mapping, 'mapping');
-	const functions = byId(p.function, 'function');
-	const locations = byId(p.location, 'location');
+	const { s, mappings, functions, locations } = pprofTables(p);
 
 	const fn = (id) => {
 		const f = functions.get(Number(id));

@@ -18,6 +18,7 @@ const path = require('node:path');
 const zlib = require('node:zlib');
 const { performance } = require('node:perf_hooks');
 const { Profile } = require('pprof-format');
+const { pprofTables } = require('./lib/pprof');
 
 const { GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
 const { run, describe } = require('./lib/run');
@@ -180,26 +181,7 @@ function decodePprof(gz) {
 	assert.ok(gz.length > 2 && gz[0] === 0x1f && gz[1] === 0x8b, 'gzip magic');
 	const raw = zlib.gunzipSync(gz);
 	const p = Profile.decode(raw);
-	const strings = p.stringTable.strings;
-	const s = (i) => {
-		const n = Number(i);
-		assert.ok(Number.isInteger(n) && n >= 0 && n < strings.length, `string index ${i} out of range`);
-		return strings[n];
-	};
-	assert.equal(strings[0], '', 'string_table[0] must be ""');
-	const byId = (list, what) => {
-		const map = new Map();
-		for (const e of list) {
-			const id = Number(e.id);
-			assert.ok(id > 0, `${what} id must be non-zero`);
-			assert.ok(!map.has(id), `${what} id ${id} is not unique`);
-			map.set(id, e);
-		}
-		return map;
-	};
-	const mappings = byId(p.mapping, 'mapping');
-	const functions = byId(p.function, 'function');
-	const locations = byId(p.location, 'location');
+	const { s, mappings, functions, locations } = pprofTables(p);
 	const loc = (id) => {
 		const l = locations.get(Number(id));
 		assert.ok(l, `location ${id} is referenced but missing`);
