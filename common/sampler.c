@@ -10,7 +10,8 @@
  * lock is ever taken.
  *
  * Everything the handler touches is static or preallocated by
- * tp_sampler_start(); it calls only clock_gettime and reads the stack.
+ * tp_sampler_start(); it calls only clock_gettime and timer_settime (both
+ * async-signal-safe) and reads the stack.
  */
 #include "sampler.h"
 
@@ -24,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fast_random.h"
 #include "stack_walk.h"
 
 /* Enough that nested tp_sampler_set_labels calls never reuse a live slot. */
@@ -48,6 +50,7 @@ static atomic_ulong ring_tail;	/* samples ever drained; only drain writes */
 static atomic_ulong stat_dropped;
 static atomic_ulong stat_truncated;
 static atomic_int active;		/* record samples; off while paused */
+static atomic_int armed;		/* the timer runs; the handler may clear it */
 static tp_stack_bounds stack_bounds;
 static tp_sample_labels label_slots[LABEL_SLOTS];
 static atomic_uint label_current;
@@ -63,9 +66,8 @@ static bool handler_installed;
 static bool timer_valid;
 static bool paused;
 static bool atfork_registered;
-static timer_t timer;
+static timer_t timer;			/* also read by the handler */
 static struct timespec period;
-static struct timespec remaining;	/* of the interval cut by pause */
 static struct sigaction previous_action;
 static tp_leaf_repair *leaf_repair;	/* NULL: no repair (out of memory) */
 static const volatile uint32_t *_Atomic wait_source;	/* read by the handler */
@@ -86,9 +88,18 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 
 	(void) signo;
 	if (info == NULL || info->si_code != SI_TIMER ||
-		info->si_value.sival_ptr != &timer_cookie ||
-		!atomic_load_explicit(&active, memory_order_relaxed))
+		info->si_value.sival_ptr != &timer_cookie)
 	{
+		errno = saved_errno;
+		return;
+	}
+	if (!atomic_load_explicit(&active, memory_order_relaxed))
+	{
+		/* Paused since the last expiry: disarm now (see tp_sampler_pause). */
+		static const struct itimerspec off;
+
+		atomic_store_explicit(&armed, 0, memory_order_relaxed);
+		timer_settime(timer, 0, &off, NULL);
 		errno = saved_errno;
 		return;
 	}
@@ -153,6 +164,7 @@ after_fork_child(void)
 	if (!started)
 		return;
 	atomic_store_explicit(&active, 0, memory_order_relaxed);
+	atomic_store_explicit(&armed, 0, memory_order_relaxed);
 	forked_child = true;
 	timer_valid = false;
 	paused = true;
@@ -177,6 +189,8 @@ arm(const struct timespec *first)
 
 	its.it_interval = period;
 	its.it_value = *first;
+	atomic_store_explicit(&armed, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
 	timer_settime(timer, 0, &its, NULL);
 }
 
@@ -199,6 +213,7 @@ release(void)
 	if (timer_valid)
 		timer_delete(timer);
 	timer_valid = false;
+	atomic_store_explicit(&armed, 0, memory_order_relaxed);
 	if (handler_installed)
 	{
 		while (sigtimedwait(&prof, NULL, &no_wait) == SIGPROF)
@@ -326,41 +341,21 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 	return true;
 }
 
+/*
+ * Pausing and resuming happen around every traced statement, so they make
+ * no system call when they can avoid it: pause only stops recording, and
+ * the timer is disarmed by its next expiry, in the handler.  A CPU-clock
+ * timer expires only while the thread runs, so an idle paused backend gets
+ * at most that one signal; a statement that resumes before it keeps the
+ * running timer.  The timer thus counts the untraced CPU time in between
+ * too, and a sample lands in traced code in proportion to its CPU time:
+ * each sample still stands for one period.
+ */
 void
 tp_sampler_pause(void)
 {
-	struct itimerspec off;
-	struct itimerspec now;
-	struct itimerspec old;
-	bool		expired;
-
 	if (!started || paused || !timer_valid)
 		return;
-	memset(&off, 0, sizeof(off));
-
-	/*
-	 * Resume continues the interval that pause cut: restarting a full
-	 * period each time would never sample regions shorter than a period.
-	 *
-	 * The kernel notices that a CPU timer expired only on its next tick
-	 * (4 ms here), and timer_settime discards an expiry not yet signalled;
-	 * with short traced regions that lost half the samples.  Such a
-	 * pending expiry reads as 1 ns left: carry it to resume, which fires at
-	 * the first tick of the next region (its stack and labels then agree).
-	 * A signal already queued is delivered as timer_gettime returns, while
-	 * still active.
-	 */
-	expired = timer_gettime(timer, &now) == 0 &&
-		now.it_value.tv_sec == 0 && now.it_value.tv_nsec == 1;
-	if (timer_settime(timer, 0, &off, &old) == 0)
-		remaining = old.it_value;
-	else
-		remaining = period;
-	if (expired)
-	{
-		remaining.tv_sec = 0;
-		remaining.tv_nsec = 1;
-	}
 	atomic_store_explicit(&active, 0, memory_order_relaxed);
 	paused = true;
 }
@@ -371,10 +366,29 @@ tp_sampler_resume(void)
 	if (!started || !paused || !timer_valid)
 		return;
 	paused = false;
+	/* Active first: an expiry from here on records instead of disarming. */
 	atomic_store_explicit(&active, 1, memory_order_relaxed);
-	if (remaining.tv_sec == 0 && remaining.tv_nsec == 0)
-		remaining = period;
-	arm(&remaining);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (!atomic_load_explicit(&armed, memory_order_relaxed))
+	{
+		struct timespec first = period;
+		uint64_t	draw;
+
+		/*
+		 * A random first expiry: re-arming at every region start with a
+		 * full period would lock onto a periodic workload's phase and
+		 * sample its regions in the wrong proportions.
+		 */
+		if (tp_random_u64(&draw))
+		{
+			uint64_t	period_ns = (uint64_t) period.tv_sec * 1000000000u + (uint64_t) period.tv_nsec;
+			uint64_t	first_ns = 1 + draw % period_ns;
+
+			first.tv_sec = (time_t) (first_ns / 1000000000u);
+			first.tv_nsec = (long) (first_ns % 1000000000u);
+		}
+		arm(&first);
+	}
 }
 
 void

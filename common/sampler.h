@@ -66,10 +66,17 @@ typedef struct tp_sampler_stats
 bool		tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 							 char *err, size_t errlen);
 
-/* Disarm the timer (samples stay in the ring until drained). */
+/*
+ * Stop recording samples (they stay in the ring until drained).  No system
+ * call: the timer's next expiry disarms it, so a paused idle thread costs
+ * at most one signal.
+ */
 void		tp_sampler_pause(void);
 
-/* Re-arm after tp_sampler_pause(); cheap, for "sample only while traced". */
+/*
+ * Record again after tp_sampler_pause(); no system call while the timer
+ * still runs, for "sample only while traced" around every statement.
+ */
 void		tp_sampler_resume(void);
 
 /* Disarm, restore the previous SIGPROF disposition and free the ring. */

@@ -1,9 +1,9 @@
 /* trace_context.c - W3C traceparent parsing/formatting and random ids. */
 #include "trace_context.h"
 
-#include <errno.h>
 #include <string.h>
-#include <sys/random.h>
+
+#include "fast_random.h"
 
 static int
 lower_hex_value(char c)
@@ -136,19 +136,14 @@ tp_id_random(uint8_t *bytes, size_t len)
 {
 	do
 	{
-		size_t		filled = 0;
-
-		while (filled < len)
+		for (size_t filled = 0; filled < len; filled += sizeof(uint64_t))
 		{
-			ssize_t		n = getrandom(bytes + filled, len - filled, 0);
+			uint64_t	word;
+			size_t		n = len - filled < sizeof(word) ? len - filled : sizeof(word);
 
-			if (n < 0)
-			{
-				if (errno == EINTR)
-					continue;
+			if (!tp_random_u64(&word))
 				return false;
-			}
-			filled += (size_t) n;
+			memcpy(bytes + filled, &word, n);
 		}
 	} while (tp_id_is_zero(bytes, len));	/* all-zero ids are invalid */
 	return true;

@@ -48,8 +48,9 @@ bool		tp_hex_decode(const char *hex, uint8_t *bytes, size_t len);
 bool		tp_id_is_zero(const uint8_t *bytes, size_t len);
 
 /*
- * Fill with non-zero random bytes from the kernel CSPRNG (getrandom).
- * Returns false only if the kernel refuses, which callers report.
+ * Fill with random bytes, not all zero (fast_random.h: seeded from the
+ * kernel once per thread and per forked process, no system call per id).
+ * Returns false only if the kernel refuses the seed, which callers report.
  */
 bool		tp_id_random(uint8_t *bytes, size_t len);
 
