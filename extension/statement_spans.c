@@ -421,31 +421,62 @@ utility_collection(Node *stmt)
 	return rel ? rel->relname : NULL;
 }
 
+/* Could this statement be traced?  Its own comment, the session or sampling. */
+static bool
+statement_may_be_traced(ParseState *pstate, Query *query)
+{
+	int			location = query->stmt_location;
+	int			len = query->stmt_len;
+	const char *statement;
+	tp_span_context ignored;
+
+	if (traceprof_guc_context_valid || traceprof_sample_rate > 0)
+		return true;
+	if (pstate->p_sourcetext == NULL)
+		return false;
+	statement = CleanQuerytext(pstate->p_sourcetext, &location, &len);
+	return tp_sqlcomment_traceparent(statement, len > 0 ? len : strlen(statement), &ignored) !=
+		TP_COMMENT_NONE;
+}
+
 /*
- * Post-parse analysis: the query jumble knows which tokens are constants
- * (pg_stat_statements' rules).  Remember them for the statement's span, but
- * only when the statement may be traced: untraced statements pay nothing.
+ * The query id of a statement that may be traced, when nobody asked
+ * PostgreSQL to compute query ids (compute_query_id = auto, without
+ * pg_stat_statements): jumbling every statement cost two thirds of what the
+ * idle extension costs.  JumbleQuery asserts that query ids are enabled, as
+ * they are for the duration of the call.
+ */
+static JumbleState *
+jumble_traced_statement(ParseState *pstate, Query *query)
+{
+	bool		was_enabled = query_id_enabled;
+	JumbleState *jstate;
+
+	if (compute_query_id == COMPUTE_QUERY_ID_OFF || pstate->p_sourcetext == NULL)
+		return NULL;
+	query_id_enabled = true;
+	jstate = JumbleQuery(query, pstate->p_sourcetext);
+	query_id_enabled = was_enabled;
+	return jstate;
+}
+
+/*
+ * Post-parse analysis: the query id and which tokens are constants (the
+ * query jumble, pg_stat_statements' rules), for statements that may be
+ * traced only: untraced statements pay nothing.
  */
 static void
 traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
 {
 	if (prev_post_parse_analyze)
 		prev_post_parse_analyze(pstate, query, jstate);
-	if (jstate == NULL || jstate->clocations_count == 0 ||
-		traceprof_query_text != QUERY_TEXT_NORMALIZED || pstate->p_sourcetext == NULL)
+	if (!statement_may_be_traced(pstate, query))
 		return;
-	if (!traceprof_guc_context_valid && traceprof_sample_rate <= 0)
-	{
-		int			location = query->stmt_location;
-		int			len = query->stmt_len;
-		const char *statement = CleanQuerytext(pstate->p_sourcetext, &location, &len);
-		tp_span_context ignored;
-
-		if (tp_sqlcomment_traceparent(statement, len > 0 ? len : strlen(statement), &ignored) ==
-			TP_COMMENT_NONE)
-			return;
-	}
-	query_text_remember_constants(query->queryId, query->stmt_location, jstate);
+	if (query->queryId == UINT64CONST(0) && jstate == NULL)
+		jstate = jumble_traced_statement(pstate, query);
+	if (jstate != NULL && jstate->clocations_count > 0 &&
+		traceprof_query_text == QUERY_TEXT_NORMALIZED)
+		query_text_remember_constants(query->queryId, query->stmt_location, jstate);
 }
 
 static PlannedStmt *

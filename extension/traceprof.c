@@ -12,7 +12,6 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/guc.h"
-#include "utils/queryjumble.h"
 
 #include "traceprof.h"
 
@@ -286,7 +285,6 @@ _PG_init(void)
 				 errhint("Add traceprof to shared_preload_libraries in postgresql.conf and restart the server.")));
 
 	define_gucs();
-	EnableQueryId();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = traceprof_shmem_request;

@@ -50,3 +50,17 @@ SELECT count(*) FILTER (WHERE attributes ? 'traceprof.planning_time_ns') > 0 AS 
   FROM traceprof.spans WHERE kind = 'server';
 
 SELECT spans_created, spans_dropped, malformed_contexts FROM traceprof.stats;
+
+-- Query ids without compute_query_id = on: computed for traced statements
+-- (the same id for the same statement with other constants).
+SHOW compute_query_id;
+SELECT traceprof.reset();
+SELECT note FROM orders_t WHERE id = 11;
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+SELECT note FROM orders_t WHERE id = 12;
+SELECT note FROM orders_t WHERE id = 13;
+SET traceprof.traceparent = '';
+SELECT count(*) AS spans, count(DISTINCT attributes->>'traceprof.query_id') AS query_ids,
+       bool_and((attributes->>'traceprof.query_id')::int8 <> 0) AS nonzero,
+       min(query) AS query
+FROM traceprof.spans WHERE name = 'SELECT orders_t';
