@@ -159,57 +159,75 @@ set_user_name(TraceprofSpan *record)
 	strlcpy(record->username, cached_name, sizeof(record->username));
 }
 
+/* Where a span about to open belongs: decided before anything is looked up. */
+typedef struct SpanParent
+{
+	tp_span_context context;
+	bool		remote;			/* the caller's span, not one of ours */
+	bool		nested;			/* under our innermost open span */
+	const char *statement;		/* this statement's text, or NULL */
+	int			statement_len;
+} SpanParent;
+
 /*
- * Open a span.  top_level: the parent is the caller's context (or a new
- * root); otherwise the innermost open span.  The name is name if given,
- * else "operation collection" as the semantic conventions suggest.
- * Returns NULL when the statement is not traced or too deeply nested.
+ * Is the statement traced, and under which parent?  top_level: the caller's
+ * context (or a new root); otherwise the innermost open span.  Cheap, so
+ * that untraced statements pay for nothing else (catalog lookups for names
+ * come after).
+ */
+static bool
+choose_parent(bool top_level, const char *source, int location, int len, SpanParent *parent)
+{
+	memset(parent, 0, sizeof(*parent));
+	if (IsParallelWorker() || open_count == MAX_OPEN_SPANS)
+		return false;
+	if (!top_level)
+	{
+		const TraceprofSpan *innermost;
+
+		if (open_count == 0)
+			return false;
+		innermost = open_spans[open_count - 1].record;
+		parent->nested = true;
+		memcpy(parent->context.trace_id, innermost->trace_id, TP_TRACE_ID_BYTES);
+		memcpy(parent->context.span_id, innermost->span_id, TP_SPAN_ID_BYTES);
+		parent->context.flags = innermost->flags;
+	}
+	if (source != NULL)
+	{
+		parent->statement = CleanQuerytext(source, &location, &len);
+		parent->statement_len = len > 0 ? len : (int) strlen(parent->statement);
+	}
+	if (top_level)
+		return choose_root_context(parent->statement, parent->statement_len,
+								   &parent->context, &parent->remote);
+	return true;
+}
+
+/*
+ * Open a span under parent.  The name is name if given, else "operation
+ * collection" as the semantic conventions suggest.  NULL when no span id
+ * can be drawn.
  */
 static OpenSpan *
-open_span(bool top_level, int kind, const char *name, const char *operation,
-		  const char *collection, uint64 query_id, const char *source,
-		  int location, int len)
+open_span(const SpanParent *parent, int kind, const char *name, const char *operation,
+		  const char *collection, uint64 query_id)
 {
 	OpenSpan   *span;
 	TraceprofSpan *r;
-	tp_span_context parent;
-	bool		remote = false;
-	const char *statement = source;
-	int			statement_len = 0;
-
-	if (IsParallelWorker() || open_count == MAX_OPEN_SPANS)
-		return NULL;
-	if (source != NULL)
-	{
-		statement = CleanQuerytext(source, &location, &len);
-		statement_len = len > 0 ? len : (int) strlen(statement);
-	}
-	if (top_level)
-	{
-		if (!choose_root_context(statement, statement_len, &parent, &remote))
-			return NULL;
-	}
-	else
-	{
-		if (open_count == 0)
-			return NULL;
-		memcpy(parent.trace_id, open_spans[open_count - 1].record->trace_id, TP_TRACE_ID_BYTES);
-		memcpy(parent.span_id, open_spans[open_count - 1].record->span_id, TP_SPAN_ID_BYTES);
-		parent.flags = open_spans[open_count - 1].record->flags;
-	}
 
 	span = &open_spans[open_count];
 	if (span->record == NULL)
 		span->record = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
 	r = span->record;
 	memset(r, 0, offsetof(TraceprofSpan, query));
-	memcpy(r->trace_id, parent.trace_id, TP_TRACE_ID_BYTES);
-	if (remote || !top_level)
-		memcpy(r->parent_span_id, parent.span_id, TP_SPAN_ID_BYTES);
+	memcpy(r->trace_id, parent->context.trace_id, TP_TRACE_ID_BYTES);
+	if (parent->remote || parent->nested)
+		memcpy(r->parent_span_id, parent->context.span_id, TP_SPAN_ID_BYTES);
 	if (!tp_id_random(r->span_id, TP_SPAN_ID_BYTES))
 		return NULL;
-	r->flags = parent.flags | TP_FLAG_SAMPLED;
-	r->remote_parent = remote;
+	r->flags = parent->context.flags | TP_FLAG_SAMPLED;
+	r->remote_parent = parent->remote;
 	r->kind = kind;
 	r->pid = MyProcPid;
 	r->dbid = MyDatabaseId;
@@ -226,9 +244,10 @@ open_span(bool top_level, int kind, const char *name, const char *operation,
 		strlcpy(r->name, r->operation, sizeof(r->name));
 	strlcpy(r->dbname, database_name(), sizeof(r->dbname));
 	set_user_name(r);
-	if (statement != NULL)
+	if (parent->statement != NULL)
 	{
-		char	   *text = query_text_for_span(statement, 0, statement_len, query_id);
+		char	   *text = query_text_for_span(parent->statement, 0, parent->statement_len,
+											   query_id);
 
 		r->query_len = strlen(text);
 		memcpy(r->query, text, r->query_len + 1);
@@ -486,6 +505,7 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	int			entry = open_count;
 	OpenSpan   *statement = NULL;
 	OpenSpan   *planning = NULL;
+	SpanParent	parent;
 	PlannedStmt *result;
 	bool		deciding = plan_nesting == 0 && nesting_level == 0 && query_string != NULL;
 
@@ -493,14 +513,14 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	{
 		close_stale();
 		entry = open_count;
-		statement = open_span(true, SPAN_KIND_SERVER, NULL, CreateCommandName((Node *) parse),
-							  query_collection(parse), parse->queryId,
-							  query_string, parse->stmt_location, parse->stmt_len);
+		if (choose_parent(true, query_string, parse->stmt_location, parse->stmt_len, &parent))
+			statement = open_span(&parent, SPAN_KIND_SERVER, NULL, CreateCommandName((Node *) parse),
+								  query_collection(parse), parse->queryId);
 		if (statement != NULL)
 		{
 			statement->awaiting_executor = true;
-			planning = open_span(false, SPAN_KIND_INTERNAL, "plan", NULL, NULL,
-								 parse->queryId, NULL, 0, 0);
+			if (choose_parent(false, NULL, 0, 0, &parent))
+				planning = open_span(&parent, SPAN_KIND_INTERNAL, "plan", NULL, NULL, parse->queryId);
 		}
 	}
 
@@ -554,6 +574,7 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
 	PlannedStmt *stmt = query_desc->plannedstmt;
 	OpenSpan   *span = NULL;
+	SpanParent	parent;
 	int			entry = open_count;
 
 	if (nesting_level == 0)
@@ -566,13 +587,13 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 			span->awaiting_executor = false;
 		}
 	}
-	else if (nesting_level == 0 || traceprof_track == TRACK_ALL)
+	else if ((nesting_level == 0 || traceprof_track == TRACK_ALL) &&
+			 choose_parent(nesting_level == 0, query_desc->sourceText,
+						   stmt->stmt_location, stmt->stmt_len, &parent))
 	{
-		span = open_span(nesting_level == 0,
-						 nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
+		span = open_span(&parent, nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
 						 NULL, CreateCommandName((Node *) stmt), statement_collection(stmt),
-						 stmt->queryId, query_desc->sourceText,
-						 stmt->stmt_location, stmt->stmt_len);
+						 stmt->queryId);
 	}
 	if (span != NULL)
 	{
@@ -677,6 +698,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 {
 	Node	   *stmt = pstmt->utilityStmt;
 	OpenSpan   *span = NULL;
+	SpanParent	parent;
 	int			entry = open_count;
 
 	/*
@@ -693,11 +715,11 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	{
 		if (nesting_level == 0)
 			close_stale();
-		span = open_span(nesting_level == 0,
-						 nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
-						 NULL, CreateCommandName(stmt), utility_collection(stmt),
-						 pstmt->queryId, query_string,
-						 pstmt->stmt_location, pstmt->stmt_len);
+		if (choose_parent(nesting_level == 0, query_string,
+						  pstmt->stmt_location, pstmt->stmt_len, &parent))
+			span = open_span(&parent, nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
+							 NULL, CreateCommandName(stmt), utility_collection(stmt),
+							 pstmt->queryId);
 		entry = index_of(span);
 	}
 
