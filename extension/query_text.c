@@ -46,6 +46,37 @@ typedef struct RememberedConstants
 static RememberedConstants remembered[REMEMBERED];
 static int	next_slot;
 
+/*
+ * Normalized texts by query id, so that a statement traced again is not
+ * lexed again (lexing cost more than the rest of its span).  As in
+ * pg_stat_statements, the first text seen stands for its query id, even if
+ * a later one differs in spacing or comments.  Direct-mapped: a collision
+ * only costs a new normalization.
+ */
+#define NORMALIZED_CACHE 64
+
+typedef struct NormalizedText
+{
+	uint64		query_id;		/* 0: empty */
+	char	   *text;			/* cut to traceprof.max_query_length, fixed at start */
+} NormalizedText;
+
+static NormalizedText normalized_cache[NORMALIZED_CACHE];
+
+static NormalizedText *
+normalized_entry(uint64 query_id)
+{
+	return &normalized_cache[query_id % NORMALIZED_CACHE];
+}
+
+static bool
+is_normalized_cached(uint64 query_id)
+{
+	const NormalizedText *entry = normalized_entry(query_id);
+
+	return query_id != 0 && entry->query_id == query_id;
+}
+
 static int
 compare_ints(const void *a, const void *b)
 {
@@ -60,7 +91,7 @@ query_text_remember_constants(uint64 query_id, int stmt_location, const JumbleSt
 {
 	RememberedConstants *slot = &remembered[next_slot];
 
-	if (query_id == 0 || jstate == NULL)
+	if (query_id == 0 || jstate == NULL || is_normalized_cached(query_id))
 		return;
 	next_slot = (next_slot + 1) % REMEMBERED;
 	if (slot->locations != NULL)
@@ -170,15 +201,25 @@ normalize(const char *text, int len, uint64 query_id)
 	return out.data;
 }
 
+/* Cut to traceprof.max_query_length bytes on a character boundary. */
+static void
+cut_to_max_length(char *text)
+{
+	size_t		len = strlen(text);
+
+	if (len > (size_t) traceprof_max_query_length)
+		text[pg_mbcliplen(text, len, traceprof_max_query_length)] = '\0';
+}
+
 /*
  * The text to store for the len bytes at text (palloc'd), cut to
- * traceprof.max_query_length bytes on a character boundary.
+ * traceprof.max_query_length bytes.
  */
 char *
 query_text_for_span(const char *text, int location, int len, uint64 query_id)
 {
+	NormalizedText *entry;
 	char	   *result;
-	int			cut;
 
 	text += location;
 	switch (traceprof_query_text)
@@ -187,12 +228,22 @@ query_text_for_span(const char *text, int location, int len, uint64 query_id)
 			return pstrdup("");
 		case QUERY_TEXT_FULL:
 			result = pnstrdup(text, len);
-			break;
+			cut_to_max_length(result);
+			return result;
 		default:
-			result = normalize(text, len, query_id);
 			break;
 	}
-	cut = pg_mbcliplen(result, strlen(result), traceprof_max_query_length);
-	result[cut] = '\0';
+	entry = normalized_entry(query_id);
+	if (is_normalized_cached(query_id))
+		return pstrdup(entry->text);
+	result = normalize(text, len, query_id);
+	cut_to_max_length(result);
+	if (query_id != 0)
+	{
+		if (entry->text != NULL)
+			pfree(entry->text);
+		entry->text = MemoryContextStrdup(TopMemoryContext, result);
+		entry->query_id = query_id;
+	}
 	return result;
 }

@@ -64,3 +64,13 @@ SELECT count(*) AS spans, count(DISTINCT attributes->>'traceprof.query_id') AS q
        bool_and((attributes->>'traceprof.query_id')::int8 <> 0) AS nonzero,
        min(query) AS query
 FROM traceprof.spans WHERE name = 'SELECT orders_t';
+-- A normalized text remembered for its query id does not stand in for the
+-- full text.
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+SELECT note FROM orders_t WHERE id = 15;
+SET traceprof.query_text = 'full';
+SELECT note FROM orders_t WHERE id = 16;
+RESET traceprof.query_text;
+SET traceprof.traceparent = '';
+SELECT query FROM traceprof.spans WHERE name = 'SELECT orders_t' ORDER BY start_time;
