@@ -14,7 +14,8 @@ typedef struct random_state
 	bool		seeded;
 } random_state;
 
-static _Thread_local random_state state;
+/* initial-exec: no __tls_get_addr call per draw in a dlopen()ed module */
+static _Thread_local random_state state __attribute__((tls_model("initial-exec")));
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* The child of fork() must not continue its parent's sequence. */

@@ -128,18 +128,22 @@ choose_root_context(const char *text, int len, tp_span_context *parent, bool *re
 	return false;
 }
 
-static const char *
-database_name(void)
+/* Names are kept zero-padded, so every span copies them whole (no strlen). */
+static void
+set_database_name(TraceprofSpan *record)
 {
 	static char name[NAMEDATALEN];
+	static bool known;
 
-	if (name[0] == '\0')
+	StaticAssertStmt(sizeof(name) == sizeof(record->dbname), "dbname size");
+	if (!known)
 	{
 		char	   *db = get_database_name(MyDatabaseId);
 
 		strlcpy(name, db ? db : "", sizeof(name));
+		known = true;
 	}
-	return name;
+	memcpy(record->dbname, name, sizeof(name));
 }
 
 static void
@@ -148,15 +152,17 @@ set_user_name(TraceprofSpan *record)
 	static Oid	cached_user = InvalidOid;
 	static char cached_name[NAMEDATALEN];
 
+	StaticAssertStmt(sizeof(cached_name) == sizeof(record->username), "username size");
 	if (cached_user != GetUserId())
 	{
 		char	   *name = GetUserNameFromId(GetUserId(), true);
 
+		memset(cached_name, 0, sizeof(cached_name));
 		strlcpy(cached_name, name ? name : "", sizeof(cached_name));
 		cached_user = GetUserId();
 	}
 	record->userid = cached_user;
-	strlcpy(record->username, cached_name, sizeof(record->username));
+	memcpy(record->username, cached_name, sizeof(cached_name));
 }
 
 /* Where a span about to open belongs: decided before anything is looked up. */
@@ -242,7 +248,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 		snprintf(r->name, sizeof(r->name), "%s %s", r->operation, r->collection);
 	else
 		strlcpy(r->name, r->operation, sizeof(r->name));
-	strlcpy(r->dbname, database_name(), sizeof(r->dbname));
+	set_database_name(r);
 	set_user_name(r);
 	if (parent->statement != NULL)
 	{
