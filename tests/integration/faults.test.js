@@ -29,7 +29,8 @@ const { startFaultyEndpoints, unexpectedLines, checkTelemetryWarnings } = requir
 const GEN_RECORDS = 150000;
 const LOAD_RECORDS = 100000;
 const KILL_LOAD_RECORDS = 400000;	// a COPY long enough to be killed half-way
-const KILL_GEN_RECORDS = 5000000;	// ~1.2 GB if it ever finished: it will not
+const KILL_GEN_RECORDS = 5000000;	// ~1.7 GB if it ever finished: it will not
+const LONG_GEN_RECORDS = 1500000;	// ~2.5 s of work: many 100 ms upload windows
 
 // Short budgets through the documented variables.  At exit a run uploads
 // its profile, then exports its spans, each within its budget: from the
@@ -291,6 +292,38 @@ test(`c. broken endpoints (${MATRIX.join(', ')}): right output, exit 0, wall tim
 		t.test(`generator, ${fault}`, (tt) => generatorUnderFault(tt, fault)),
 		t.test(`loader, ${fault}`, (tt) => loaderUnderFault(tt, fault)),
 	]));
+});
+
+test('c. a profile endpoint hanging through a long run (windows pile up): exit < PYROSCOPE_UPLOAD_TIMEOUT + ' +
+	`${EXIT_SLACK_MS} ms after the work is done, not one timeout per waiting window`, async (t) => {
+	const ep = await startFaultyEndpoints(t, 'hang');
+	const out = file('gen-long-hang.json');
+	let workDone = null;
+	const res = await run(GENERATOR, [String(LONG_GEN_RECORDS), out], {
+		env: {
+			PYROSCOPE_ENABLE: 'true',
+			PYROSCOPE_SERVER_ADDRESS: ep.env.PYROSCOPE_SERVER_ADDRESS,
+			PYROSCOPE_UPLOAD_INTERVAL: '100',
+			PYROSCOPE_UPLOAD_TIMEOUT: String(UPLOAD_TIMEOUT_MS),
+		},
+		timeout: 60000,
+		// The summary line is printed when OUT is complete, before the profiler stops.
+		onSpawn: (c) => c.stderr.on('data', (d) => {
+			if (workDone === null && / wrote \d+ records /.test(d))
+				workDone = performance.now();
+		}),
+	});
+	const end = performance.now();
+	assert.equal(res.code, 0, describe(res));
+	assert.ok(workDone !== null, describe(res));
+	fs.rmSync(out);
+	assert.ok(ep.ingest.requests.length >= 2, `uploads went out during the run: ${ep.ingest.requests.length}`);
+	const exitDelay = end - workDone;
+	assert.ok(exitDelay < UPLOAD_TIMEOUT_MS + EXIT_SLACK_MS,
+		`exited ${exitDelay.toFixed(0)} ms after the work was done; bound ${UPLOAD_TIMEOUT_MS + EXIT_SLACK_MS} ms`);
+	const w = unexpectedLines(res, 'generator');
+	assert.equal(w.length, 1, `one warning for all the failed uploads:\n${describe(res)}`);
+	assert.ok(w[0].includes(ep.ingestShown), w[0]);
 });
 
 // ---- c/d. retries that end in delivery -------------------------------------
