@@ -443,6 +443,17 @@ on_body(char *data, size_t size, size_t n, void *userdata)
 	return len;
 }
 
+/* Abort the transfer when the host asks us to stop (e.g. on SIGTERM). */
+static int
+on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
+			curl_off_t ultotal, curl_off_t ulnow)
+{
+	const tp_pyroscope_config *cfg = userdata;
+
+	(void) dltotal, (void) dlnow, (void) ultotal, (void) ulnow;
+	return *cfg->cancel != 0;
+}
+
 /* Only Retry-After matters: a throttling server says when to come back. */
 static size_t
 on_header(char *data, size_t size, size_t n, void *userdata)
@@ -554,6 +565,12 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(curl, CURLOPT_HEADERDATA, a);
 	curl_easy_setopt(curl, CURLOPT_USERAGENT, "traceprof-pyroscope/0.1");
+	if (cfg->cancel != NULL)
+	{
+		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *) cfg);
+		curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	}
 	if (cfg->basic_auth_user != NULL || cfg->basic_auth_password != NULL)
 	{
 		curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long) CURLAUTH_BASIC);
@@ -629,6 +646,11 @@ tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
 
 		if (remaining < 1)
 			remaining = 1;		/* 0 would mean "no timeout" to libcurl */
+		if (cfg->cancel != NULL && *cfg->cancel)
+		{
+			snprintf(err, errlen, "%s: upload cancelled", where);
+			break;
+		}
 		err[0] = '\0';			/* only the last attempt's story counts */
 		outcome = attempt(&req, remaining, &a, err, errlen);
 		if (outcome == ATTEMPT_DELIVERED)
@@ -647,7 +669,7 @@ tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
 					 n, n == 1 ? "" : "s");
 			break;
 		}
-		tp_sleep_ms(delay, NULL);
+		tp_sleep_ms(delay, cfg->cancel);
 	}
 	curl_slist_free_all(req.headers);
 	free(url);
