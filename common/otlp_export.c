@@ -12,15 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
+#include "http_retry.h"
 #include "otlp_export.h"
 #include "otlp_trace.pb-c.h"
 #include "text.h"
 
-#define MAX_ATTEMPTS 5
-#define BACKOFF_FIRST_MS 250
-#define BACKOFF_MAX_MS 5000
 #define MAX_RESPONSE_BYTES (64 * 1024)
 #define GRPC_FRAME_HEADER 5
 
@@ -54,42 +51,6 @@ displayable_url(const char *url, char *out, size_t outlen)
 	tp_url_redact(url, "***@", out, outlen);
 }
 
-static long
-monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
-/* Sleep; a signal that sets *cancel ends it early, any other sleeps on. */
-static void
-sleep_ms(long ms, volatile sig_atomic_t *cancel)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) != 0 && !(cancel != NULL && *cancel))
-		;
-}
-
-/* Retry-After is delay-seconds or an HTTP-date (RFC 9110 10.2.3). */
-static long
-parse_retry_after(const char *value)
-{
-	char	   *end;
-	long		seconds = strtol(value, &end, 10);
-
-	if (end != value && (*end == '\0' || *end == '\r' || *end == '\n' || *end == ' '))
-		return seconds >= 0 ? seconds * 1000 : -1;
-
-	time_t		when = curl_getdate(value, NULL);
-
-	if (when < 0)
-		return -1;
-	return when > time(NULL) ? (long) (when - time(NULL)) * 1000 : 0;
-}
-
 static size_t
 on_header(char *data, size_t size, size_t n, void *userdata)
 {
@@ -109,7 +70,7 @@ on_header(char *data, size_t size, size_t n, void *userdata)
 	*value++ = '\0';
 	value += strspn(value, " \t");
 	if (strcasecmp(line, "retry-after") == 0)
-		r->retry_after_ms = parse_retry_after(value);
+		r->retry_after_ms = tp_parse_retry_after(value);
 	else if (strcasecmp(line, "grpc-status") == 0)
 		r->grpc_status = atoi(value);
 	else if (strcasecmp(line, "grpc-message") == 0)
@@ -245,22 +206,10 @@ classify_transport_error(CURLcode rc, const char *curl_message, const char *url,
 
 	displayable_url(url, shown, sizeof(shown));
 	snprintf(err, errlen, "%s: %s", shown, detail);
-	switch (rc)
-	{
-		case CURLE_COULDNT_CONNECT:
-		case CURLE_COULDNT_RESOLVE_HOST:
-		case CURLE_COULDNT_RESOLVE_PROXY:
-			return ATTEMPT_UNREACHABLE;
-		case CURLE_SEND_ERROR:
-		case CURLE_RECV_ERROR:
-		case CURLE_GOT_NOTHING:
-		case CURLE_PARTIAL_FILE:
-		case CURLE_HTTP2:
-		case CURLE_HTTP2_STREAM:
-			return ATTEMPT_RETRY;	/* the connection dropped */
-		default:
-			return ATTEMPT_FAILED;
-	}
+	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+		rc == CURLE_COULDNT_RESOLVE_PROXY)
+		return ATTEMPT_UNREACHABLE;
+	return tp_curl_error_is_dropped_connection(rc) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
 }
 
 static attempt_outcome
@@ -271,8 +220,7 @@ classify_answer(const tp_otlp_target *target, const response *r, char *err, size
 	char		shown[512];
 
 	displayable_url(target->url, shown, sizeof(shown));
-	if (r->http_status == 429 || r->http_status == 502 ||
-		r->http_status == 503 || r->http_status == 504)
+	if (tp_http_status_is_retryable(r->http_status))
 	{
 		snprintf(err, errlen, "%s: HTTP status %ld", shown, r->http_status);
 		return ATTEMPT_RETRY;
@@ -358,25 +306,11 @@ attempt(const tp_otlp_target *target, const uint8_t *payload, size_t payload_len
 	return outcome;
 }
 
-/* Exponential backoff with jitter: a random delay in [half, full]. */
-static long
-backoff_ms(int attempt_number)
-{
-	long		full = BACKOFF_FIRST_MS << (attempt_number - 1);
-	uint8_t		noise[2];
-
-	if (full > BACKOFF_MAX_MS)
-		full = BACKOFF_MAX_MS;
-	if (!tp_id_random(noise, sizeof(noise)))
-		return full;
-	return full / 2 + (long) ((noise[0] << 8 | noise[1]) % (full / 2 + 1));
-}
-
 tp_export_result
 tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
 			 char *err, size_t errlen)
 {
-	long		deadline = monotonic_ms() + target->timeout_ms;
+	long		deadline = tp_monotonic_ms() + target->timeout_ms;
 	uint8_t    *framed = NULL;
 	const uint8_t *payload = body;
 	size_t		payload_len = len;
@@ -394,10 +328,10 @@ tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
 		payload = framed;
 		payload_len = len + GRPC_FRAME_HEADER;
 	}
-	for (int n = 1; n <= MAX_ATTEMPTS; n++)
+	for (int n = 1; n <= TP_RETRY_MAX_ATTEMPTS; n++)
 	{
 		response	r = {.retry_after_ms = -1, .grpc_status = -1};
-		long		remaining = deadline - monotonic_ms();
+		long		remaining = deadline - tp_monotonic_ms();
 
 		if (remaining < 1)
 			remaining = 1;		/* 0 would mean "no timeout" to libcurl */
@@ -429,8 +363,8 @@ tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
 		}
 		if (outcome == ATTEMPT_FAILED)
 			break;
-		delay = r.retry_after_ms >= 0 ? r.retry_after_ms : backoff_ms(n);
-		if (n == MAX_ATTEMPTS || monotonic_ms() + delay >= deadline)
+		delay = r.retry_after_ms >= 0 ? r.retry_after_ms : tp_backoff_ms(n);
+		if (n == TP_RETRY_MAX_ATTEMPTS || tp_monotonic_ms() + delay >= deadline)
 		{
 			size_t		used = strlen(err);
 
@@ -438,7 +372,7 @@ tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
 					 n, n == 1 ? "" : "s");
 			break;
 		}
-		sleep_ms(delay, target->cancel);
+		tp_sleep_ms(delay, target->cancel);
 	}
 	free(framed);
 	return result;

@@ -13,8 +13,9 @@
  * from/until go out in Unix seconds (10 digits, which Pyroscope reads as
  * seconds): from rounded down, until rounded up, so the window always
  * covers the samples; the exact window is in the pprof (time_nanos,
- * duration_nanos).  One attempt per upload: the next window's upload
- * comes soon, and a retry loop would only delay it.
+ * duration_nanos).  An upload retries what the OTLP exporter retries
+ * (429/502/503/504 honouring Retry-After, dropped connections) within
+ * PYROSCOPE_UPLOAD_TIMEOUT; anything else fails at once.
  */
 #include <ctype.h>
 #include <curl/curl.h>
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http_retry.h"
 #include "log.h"
 #include "pyroscope.h"
 #include "text.h"
@@ -422,6 +424,7 @@ typedef struct answer
 {
 	char		snippet[SNIPPET_BYTES + 1];
 	size_t		len;
+	long		retry_after_ms; /* -1: no usable Retry-After */
 } answer;
 
 /* Keep the start of the body, for the error message; drop the rest. */
@@ -437,6 +440,36 @@ on_body(char *data, size_t size, size_t n, void *userdata)
 	memcpy(a->snippet + a->len, data, keep);
 	a->len += keep;
 	a->snippet[a->len] = '\0';
+	return len;
+}
+
+/* Abort the transfer when the host asks us to stop (e.g. on SIGTERM). */
+static int
+on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
+			curl_off_t ultotal, curl_off_t ulnow)
+{
+	const tp_pyroscope_config *cfg = userdata;
+
+	(void) dltotal, (void) dlnow, (void) ultotal, (void) ulnow;
+	return *cfg->cancel != 0;
+}
+
+/* Only Retry-After matters: a throttling server says when to come back. */
+static size_t
+on_header(char *data, size_t size, size_t n, void *userdata)
+{
+	answer	   *a = userdata;
+	size_t		len = size * n;
+	static const char name[] = "retry-after:";
+	char		value[128];
+
+	if (len > sizeof(name) - 1 && len - (sizeof(name) - 1) < sizeof(value) &&
+		strncasecmp(data, name, sizeof(name) - 1) == 0)
+	{
+		memcpy(value, data + sizeof(name) - 1, len - (sizeof(name) - 1));
+		value[len - (sizeof(name) - 1)] = '\0';
+		a->retry_after_ms = tp_parse_retry_after(value + strspn(value, " \t"));
+	}
 	return len;
 }
 
@@ -483,62 +516,61 @@ ingest_url(const tp_pyroscope_config *cfg, uint64_t from_ns, uint64_t until_ns)
 	return url;
 }
 
-bool
-tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
-					const uint8_t *pprof, size_t len,
-					uint64_t from_ns, uint64_t until_ns,
-					char *err, size_t errlen)
+/* One upload request. */
+typedef struct request
 {
-	char	   *url = ingest_url(cfg, from_ns, until_ns);
-	char		where[512];
-	char		curl_message[CURL_ERROR_SIZE] = "";
-	struct curl_slist *headers = NULL;
-	answer		a = {.len = 0};
-	long		timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
-	long		status = 0;
-	CURL	   *curl;
-	CURLcode	rc;
-	bool		ok = false;
+	const tp_pyroscope_config *cfg;
+	const char *url;
+	const char *where;			/* the endpoint as messages show it */
+	struct curl_slist *headers;
+	const uint8_t *pprof;
+	size_t		len;
+} request;
 
-	err[0] = '\0';
-	if (url == NULL)
-	{
-		snprintf(err, errlen, "out of memory");
-		return false;
-	}
-	/* Messages name the endpoint only: no query, no credentials. */
-	displayable_url(url, where, sizeof(where));
-	where[strcspn(where, "?")] = '\0';
-	curl = curl_easy_init();
+typedef enum attempt_outcome
+{
+	ATTEMPT_DELIVERED,
+	ATTEMPT_RETRY,				/* throttled, unavailable, or the connection dropped */
+	ATTEMPT_FAILED,
+} attempt_outcome;
+
+static attempt_outcome
+attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen)
+{
+	const tp_pyroscope_config *cfg = req->cfg;
+	char		curl_message[CURL_ERROR_SIZE] = "";
+	CURL	   *curl = curl_easy_init();
+	CURLcode	rc;
+	long		status = 0;
+	attempt_outcome outcome;
+
 	if (curl == NULL)
 	{
 		snprintf(err, errlen, "cannot initialise libcurl");
-		free(url);
-		return false;
+		return ATTEMPT_FAILED;
 	}
-	headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
-	headers = curl_slist_append(headers, "Expect:");	/* no 100-continue round trip */
-	if (cfg->tenant_id != NULL)
-	{
-		char		line[512];
-
-		snprintf(line, sizeof(line), "X-Scope-OrgID: %s", cfg->tenant_id);
-		headers = curl_slist_append(headers, line);
-	}
-	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_URL, req->url);
 	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(curl, CURLOPT_POST, 1L);
-	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, pprof);
-	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) len);
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, req->pprof);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) req->len);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, req->headers);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-					 timeout < CONNECT_TIMEOUT_MS ? timeout : CONNECT_TIMEOUT_MS);
+					 timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);	/* no SIGALRM in our hosts */
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_message);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(curl, CURLOPT_HEADERDATA, a);
 	curl_easy_setopt(curl, CURLOPT_USERAGENT, "traceprof-pyroscope/0.1");
+	if (cfg->cancel != NULL)
+	{
+		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *) cfg);
+		curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	}
 	if (cfg->basic_auth_user != NULL || cfg->basic_auth_password != NULL)
 	{
 		curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long) CURLAUTH_BASIC);
@@ -550,17 +582,96 @@ tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
 
 	rc = curl_easy_perform(curl);
 	if (rc != CURLE_OK)
-		snprintf(err, errlen, "%s: %s", where,
+	{
+		snprintf(err, errlen, "%s: %s", req->where,
 				 curl_message[0] ? curl_message : curl_easy_strerror(rc));
+		outcome = tp_curl_error_is_dropped_connection(rc) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
+	}
 	else
 	{
 		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-		ok = status >= 200 && status <= 299;
-		if (!ok)
-			describe_status(where, status, &a, err, errlen);
+		if (status >= 200 && status <= 299)
+			outcome = ATTEMPT_DELIVERED;
+		else
+		{
+			describe_status(req->where, status, a, err, errlen);
+			outcome = tp_http_status_is_retryable(status) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
+		}
 	}
-	curl_slist_free_all(headers);
 	curl_easy_cleanup(curl);
+	return outcome;
+}
+
+bool
+tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
+					const uint8_t *pprof, size_t len,
+					uint64_t from_ns, uint64_t until_ns,
+					char *err, size_t errlen)
+{
+	char	   *url = ingest_url(cfg, from_ns, until_ns);
+	char		where[512];
+	request		req = {.cfg = cfg, .pprof = pprof, .len = len};
+	long		timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
+	long		deadline = tp_monotonic_ms() + timeout;
+	bool		ok = false;
+
+	err[0] = '\0';
+	if (url == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return false;
+	}
+	/* Messages name the endpoint only: no query, no credentials. */
+	displayable_url(url, where, sizeof(where));
+	where[strcspn(where, "?")] = '\0';
+	req.url = url;
+	req.where = where;
+	req.headers = curl_slist_append(req.headers, "Content-Type: application/octet-stream");
+	req.headers = curl_slist_append(req.headers, "Expect:");	/* no 100-continue round trip */
+	if (cfg->tenant_id != NULL)
+	{
+		char		line[512];
+
+		snprintf(line, sizeof(line), "X-Scope-OrgID: %s", cfg->tenant_id);
+		req.headers = curl_slist_append(req.headers, line);
+	}
+
+	/* Retries stay inside the one budget: the next upload must not wait. */
+	for (int n = 1; n <= TP_RETRY_MAX_ATTEMPTS; n++)
+	{
+		answer		a = {.len = 0, .retry_after_ms = -1};
+		long		remaining = deadline - tp_monotonic_ms();
+		attempt_outcome outcome;
+		long		delay;
+
+		if (remaining < 1)
+			remaining = 1;		/* 0 would mean "no timeout" to libcurl */
+		if (cfg->cancel != NULL && *cfg->cancel)
+		{
+			snprintf(err, errlen, "%s: upload cancelled", where);
+			break;
+		}
+		err[0] = '\0';			/* only the last attempt's story counts */
+		outcome = attempt(&req, remaining, &a, err, errlen);
+		if (outcome == ATTEMPT_DELIVERED)
+		{
+			ok = true;
+			break;
+		}
+		if (outcome == ATTEMPT_FAILED)
+			break;
+		delay = a.retry_after_ms >= 0 ? a.retry_after_ms : tp_backoff_ms(n);
+		if (n == TP_RETRY_MAX_ATTEMPTS || tp_monotonic_ms() + delay >= deadline)
+		{
+			size_t		used = strlen(err);
+
+			snprintf(err + used, errlen - used, " (gave up after %d attempt%s)",
+					 n, n == 1 ? "" : "s");
+			break;
+		}
+		tp_sleep_ms(delay, cfg->cancel);
+	}
+	curl_slist_free_all(req.headers);
 	free(url);
 	return ok;
 }

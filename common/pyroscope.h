@@ -7,6 +7,7 @@
 #ifndef TP_PYROSCOPE_H
 #define TP_PYROSCOPE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,7 +24,8 @@ typedef struct tp_pyroscope_config
 	char	   *tenant_id;
 	char	   *basic_auth_user;
 	char	   *basic_auth_password;
-	long		timeout_ms;
+	long		timeout_ms;		/* budget of one upload, retries included */
+	volatile sig_atomic_t *cancel;	/* non-zero aborts an upload (shutdown); may be NULL */
 } tp_pyroscope_config;
 
 /* Read the environment; malformed values are warned about, never fatal. */
@@ -54,8 +56,10 @@ char	   *tp_pyroscope_query_url_for(const tp_pyroscope_config *cfg,
 									   const char *key, const char *value);
 
 /*
- * Upload one pprof covering [from_ns, until_ns].  Bounded by timeout_ms;
- * on failure returns false with one line in err (no credentials).
+ * Upload one pprof covering [from_ns, until_ns], retrying 429/502/503/504
+ * (honouring Retry-After) and dropped connections, all within timeout_ms;
+ * *cancel ends it early.  On failure returns false with one line in err
+ * naming the endpoint (no query, no credentials).
  */
 bool		tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
 								const uint8_t *pprof, size_t len,

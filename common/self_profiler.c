@@ -57,6 +57,7 @@ static struct
 	upload		pending;		/* pprof NULL: empty */
 	bool		stop;
 	bool		warned;
+	uint64_t	exit_deadline_ns;	/* monotonic; 0 until finish sets it */
 }			self;
 
 static uint64_t
@@ -68,12 +69,28 @@ now_ns(clockid_t clock)
 	return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
 }
 
+/*
+ * Upload one window.  Once the program is exiting, every upload shares what
+ * is left of one PYROSCOPE_UPLOAD_TIMEOUT, however many windows wait: a
+ * slow server delays the exit by one budget, not one per window.
+ */
 static void
-send_one(const upload *u)
+send_one(const upload *u, uint64_t exit_deadline_ns)
 {
+	tp_pyroscope_config cfg = self.cfg; /* a shallow copy: only the budget differs */
 	char		err[512];
 
-	if (!tp_pyroscope_ingest(&self.cfg, u->pprof, u->len, u->from_ns, u->until_ns,
+	if (exit_deadline_ns != 0)
+	{
+		uint64_t	now = now_ns(CLOCK_MONOTONIC);
+		long		left_ms = now < exit_deadline_ns ? (long) ((exit_deadline_ns - now) / 1000000) : 0;
+
+		if (left_ms < 1)
+			left_ms = 1;		/* one last try rather than a silent drop */
+		if (left_ms < cfg.timeout_ms)
+			cfg.timeout_ms = left_ms;
+	}
+	if (!tp_pyroscope_ingest(&cfg, u->pprof, u->len, u->from_ns, u->until_ns,
 							 err, sizeof(err)) && !self.warned)
 	{
 		/* One warning per run: a dead server must not flood the terminal. */
@@ -94,10 +111,11 @@ uploader_main(void *arg)
 		if (self.pending.pprof == NULL)
 			break;				/* stop, nothing left */
 		upload		u = self.pending;
+		uint64_t	exit_deadline_ns = self.exit_deadline_ns;
 
 		self.pending.pprof = NULL;
 		pthread_mutex_unlock(&self.lock);
-		send_one(&u);
+		send_one(&u, exit_deadline_ns);
 		free(u.pprof);
 		pthread_mutex_lock(&self.lock);
 	}
@@ -319,6 +337,14 @@ tp_self_profiler_finish(void)
 	if (self.uploading && self.thread_started)
 	{
 		char	   *url = tp_pyroscope_query_url(&self.cfg, self.trace_id);
+
+		/*
+		 * From here on uploads share one budget.  The one in flight ends by
+		 * its own deadline, which is earlier.
+		 */
+		pthread_mutex_lock(&self.lock);
+		self.exit_deadline_ns = now_ns(CLOCK_MONOTONIC) + (uint64_t) self.cfg.timeout_ms * 1000000ULL;
+		pthread_mutex_unlock(&self.lock);
 
 		/* The last window waits for the mailbox, then the thread drains it. */
 		for (;;)

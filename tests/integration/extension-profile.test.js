@@ -3,7 +3,7 @@
 // shared_preload_libraries = 'traceprof', traced statements (SET
 // traceprof.traceparent), samples read back through traceprof.profile() /
 // traceprof.profile_top() / traceprof.stats, and uploaded to a capture
-// server posing as Pyroscope (lib/pyroscope-capture.js), decoded with npm
+// server posing as Pyroscope (lib/ingest.js), decoded with npm
 // pprof-format and matched against the spans exported over OTLP to the
 // capture receiver (lib/receiver.js, decoded by otlp-transformer's root).
 //
@@ -30,7 +30,7 @@ const { pprofTables } = require('./lib/pprof');
 const { startCluster, freePort } = require('./lib/cluster');
 const { startReceiver } = require('./lib/receiver');
 const { SpanKind, StatusCode } = require('./lib/otlp');
-const { startPyroscopeCapture } = require('./lib/pyroscope-capture');
+const { startIngest } = require('./lib/ingest');
 
 let pg;
 try {
@@ -596,7 +596,7 @@ test('4. Pyroscope upload: /ingest with name, format, tenant; pprof span_id/trac
 	const HZ = 250;
 	const N = 1000000;
 	const TENANT = 'team-pg';
-	const capture = await startPyroscopeCapture();
+	const capture = await startIngest();
 	const receiver = await startReceiver({ grpc: false });
 	let cluster;
 	let client;

@@ -19,6 +19,7 @@ const { pprofTables } = require('./lib/pprof');
 
 const { ROOT } = require('./lib/paths');
 const { run, describe } = require('./lib/run');
+const { startIngest } = require('./lib/ingest');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
 
 const COMMON_LIB = path.join(ROOT, 'build', 'libtraceprof_common.a');
@@ -288,34 +289,11 @@ if (goPath) {
 		'the go tool pprof cross-check is not registered');
 }
 
-/** A capture server posing as Pyroscope: records requests, answers as told. */
-async function captureServer(t, answer = () => ({ status: 200, body: '' })) {
-	const requests = [];
-	const sockets = new Set();
-	const server = http.createServer((req, res) => {
-		const chunks = [];
-		req.on('data', (c) => chunks.push(c));
-		req.on('end', () => {
-			const r = { method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks) };
-			requests.push(r);
-			const a = answer(r);
-			if (a.hang)
-				return;
-			res.writeHead(a.status, { 'Content-Type': 'text/plain' });
-			res.end(a.body);
-		});
-	});
-	server.on('connection', (s) => {
-		sockets.add(s);
-		s.on('close', () => sockets.delete(s));
-	});
-	await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-	t.after(() => {
-		for (const s of sockets)
-			s.destroy();
-		return new Promise((resolve) => server.close(resolve));
-	});
-	return { requests, url: `http://127.0.0.1:${server.address().port}` };
+/** The Pyroscope capture (lib/ingest.js), answering every request with behaviour. */
+async function captureServer(t, behaviour = {}) {
+	const srv = await startIngest();
+	t.after(() => srv.close());
+	return srv.setDefault(behaviour);
 }
 
 const INGEST_ENV = {
@@ -370,7 +348,7 @@ test('ingest: no tenant and no credentials means no such headers', async (t) => 
 });
 
 test('ingest: a rejection is reported with its status and body, without credentials', async (t) => {
-	const srv = await captureServer(t, () => ({ status: 400, body: 'invalid profile:\nbad sample\n' }));
+	const srv = await captureServer(t, { status: 400, body: 'invalid profile:\nbad sample\n' });
 	const addr = srv.url.replace('http://', 'http://someone:urlpass@');
 	const res = await run(fixture, ['ingest'], { env: { ...INGEST_ENV, PYROSCOPE_SERVER_ADDRESS: addr } });
 	assert.equal(res.code, 1, describe(res));
@@ -394,7 +372,7 @@ test('ingest: a dead server and a hanging server fail within the timeout', async
 	assert.equal(res.code, 1, describe(res));
 	assert.match(res.stderr, new RegExp(`ingest failed: http://127\\.0\\.0\\.1:${closed}/ingest: .+`));
 
-	const hanging = await captureServer(t, () => ({ hang: true }));
+	const hanging = await captureServer(t, { hang: true });
 	res = await run(fixture, ['ingest'], {
 		env: { PYROSCOPE_SERVER_ADDRESS: hanging.url, PYROSCOPE_UPLOAD_TIMEOUT: '500' },
 		timeout: 10000,

@@ -1,20 +1,26 @@
 'use strict';
 // A capture server posing as Grafana Pyroscope's /ingest endpoint, on a free
-// 127.0.0.1 port.  Every request is recorded: method, path, the query
-// parameters (decoded), the series name split into application and tags,
-// headers, raw body, time.  Responses are scripted per request from a queue
-// of behaviours; when the queue is empty the default applies:
+// 127.0.0.1 port (the one Pyroscope capture of the tests: binaries and
+// extension alike).  Every request is recorded: method, path, the query
+// parameters (decoded, and their keys in order), the series name split into
+// application and tags, headers, raw body, time.  Responses are scripted per
+// request from a queue of behaviours; when the queue is empty the default
+// applies:
 //
 //   {}                                   default: 200, empty body
 //   {status: 500, body: 'x', headers}    that status (and body)
 //   {hang: true}                         never answer (the socket stays open)
-//   {destroy: true}                      reset the connection without answering
+//   {destroy: true}                      close the connection without answering
+//   {reset: true}                        abort the connection with a TCP RST
+//   {trickle: true}                      200, then one body byte a second, never ending
 //
 // setDefault(behaviour) changes what an empty queue means (e.g. hang every
 // upload).  Times are performance.now() milliseconds.
 
 const http = require('node:http');
 const { performance } = require('node:perf_hooks');
+
+const { answerFault } = require('./faulty-answers');
 
 /**
  * Pyroscope's series name "app{k=v,k=v}" -> {app, tags: [[k, v], ...]}, the
@@ -45,6 +51,7 @@ class IngestServer {
 		this.defaultBehaviour = {};
 		this.sockets = new Set();
 		this.hung = [];
+		this.timers = new Set();
 		this.port = 0;
 	}
 
@@ -82,6 +89,20 @@ class IngestServer {
 		this.waiters = still;
 	}
 
+	/** Poll until pred(requests) is truthy; resolves with its value. */
+	async waitFor(pred, timeoutMs = 10000, what = 'a condition on the captured uploads') {
+		const deadline = Date.now() + timeoutMs;
+		for (;;) {
+			const v = pred(this.requests);
+			if (v)
+				return v;
+			if (Date.now() > deadline)
+				throw new Error(`ingest: timed out after ${timeoutMs} ms waiting for ${what} ` +
+					`(${this.requests.length} request(s) captured)`);
+			await new Promise((r) => setTimeout(r, 25));
+		}
+	}
+
 	/** Resolves with the requests once at least n arrived; rejects after timeoutMs. */
 	waitForRequests(n, timeoutMs = 10000) {
 		if (this.requests.length >= n)
@@ -103,8 +124,10 @@ class IngestServer {
 		req.on('end', () => {
 			const u = new URL(req.url, this.url);
 			const query = {};
+			const queryKeys = [];
 			const repeated = [];
 			for (const [k, v] of u.searchParams) {
+				queryKeys.push(k);
 				if (Object.prototype.hasOwnProperty.call(query, k))
 					repeated.push(k);
 				query[k] = v;
@@ -124,6 +147,7 @@ class IngestServer {
 				url: req.url,
 				path: u.pathname,
 				query,
+				queryKeys,
 				repeatedParams: repeated,
 				series,
 				seriesError,
@@ -140,14 +164,8 @@ class IngestServer {
 	}
 
 	_answer(req, res, b) {
-		if (b.destroy) {
-			req.socket.destroy();
+		if (answerFault(this, req, res, b))
 			return;
-		}
-		if (b.hang) {
-			this.hung.push(res);
-			return;
-		}
 		const body = Buffer.from(b.body ?? '');
 		res.writeHead(b.status ?? 200, {
 			'content-type': 'text/plain; charset=utf-8',
@@ -175,6 +193,8 @@ class IngestServer {
 	}
 
 	async close() {
+		for (const t of this.timers)
+			clearInterval(t);
 		for (const s of this.sockets)
 			s.destroy();
 		if (!this.server)
@@ -187,9 +207,10 @@ class IngestServer {
 
 /**
  * startIngest() -> IngestServer with port, url, requests (each: method,
- * url, path, query {name, from, until, format, ...}, repeatedParams, series
- * {app, tags: [[k, v], ...]} or seriesError, headers, body, time, wallTime),
- * enqueue(), setDefault(), waitForRequests(), reset(), close().
+ * url (as sent: percent-encoded), path, query {name, from, until, format,
+ * ...}, queryKeys, repeatedParams, series {app, tags: [[k, v], ...]} or
+ * seriesError, headers, body, time, endTime, wallTime, behaviour),
+ * enqueue(), setDefault(), waitFor(), waitForRequests(), reset(), close().
  */
 async function startIngest() {
 	const s = new IngestServer();

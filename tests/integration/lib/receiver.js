@@ -7,7 +7,9 @@
 //   {}                                   default: 200 + empty ExportTraceServiceResponse
 //   {status: 503, headers: {...}, body}  HTTP status (gRPC: that :status, no grpc-status)
 //   {hang: true}                         never answer
-//   {destroy: true}                      reset the connection without answering
+//   {destroy: true}                      close the connection without answering
+//   {reset: true}                        HTTP/1.1: abort the connection with a TCP RST
+//   {trickle: true}                      HTTP/1.1: 200, then one body byte a second, never ending
 //   {partialSuccess: {rejected: 2, message: 'x'}}
 //                                        200 + ExportTraceServiceResponse.partial_success
 //   {grpcStatus: 14, grpcMessage: 'x'}   gRPC: :status 200, empty body, trailers grpc-status
@@ -22,6 +24,7 @@ const zlib = require('node:zlib');
 const { performance } = require('node:perf_hooks');
 
 const { decodeTraces, encodeTraceResponse } = require('./otlp');
+const { answerFault } = require('./faulty-answers');
 
 const GRPC_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
 
@@ -69,6 +72,7 @@ class Receiver {
 		this.sockets = new Set();
 		this.sessions = new Set();
 		this.hung = [];
+		this.timers = new Set();
 	}
 
 	get httpEndpoint() { return `http://127.0.0.1:${this.httpPort}`; }
@@ -160,14 +164,8 @@ class Receiver {
 	}
 
 	_answerHttp(req, res, b) {
-		if (b.destroy) {
-			req.socket.destroy();
+		if (answerFault(this, req, res, b))
 			return;
-		}
-		if (b.hang) {
-			this.hung.push(res);
-			return;
-		}
 		if (b.status && b.status !== 200 || b.body !== undefined) {
 			const body = b.body === undefined ? Buffer.alloc(0) : Buffer.from(b.body);
 			res.writeHead(b.status || 200, { 'content-length': body.length, ...(b.headers || {}) });
@@ -265,6 +263,8 @@ class Receiver {
 	}
 
 	async close() {
+		for (const t of this.timers)
+			clearInterval(t);
 		for (const s of this.sessions)
 			s.destroy();
 		for (const s of this.sockets)

@@ -1,0 +1,37 @@
+/*
+ * http_retry.h - the retry policy the OTLP exporter and the Pyroscope
+ * uploader share: which answers are worth another attempt, how long to
+ * wait (Retry-After, else exponential backoff with jitter), all inside one
+ * time budget so a broken server can never hang the caller.
+ */
+#ifndef TP_HTTP_RETRY_H
+#define TP_HTTP_RETRY_H
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdbool.h>
+
+#define TP_RETRY_MAX_ATTEMPTS 5
+
+/* Milliseconds on the monotonic clock. */
+long		tp_monotonic_ms(void);
+
+/* Sleep ms; a signal that sets *cancel (may be NULL) ends it early. */
+void		tp_sleep_ms(long ms, volatile sig_atomic_t *cancel);
+
+/*
+ * A Retry-After value (RFC 9110 10.2.3: delay-seconds or an HTTP-date) in
+ * milliseconds from now, or -1 when it is neither.
+ */
+long		tp_parse_retry_after(const char *value);
+
+/* The wait before attempt n + 1 when no Retry-After came: a random delay in [full/2, full]. */
+long		tp_backoff_ms(int attempt_number);
+
+/* 429, 502, 503, 504: the server asks us to come back later. */
+bool		tp_http_status_is_retryable(long status);
+
+/* The connection dropped before a complete answer: worth another attempt. */
+bool		tp_curl_error_is_dropped_connection(CURLcode rc);
+
+#endif

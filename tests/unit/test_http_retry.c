@@ -1,0 +1,85 @@
+/*
+ * test_http_retry.c - the retry policy the OTLP and Pyroscope clients share.
+ */
+#include <time.h>
+
+#include "http_retry.h"
+#include "unit.h"
+
+TEST(retry_after_in_seconds)
+{
+	CHECK(tp_parse_retry_after("0") == 0);
+	CHECK(tp_parse_retry_after("1") == 1000);
+	CHECK(tp_parse_retry_after("120") == 120000);
+	CHECK(tp_parse_retry_after("3\r\n") == 3000);
+	CHECK(tp_parse_retry_after("-1") == -1);
+}
+
+TEST(retry_after_as_http_date)
+{
+	char		when[64];
+	time_t		later = time(NULL) + 30;
+	long		ms;
+
+	strftime(when, sizeof(when), "%a, %d %b %Y %H:%M:%S GMT", gmtime(&later));
+	ms = tp_parse_retry_after(when);
+	CHECK(ms > 25000 && ms <= 30000);
+	/* A date in the past means "now". */
+	CHECK(tp_parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT") == 0);
+}
+
+TEST(retry_after_garbage_is_ignored)
+{
+	CHECK(tp_parse_retry_after("") == -1);
+	CHECK(tp_parse_retry_after("soon") == -1);
+	CHECK(tp_parse_retry_after("1.5") == -1);
+}
+
+TEST(backoff_grows_with_jitter_and_a_cap)
+{
+	for (int i = 0; i < 200; i++)
+	{
+		long		first = tp_backoff_ms(1);
+		long		third = tp_backoff_ms(3);
+		long		late = tp_backoff_ms(10);
+
+		CHECK(first >= 125 && first <= 250);
+		CHECK(third >= 500 && third <= 1000);
+		CHECK(late >= 2500 && late <= 5000);
+	}
+}
+
+TEST(only_throttling_and_unavailable_answers_are_retried)
+{
+	CHECK(tp_http_status_is_retryable(429));
+	CHECK(tp_http_status_is_retryable(502));
+	CHECK(tp_http_status_is_retryable(503));
+	CHECK(tp_http_status_is_retryable(504));
+	CHECK(!tp_http_status_is_retryable(200));
+	CHECK(!tp_http_status_is_retryable(400));
+	CHECK(!tp_http_status_is_retryable(401));
+	CHECK(!tp_http_status_is_retryable(500));
+	CHECK(!tp_http_status_is_retryable(501));
+}
+
+TEST(dropped_connections_are_retried_refusals_are_not)
+{
+	CHECK(tp_curl_error_is_dropped_connection(CURLE_RECV_ERROR));
+	CHECK(tp_curl_error_is_dropped_connection(CURLE_SEND_ERROR));
+	CHECK(tp_curl_error_is_dropped_connection(CURLE_GOT_NOTHING));
+	CHECK(!tp_curl_error_is_dropped_connection(CURLE_COULDNT_CONNECT));
+	CHECK(!tp_curl_error_is_dropped_connection(CURLE_OPERATION_TIMEDOUT));
+	CHECK(!tp_curl_error_is_dropped_connection(CURLE_OK));
+}
+
+int
+main(void)
+{
+	RUN(retry_after_in_seconds);
+	RUN(retry_after_as_http_date);
+	RUN(retry_after_garbage_is_ignored);
+	RUN(backoff_grows_with_jitter_and_a_cap);
+	RUN(only_throttling_and_unavailable_answers_are_retried);
+	RUN(dropped_connections_are_retried_refusals_are_not);
+	return unit_summary();
+}
