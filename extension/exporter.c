@@ -208,6 +208,7 @@ build_pyroscope(tp_pyroscope_config *cfg)
 	}
 	tp_pyroscope_parse_tags(traceprof_pyroscope_tags, &cfg->tags);
 	cfg->timeout_ms = traceprof_otlp_timeout_ms;
+	cfg->cancel = &ShutdownRequestPending;	/* a shutdown aborts an upload or its retry wait */
 }
 
 static bool
