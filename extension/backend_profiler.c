@@ -20,6 +20,7 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
+#include "chain_names.h"
 #include "sampler.h"
 #include "symbols.h"
 #include "traceprof.h"
@@ -39,7 +40,23 @@ typedef struct PcEntry
 	bool		is_return_address;
 	uint32		name_id;
 	bool		named;			/* a real function name, not module+offset */
+	uintptr_t	function_start;	/* 0: unknown */
 } PcEntry;
+
+/*
+ * Static functions at fixed places in PostgreSQL 15's call chains (see
+ * chain_names.h): the postmaster's path to a backend (Debian's build
+ * inlines BackendStartup and BackendRun into ServerLoop), and the
+ * executor's top levels.  ExecutorRun tail-calls its hook (standard_,
+ * traceprof_, pgss_ExecutorRun...), so it may have no frame of its own.
+ */
+static const tp_chain_rule postgres_chains[] = {
+	{"PostmasterMain", "PostgresMain", 1, {"ServerLoop"}},
+	{"PostmasterMain", "PostgresMain", 3, {"ServerLoop", "BackendStartup", "BackendRun"}},
+	{"PortalRun", "*ExecutorRun", 1, {"PortalRunSelect"}},
+	{"PortalRun", "*ExecutorRun", 2, {"PortalRunMulti", "ProcessQuery"}},
+	{"standard_ExecutorRun", "Exec*", 1, {"ExecutePlan"}},
+};
 
 /* Frames stored by the current flush, for traceprof.stats. */
 static uint64 flush_named;
@@ -160,8 +177,8 @@ profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root)
 }
 
 /* "name", or "[unknown] (module)" naming the library at least. */
-static uint32
-frame_name_id(uintptr_t pc, bool is_return_address)
+static const PcEntry *
+frame_name(uintptr_t pc, bool is_return_address)
 {
 	PcEntry		key;
 	PcEntry    *entry;
@@ -176,7 +193,7 @@ frame_name_id(uintptr_t pc, bool is_return_address)
 	if (found)
 	{
 		flush_named += entry->named;
-		return entry->name_id;
+		return entry;
 	}
 
 	if (!tp_symbols_lookup(symbols, pc, is_return_address, &symbol) && symbol.module == NULL)
@@ -185,6 +202,7 @@ frame_name_id(uintptr_t pc, bool is_return_address)
 		tp_symbols_lookup(symbols, pc, is_return_address, &symbol);
 	}
 	entry->named = true;
+	entry->function_start = symbol.function_start;
 	if (executor_names_lookup(symbol.function_start) != NULL &&
 		(symbol.function == NULL || symbol.synthetic))
 		entry->name_id = function_names_intern(executor_names_lookup(symbol.function_start));
@@ -204,7 +222,7 @@ frame_name_id(uintptr_t pc, bool is_return_address)
 		entry->named = false;
 	}
 	flush_named += entry->named;
-	return entry->name_id;
+	return entry;
 }
 
 /* "IO:DataFileRead": the wait event's type and name, as pg_stat_activity shows them. */
@@ -219,10 +237,30 @@ wait_event_name_id(uint32 wait_event)
 	return function_names_intern(name);
 }
 
+/* One sample's frames, for naming static functions by their neighbours. */
+typedef struct SampleChain
+{
+	TraceprofSample *record;
+	const char *names[TRACEPROF_MAX_FRAMES];	/* NULL: unnamed */
+	uintptr_t	starts[TRACEPROF_MAX_FRAMES];
+} SampleChain;
+
+/* Name the frame, and its function from now on (executor_names). */
+static void
+name_by_chain(size_t index, const char *name, void *arg)
+{
+	SampleChain *chain = arg;
+
+	chain->record->frames[index] = function_names_intern(name);
+	flush_named++;
+	executor_names_teach(chain->starts[index], name);
+}
+
 static void
 store_sample(const tp_sample *sample, void *arg)
 {
 	TraceprofSample record;
+	SampleChain chain;
 	uint32		first = 0;
 
 	memcpy(record.trace_id, sample->labels.trace_id, TP_TRACE_ID_BYTES);
@@ -237,7 +275,16 @@ store_sample(const tp_sample *sample, void *arg)
 		record.frames[first++] = wait_event_name_id(sample->labels.wait_event);
 	record.depth = Min(sample->depth + first, TRACEPROF_MAX_FRAMES);
 	for (uint32 i = first; i < record.depth; i++)
-		record.frames[i] = frame_name_id(sample->pcs[i - first], i > first);
+	{
+		const PcEntry *frame = frame_name(sample->pcs[i - first], i > first);
+
+		record.frames[i] = frame->name_id;
+		chain.names[i] = frame->named ? function_names_get(frame->name_id) : NULL;
+		chain.starts[i] = frame->function_start;
+	}
+	chain.record = &record;
+	tp_chain_names_apply(postgres_chains, lengthof(postgres_chains), chain.names,
+						 record.depth, name_by_chain, &chain);
 	sample_store_write(&record);
 }
 

@@ -1,16 +1,29 @@
 /*
- * executor_names.c - names for the executor's static node functions.
+ * executor_names.c - names for static functions, learned from the pointers
+ * PostgreSQL keeps to them.
  *
- * Debian's postgres is stripped: ExecSeqScan, ExecHashJoin, ExecSort, ExecAgg
- * and the other per-node functions are static and have no symbol.  But every
- * PlanState of a started plan holds a pointer to its node's function
- * (ExecProcNodeReal), and the node type says which function that is.  So
- * the backend learns those addresses from the plans it runs and names the
- * sampled frames that start there.
+ * Debian's postgres is stripped: ExecSeqScan, ExecHashJoin, ExecInterpExpr,
+ * AllocSetAlloc, tts_buffer_heap_getsomeattrs and many more hot functions
+ * are static and have no symbol.  But PostgreSQL calls them through
+ * pointers whose meaning is known:
+ * - every PlanState of a started plan holds its node's function
+ *   (ExecProcNodeReal), and the node type says which function that is;
+ * - an interpreted ExprState holds ExecInterpExpr (evalfunc_private);
+ * - exported method tables hold the rest: the memory context methods of
+ *   TopMemoryContext (aset.c), the four TupleTableSlotOps (execTuples.c)
+ *   and the heap table access method (heapam_handler.c).
+ * So the backend learns those addresses and names the sampled frames that
+ * start there (PostgreSQL 15's function names; only frames that have no
+ * symbol of their own take them).
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
+#include "access/tableam.h"
+#include "executor/execExpr.h"
+#include "executor/tuptable.h"
 #include "nodes/execnodes.h"
+#include "nodes/memnodes.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -74,36 +87,140 @@ node_function(NodeTag tag)
 	}
 }
 
+/*
+ * name is a string constant or lives in TopMemoryContext.  The first name
+ * seen for an address keeps it: a node type can have variants (parallel
+ * hash join, the Agg strategies), and the compiler may fold identical
+ * functions into one.
+ */
+static void
+learn(const void *function, const char *name)
+{
+	uintptr_t	start = (uintptr_t) function;
+	LearnedFunction *entry;
+	bool		found;
+
+	if (start == 0)
+		return;
+	entry = hash_search(learned, &start, HASH_ENTER, &found);
+	if (!found)
+	{
+		entry->name = name;
+		generation++;
+	}
+}
+
+/* An interpreted expression runs ExecInterpExpr, unless a fast path won. */
+static void
+learn_expression(const ExprState *state)
+{
+	static bool known;
+
+	/*
+	 * ExecReadyInterpretedExpr picks an ExecJust* fast path only for two or
+	 * three steps; longer programs always get ExecInterpExpr.
+	 */
+	if (known || state == NULL || !(state->flags & EEO_FLAG_INTERPRETER_INITIALIZED) ||
+		state->steps_len < 4)
+		return;
+	learn(state->evalfunc_private, "ExecInterpExpr");
+	known = true;
+}
+
 static bool
 learn_node(PlanState *node, void *context)
 {
 	const char *name;
-	uintptr_t	start;
-	LearnedFunction *entry;
-	bool		found;
 
 	if (node == NULL)
 		return false;
 	name = node_function(nodeTag(node));
-	start = (uintptr_t) node->ExecProcNodeReal;
-	if (name != NULL && start != 0)
-	{
-		entry = hash_search(learned, &start, HASH_ENTER, &found);
-		if (!found)
-		{
-			/*
-			 * A node type can have variants (parallel hash join, the Agg
-			 * strategies): only the first function seen for a name gets it.
-			 */
-			entry->name = name;
-			generation++;
-		}
-	}
+	if (name != NULL)
+		learn(node->ExecProcNodeReal, name);
+	learn_expression(node->qual);
+	if (node->ps_ProjInfo != NULL)
+		learn_expression(&node->ps_ProjInfo->pi_state);
 	return planstate_tree_walker(node, learn_node, context);
 }
 
-void
-executor_names_learn(PlanState *planstate)
+/* tts_<kind>_<callback>: execTuples.c's naming for every slot callback. */
+static void
+learn_slot_ops(const TupleTableSlotOps *ops, const char *kind)
+{
+	struct
+	{
+		const void *function;
+		const char *callback;
+	}			callbacks[] = {
+		{ops->init, "init"},
+		{ops->release, "release"},
+		{ops->clear, "clear"},
+		{ops->getsomeattrs, "getsomeattrs"},
+		{ops->getsysattr, "getsysattr"},
+		{ops->materialize, "materialize"},
+		{ops->copyslot, "copyslot"},
+		{ops->get_heap_tuple, "get_heap_tuple"},
+		{ops->get_minimal_tuple, "get_minimal_tuple"},
+		{ops->copy_heap_tuple, "copy_heap_tuple"},
+		{ops->copy_minimal_tuple, "copy_minimal_tuple"},
+	};
+
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	for (int i = 0; i < lengthof(callbacks); i++)
+		if (callbacks[i].function != NULL)
+			learn(callbacks[i].function, psprintf("tts_%s_%s", kind, callbacks[i].callback));
+	MemoryContextSwitchTo(old);
+}
+
+/* The method tables every backend has from the start. */
+static void
+learn_method_tables(void)
+{
+	const MemoryContextMethods *aset = TopMemoryContext->methods;
+	const TableAmRoutine *heap = GetHeapamTableAmRoutine();
+
+	learn(aset->alloc, "AllocSetAlloc");
+	learn(aset->free_p, "AllocSetFree");
+	learn(aset->realloc, "AllocSetRealloc");
+	learn(aset->reset, "AllocSetReset");
+	learn(aset->delete_context, "AllocSetDelete");
+	learn(aset->get_chunk_space, "AllocSetGetChunkSpace");
+	learn(aset->is_empty, "AllocSetIsEmpty");
+	learn(aset->stats, "AllocSetStats");
+
+	learn_slot_ops(&TTSOpsVirtual, "virtual");
+	learn_slot_ops(&TTSOpsHeapTuple, "heap");
+	learn_slot_ops(&TTSOpsMinimalTuple, "minimal");
+	learn_slot_ops(&TTSOpsBufferHeapTuple, "buffer_heap");
+
+	learn(heap->slot_callbacks, "heapam_slot_callbacks");
+	learn(heap->index_fetch_begin, "heapam_index_fetch_begin");
+	learn(heap->index_fetch_reset, "heapam_index_fetch_reset");
+	learn(heap->index_fetch_end, "heapam_index_fetch_end");
+	learn(heap->index_fetch_tuple, "heapam_index_fetch_tuple");
+	learn(heap->tuple_insert, "heapam_tuple_insert");
+	learn(heap->tuple_insert_speculative, "heapam_tuple_insert_speculative");
+	learn(heap->tuple_complete_speculative, "heapam_tuple_complete_speculative");
+	learn(heap->tuple_delete, "heapam_tuple_delete");
+	learn(heap->tuple_update, "heapam_tuple_update");
+	learn(heap->tuple_lock, "heapam_tuple_lock");
+	learn(heap->tuple_fetch_row_version, "heapam_fetch_row_version");
+	learn(heap->tuple_tid_valid, "heapam_tuple_tid_valid");
+	learn(heap->tuple_satisfies_snapshot, "heapam_tuple_satisfies_snapshot");
+	learn(heap->relation_estimate_size, "heapam_estimate_rel_size");
+	learn(heap->index_build_range_scan, "heapam_index_build_range_scan");
+	learn(heap->index_validate_scan, "heapam_index_validate_scan");
+	learn(heap->scan_analyze_next_block, "heapam_scan_analyze_next_block");
+	learn(heap->scan_analyze_next_tuple, "heapam_scan_analyze_next_tuple");
+	learn(heap->scan_bitmap_next_block, "heapam_scan_bitmap_next_block");
+	learn(heap->scan_bitmap_next_tuple, "heapam_scan_bitmap_next_tuple");
+	learn(heap->scan_sample_next_block, "heapam_scan_sample_next_block");
+	learn(heap->scan_sample_next_tuple, "heapam_scan_sample_next_tuple");
+}
+
+static void
+ensure_learned_table(void)
 {
 	if (learned == NULL)
 	{
@@ -113,10 +230,24 @@ executor_names_learn(PlanState *planstate)
 		info.keysize = sizeof(uintptr_t);
 		info.entrysize = sizeof(LearnedFunction);
 		info.hcxt = TopMemoryContext;
-		learned = hash_create("traceprof executor functions", 64, &info,
+		learned = hash_create("traceprof executor functions", 128, &info,
 							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		learn_method_tables();
 	}
+}
+
+void
+executor_names_learn(PlanState *planstate)
+{
+	ensure_learned_table();
 	learn_node(planstate, NULL);
+}
+
+void
+executor_names_teach(uintptr_t function_start, const char *name)
+{
+	ensure_learned_table();
+	learn((const void *) function_start, name);
 }
 
 const char *

@@ -223,6 +223,8 @@ extern bool profiler_is_sampling(void);
 struct PlanState;
 extern void executor_names_learn(struct PlanState *planstate);
 extern const char *executor_names_lookup(uintptr_t function_start);
+/* name: a string constant; a function found by other means (chain_names.h) */
+extern void executor_names_teach(uintptr_t function_start, const char *name);
 extern uint64 executor_names_generation(void);
 
 /* span_attributes.c: stored span → tp_span (malloc'd; tp_span_clear frees) */
