@@ -24,6 +24,22 @@
 #define VALGRIND_MAKE_MEM_DEFINED(addr, len) ((void) 0)
 #endif
 
+/*
+ * The walk reads stack words that are no C object (saved frame pointers,
+ * return addresses, whatever a leaf left below its caller's frame), each
+ * bounds-checked against the thread's stack first.  AddressSanitizer
+ * poisons the redzones between locals of instrumented frames, so it would
+ * report those reads as stack-buffer-underflow: they are exempt from it.
+ */
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize_address)
+#define RAW_STACK_READS __attribute__((no_sanitize_address))
+#endif
+#endif
+#ifndef RAW_STACK_READS
+#define RAW_STACK_READS
+#endif
+
 /* Return addresses below this are garbage (the first page is never mapped). */
 #define MIN_CODE_ADDRESS 4096
 
@@ -120,7 +136,7 @@ tp_stack_regs_get(const void *ucontext, tp_stack_regs *regs)
 #endif
 }
 
-int
+RAW_STACK_READS int
 tp_stack_walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 			  uintptr_t *pcs, int max, bool *truncated)
 {
@@ -170,7 +186,7 @@ tp_stack_walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 	return depth;
 }
 
-int
+RAW_STACK_READS int
 tp_stack_top_words(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 				   uintptr_t *words)
 {

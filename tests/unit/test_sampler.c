@@ -390,6 +390,24 @@ leaf_share(workload_fn workload, const char *leaf, const char *module,
 	collected_free(&c);
 }
 
+/*
+ * Under AddressSanitizer, memset() calls __asan_memset, which checks the
+ * range and then jumps (a tail call, no frame) to libc's memset.  In a
+ * sample there, the return address on top of the stack is at a call of
+ * __asan_memset, not of memset, so the leaf repair rightly refuses it and
+ * the caller is missing: the libc case cannot hold.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define MEMSET_INTERCEPTED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MEMSET_INTERCEPTED 1
+#endif
+#endif
+#ifndef MEMSET_INTERCEPTED
+#define MEMSET_INTERCEPTED 0
+#endif
+
 /* Samples in a frameless leaf still name its caller (leaf repair). */
 TEST(frameless_leaves_keep_their_caller)
 {
@@ -415,6 +433,8 @@ TEST(frameless_leaves_keep_their_caller)
 	CHECK(pointer_ok >= 0.9 * via_pointer);
 	if (in_libc == 0)
 		printf("  (no sample in libc's memset: replaced, as valgrind does)\n");
+	else if (MEMSET_INTERCEPTED)
+		printf("  (memset goes through AddressSanitizer's interceptor: not checked)\n");
 	else
 		CHECK(libc_ok >= 0.9 * in_libc);
 }
