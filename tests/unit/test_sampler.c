@@ -317,6 +317,8 @@ TEST(cpu_samples_walk_the_whole_chain)
 	chain_1(1.0);
 	cpu = thread_cpu_seconds() - cpu;
 	t1 = realtime_ns();
+	/* disarmed first: a sample between drain and stats would not match */
+	tp_sampler_pause();
 	tp_sampler_drain(collect, &c);
 	tp_sampler_get_stats(&stats);
 	tp_sampler_stop();
@@ -802,6 +804,7 @@ TEST(full_ring_drops_and_counts)
 
 	CHECK(start(250, TP_SAMPLER_CPU, 4));
 	chain_1(0.3);
+	tp_sampler_pause();			/* as above: stats must match the drain */
 	tp_sampler_drain(collect, &c);
 	tp_sampler_get_stats(&stats);
 	tp_sampler_stop();
