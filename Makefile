@@ -29,6 +29,7 @@ LOADER        := $(BUILD)/bin/loader
 UNIT_TESTS    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
 .PHONY: all deps extension install-extension check check-unit check-regress check-integration demo bench clean
+.PHONY: fuzz check-fuzz check-sanitize check-valgrind
 .SECONDARY: $(PROTO_C) $(PROTO_H)
 
 all: $(GENERATOR) $(LOADER) extension
@@ -75,7 +76,7 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(call obj,$(GENERATOR_SRC) $
 	$(CC) $(CPPFLAGS) -Itests/unit -Igenerator -Iloader $(ALL_CFLAGS) -o $@ $(filter %.c %.o %.a,$^) -lpq $(LDLIBS)
 
 check: deps all $(UNIT_TESTS) install-extension
-	$(MAKE) --no-print-directory check-unit check-regress check-integration
+	$(MAKE) --no-print-directory check-unit check-regress check-integration check-fuzz check-sanitize check-valgrind
 
 check-unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
@@ -85,6 +86,20 @@ check-regress: install-extension
 
 check-integration: all
 	scripts/run-integration-tests.sh
+
+# Hardening: libFuzzer targets (build/fuzz/), ASan+UBSan (build/asan/),
+# valgrind; each orchestrated by its script.  FUZZ_SECONDS per target.
+fuzz:
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-60} scripts/run-fuzz.sh
+
+check-fuzz:
+	FUZZ_SECONDS=10 scripts/run-fuzz.sh
+
+check-sanitize:
+	scripts/run-sanitize-checks.sh
+
+check-valgrind:
+	scripts/run-valgrind-checks.sh
 
 demo: deps all install-extension
 	scripts/demo.sh

@@ -106,6 +106,7 @@ describe_member(const char *start, const char *end, int flags, int position,
 		snprintf(buf, buflen, "member %d", position);
 	else
 		snprintf(buf, buflen, "\"%.*s\"", (int) (end - start), start);
+	tp_make_printable(buf);
 }
 
 /* Parse one "key=value" member [start, end) and append it. */

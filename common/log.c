@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 
+#include "text.h"
+
 static const char *program_name = "traceprof";
 static tp_log_sink warning_sink;
 
@@ -37,6 +39,7 @@ tp_info(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
+	tp_make_printable(message);	/* values quoted in it come from outside */
 	print_line(NULL, message);
 }
 
@@ -49,6 +52,7 @@ tp_warn(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
+	tp_make_printable(message);	/* values quoted in it come from outside */
 	if (warning_sink != NULL)
 		warning_sink(message);
 	else
@@ -64,5 +68,6 @@ tp_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
+	tp_make_printable(message);	/* values quoted in it come from outside */
 	print_line("error", message);
 }

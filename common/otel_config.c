@@ -1,6 +1,7 @@
 /* otel_config.c - read the OTEL_* environment variables once. */
 #include "otel_config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,13 +134,52 @@ read_kvlist(const char *name, int flags, tp_kvlist *list)
 		tp_warn("%s ignored: %s", name, err);
 }
 
+/* An RFC 9110 token: what a header name may be. */
+static bool
+is_header_name(const char *s)
+{
+	if (*s == '\0')
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char) *s) && strchr("!#$%&'*+-.^_`|~", *s) == NULL)
+			return false;
+	return true;
+}
+
+/* A decoded "%0D%0A" must not start a header line of its own. */
+static bool
+is_header_value(const char *s)
+{
+	for (; *s; s++)
+		if (((unsigned char) *s < 0x20 && *s != '\t') || *s == 0x7f)
+			return false;
+	return true;
+}
+
+/* Read a headers variable; one header curl cannot send voids it all. */
+static void
+read_header_list(const char *name, tp_kvlist *list)
+{
+	read_kvlist(name, TP_KV_PERCENT_DECODE | TP_KV_SECRET, list);
+	for (size_t i = 0; i < list->count; i++)
+	{
+		if (!is_header_name(list->items[i].key) || !is_header_value(list->items[i].value))
+		{
+			tp_warn("%s ignored: header %zu is not a valid HTTP header (names: letters, digits and !#$%%&'*+-.^_`|~; values: no control characters)",
+					name, i + 1);
+			tp_kvlist_free(list);
+			return;
+		}
+	}
+}
+
 static void
 read_headers(tp_kvlist *headers)
 {
 	tp_kvlist	per_signal = {0};
 
-	read_kvlist("OTEL_EXPORTER_OTLP_HEADERS", TP_KV_PERCENT_DECODE | TP_KV_SECRET, headers);
-	read_kvlist("OTEL_EXPORTER_OTLP_TRACES_HEADERS", TP_KV_PERCENT_DECODE | TP_KV_SECRET, &per_signal);
+	read_header_list("OTEL_EXPORTER_OTLP_HEADERS", headers);
+	read_header_list("OTEL_EXPORTER_OTLP_TRACES_HEADERS", &per_signal);
 	/* Per-signal headers win over general ones with the same name. */
 	for (size_t i = 0; i < per_signal.count; i++)
 		tp_kvlist_set(headers, per_signal.items[i].key, per_signal.items[i].value);

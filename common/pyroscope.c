@@ -266,6 +266,7 @@ server_address(char *configured)
 {
 	char	   *address;
 	size_t		len;
+	size_t		keep;
 
 	if (configured == NULL)
 		return strdup(DEFAULT_SERVER);
@@ -280,8 +281,10 @@ server_address(char *configured)
 		address = configured;
 	if (address == NULL)
 		return NULL;
+	/* keep the "://" of a bare scheme: "http:" is not an address either */
+	keep = (size_t) (strstr(address, "://") - address) + 3;
 	len = strlen(address);
-	while (len > 0 && address[len - 1] == '/')
+	while (len > keep && address[len - 1] == '/')
 		address[--len] = '\0';
 	return address;
 }

@@ -13,9 +13,12 @@ find_last(const char *start, const char *end, const char *needle)
 {
 	size_t		n = strlen(needle);
 
-	for (const char *p = end - n; p >= start; p--)
-		if (memcmp(p, needle, n) == 0)
-			return p;
+	if ((size_t) (end - start) < n)
+		return NULL;
+	/* counted down by index: a pointer before start would be undefined */
+	for (size_t i = (size_t) (end - start) - n + 1; i-- > 0;)
+		if (memcmp(start + i, needle, n) == 0)
+			return start + i;
 	return NULL;
 }
 

@@ -20,6 +20,18 @@ tp_trimmed_copy(const char *start, const char *end)
 	return strndup(start, (size_t) (end - start));
 }
 
+void
+tp_make_printable(char *s)
+{
+	for (; *s; s++)
+	{
+		if (*s == '\n' || *s == '\r' || *s == '\t')
+			*s = ' ';			/* libpq's multi-line errors stay readable */
+		else if ((unsigned char) *s < 0x20 || *s == 0x7f)
+			*s = '?';
+	}
+}
+
 int
 tp_hex_digit(char c)
 {

@@ -13,6 +13,13 @@ bool		tp_is_blank(char c);
 /* Copy [start, end) without leading and trailing blanks; malloc'd. */
 char	   *tp_trimmed_copy(const char *start, const char *end);
 
+/*
+ * Make s one printable line in place: line breaks and tabs become blanks,
+ * other control characters (and DEL) '?', so that text from the
+ * environment or the input cannot forge log lines.
+ */
+void		tp_make_printable(char *s);
+
 /* Value of a hex digit of either case, or -1. */
 int			tp_hex_digit(char c);
 

@@ -227,6 +227,45 @@ TEST(malformed_values_warn_and_fall_back)
 	tp_otel_config_free(&cfg);
 }
 
+/* Found by tests/fuzz/otel_env.c: a decoded CR LF went into a header line. */
+TEST(headers_that_break_the_request_are_refused)
+{
+	tp_otel_config cfg;
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_HEADERS", "a=1%0D%0AInjected: yes", 1);
+	setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "bad name=1", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 2);
+	CHECK(strstr(last_warning, "OTEL_EXPORTER_OTLP_TRACES_HEADERS ignored: header 1") != NULL);
+	CHECK(cfg.traces.headers.count == 0);
+	tp_otel_config_free(&cfg);
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic%20dXNlcjpwdw==,x-tab=a%09b", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 0);
+	CHECK_STR(tp_kvlist_get(&cfg.traces.headers, "Authorization"), "Basic dXNlcjpwdw==");
+	tp_otel_config_free(&cfg);
+}
+
+/* Found by tests/fuzz/kvlist.c: a member's line break went into the log. */
+TEST(messages_stay_on_one_line)
+{
+	tp_otel_config cfg;
+	tp_kvlist	list = {0};
+	char		err[256];
+
+	CHECK(!tp_kvlist_parse("a=1,forged\nloader: error: x", 0, &list, err, sizeof(err)));
+	CHECK(strchr(err, '\n') == NULL);
+	clear_env();
+	setenv("OTEL_TRACES_EXPORTER", "zipkin\r\nloader: forged\033[2J", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "\"zipkin  loader: forged?[2J\"") != NULL);
+	tp_otel_config_free(&cfg);
+}
+
 TEST(disabled_sdk_exports_nothing)
 {
 	tp_otel_config cfg;
@@ -258,6 +297,8 @@ main(void)
 	RUN(per_signal_variables_win);
 	RUN(service_name_precedence);
 	RUN(malformed_values_warn_and_fall_back);
+	RUN(headers_that_break_the_request_are_refused);
+	RUN(messages_stay_on_one_line);
 	RUN(disabled_sdk_exports_nothing);
 	return unit_summary();
 }

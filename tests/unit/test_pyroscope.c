@@ -210,6 +210,12 @@ TEST(config_from_env)
 	CHECK(cfg.enabled && cfg.trace_correlation);
 	CHECK_STR(cfg.server_address, "http://pyroscope:4040");
 	tp_pyroscope_config_free(&cfg);
+
+	/* found by tests/fuzz/pyroscope_tags.c: "http://" lost its "//" */
+	setenv("PYROSCOPE_SERVER_ADDRESS", "http:///", 1);
+	tp_pyroscope_config_from_env(&cfg, "x");
+	CHECK_STR(cfg.server_address, "http://");
+	tp_pyroscope_config_free(&cfg);
 	clear_env();
 }
 

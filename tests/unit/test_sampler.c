@@ -317,6 +317,8 @@ TEST(cpu_samples_walk_the_whole_chain)
 	chain_1(1.0);
 	cpu = thread_cpu_seconds() - cpu;
 	t1 = realtime_ns();
+	/* disarmed first: a sample between drain and stats would not match */
+	tp_sampler_pause();
 	tp_sampler_drain(collect, &c);
 	tp_sampler_get_stats(&stats);
 	tp_sampler_stop();
@@ -390,6 +392,24 @@ leaf_share(workload_fn workload, const char *leaf, const char *module,
 	collected_free(&c);
 }
 
+/*
+ * Under AddressSanitizer, memset() calls __asan_memset, which checks the
+ * range and then jumps (a tail call, no frame) to libc's memset.  In a
+ * sample there, the return address on top of the stack is at a call of
+ * __asan_memset, not of memset, so the leaf repair rightly refuses it and
+ * the caller is missing: the libc case cannot hold.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define MEMSET_INTERCEPTED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MEMSET_INTERCEPTED 1
+#endif
+#endif
+#ifndef MEMSET_INTERCEPTED
+#define MEMSET_INTERCEPTED 0
+#endif
+
 /* Samples in a frameless leaf still name its caller (leaf repair). */
 TEST(frameless_leaves_keep_their_caller)
 {
@@ -415,6 +435,8 @@ TEST(frameless_leaves_keep_their_caller)
 	CHECK(pointer_ok >= 0.9 * via_pointer);
 	if (in_libc == 0)
 		printf("  (no sample in libc's memset: replaced, as valgrind does)\n");
+	else if (MEMSET_INTERCEPTED)
+		printf("  (memset goes through AddressSanitizer's interceptor: not checked)\n");
 	else
 		CHECK(libc_ok >= 0.9 * in_libc);
 }
@@ -782,6 +804,7 @@ TEST(full_ring_drops_and_counts)
 
 	CHECK(start(250, TP_SAMPLER_CPU, 4));
 	chain_1(0.3);
+	tp_sampler_pause();			/* as above: stats must match the drain */
 	tp_sampler_drain(collect, &c);
 	tp_sampler_get_stats(&stats);
 	tp_sampler_stop();

@@ -19,6 +19,9 @@ TEST(appended_comment)
 	tp_hex_encode(ctx.span_id, 8, hex);
 	CHECK_STR(hex, "00f067aa0ba902b7");
 	CHECK(ctx.flags == 1);
+	/* the comment may be the whole text: the search reaches its first byte */
+	CHECK(extract("/*traceparent='" TP "'*/", &ctx) == TP_COMMENT_VALID);
+	CHECK(extract("/**/", &ctx) == TP_COMMENT_NONE);
 }
 
 TEST(sorted_keys_and_url_encoding)
