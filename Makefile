@@ -11,7 +11,7 @@ CFLAGS    ?= -O2 -g
 CPPFLAGS  += -D_GNU_SOURCE -Icommon -I$(BUILD)/proto -I$(shell $(PG_CONFIG) --includedir)
 # Frame pointers: our own profiles need them (the sampler walks the chain).
 ALL_CFLAGS = -std=c11 -fPIC -fno-omit-frame-pointer $(WARNINGS) $(CFLAGS)
-LDLIBS    := -lcurl -lprotobuf-c -lz -lm
+LDLIBS    := -lcurl -lprotobuf-c -lunwind -lz -lm
 
 PROTOS        := $(wildcard proto/*.proto)
 PROTO_C       := $(patsubst proto/%.proto,$(BUILD)/proto/%.pb-c.c,$(PROTOS))

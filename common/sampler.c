@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dwarf_unwind.h"
 #include "fast_random.h"
 #include "stack_walk.h"
 
@@ -52,6 +53,7 @@ static atomic_ulong stat_truncated;
 static atomic_int active;		/* record samples; off while paused */
 static atomic_int armed;		/* the timer runs; the handler may clear it */
 static tp_stack_bounds stack_bounds;
+static tp_code_ranges frame_pointer_code;	/* elsewhere: libunwind */
 static tp_sample_labels label_slots[LABEL_SLOTS];
 static atomic_uint label_current;
 static atomic_uint label_next;
@@ -140,9 +142,16 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 	top->count = 0;
 	if (tp_stack_regs_get(ucontext, &regs))
 	{
-		sample->depth = (uint32_t) tp_stack_walk(&regs, &stack_bounds, sample->pcs,
-												 TP_SAMPLER_MAX_FRAMES, &truncated);
-		top->count = tp_stack_top_words(&regs, &stack_bounds, top->words);
+		/* Interrupted in code without frame pointers: its chain is broken. */
+		if (!tp_code_ranges_contain(&frame_pointer_code, regs.pc))
+			sample->depth = (uint32_t) tp_dwarf_unwind(ucontext, sample->pcs,
+													   TP_SAMPLER_MAX_FRAMES, &truncated);
+		if (sample->depth <= 1)
+		{
+			sample->depth = (uint32_t) tp_stack_walk(&regs, &stack_bounds, sample->pcs,
+													 TP_SAMPLER_MAX_FRAMES, &truncated);
+			top->count = tp_stack_top_words(&regs, &stack_bounds, top->words);
+		}
 	}
 	if (truncated)
 		atomic_fetch_add_explicit(&stat_truncated, 1, memory_order_relaxed);
@@ -297,6 +306,7 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 	atomic_store_explicit(&stat_truncated, 0, memory_order_relaxed);
 	atomic_store_explicit(&active, 0, memory_order_relaxed);
 	tp_stack_bounds_current(&stack_bounds);	/* none: PCs only */
+	tp_code_ranges_frame_pointer(&frame_pointer_code);
 	started = true;
 
 	if (!handler_installed)
