@@ -20,5 +20,6 @@ trap 'cluster_stop; rm -rf "$WORK"' EXIT
 
 cluster_start
 checked_workload "$root/build/bin" "$records" \
-	valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite
+	valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+	--suppressions="$root/tests/valgrind/libunwind.supp"
 echo "run-valgrind-checks: generator and loader clean under valgrind memcheck"
