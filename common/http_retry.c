@@ -2,7 +2,9 @@
 #include "http_retry.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "trace_context.h"
@@ -78,4 +80,37 @@ tp_curl_error_is_dropped_connection(CURLcode rc)
 		default:
 			return false;
 	}
+}
+
+bool
+tp_retry_run(long timeout_ms, volatile sig_atomic_t *cancel,
+			 tp_retry_attempt_fn attempt, void *arg, char *err, size_t errlen)
+{
+	long		deadline = tp_monotonic_ms() + timeout_ms;
+
+	for (int n = 1; n <= TP_RETRY_MAX_ATTEMPTS; n++)
+	{
+		long		remaining = deadline - tp_monotonic_ms();
+		long		retry_after_ms = -1;
+		long		delay;
+
+		if (remaining < 1)
+			remaining = 1;		/* 0 would mean "no timeout" to libcurl */
+		if (cancel != NULL && *cancel)
+			return false;
+		err[0] = '\0';			/* only the last attempt's story counts */
+		if (!attempt(arg, remaining, &retry_after_ms, err, errlen))
+			return true;
+		delay = retry_after_ms >= 0 ? retry_after_ms : tp_backoff_ms(n);
+		if (n == TP_RETRY_MAX_ATTEMPTS || tp_monotonic_ms() + delay >= deadline)
+		{
+			size_t		used = strlen(err);
+
+			snprintf(err + used, errlen - used, " (gave up after %d attempt%s)",
+					 n, n == 1 ? "" : "s");
+			return true;
+		}
+		tp_sleep_ms(delay, cancel);
+	}
+	return true;
 }

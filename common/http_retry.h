@@ -34,4 +34,22 @@ bool		tp_http_status_is_retryable(long status);
 /* The connection dropped before a complete answer: worth another attempt. */
 bool		tp_curl_error_is_dropped_connection(CURLcode rc);
 
+/*
+ * One attempt, given timeout_ms (at least 1) of the budget: writes its story
+ * to err and a Retry-After to *retry_after_ms (-1: none).  True asks for
+ * another attempt; the caller keeps the attempt's outcome in arg.
+ */
+typedef bool (*tp_retry_attempt_fn) (void *arg, long timeout_ms, long *retry_after_ms,
+									 char *err, size_t errlen);
+
+/*
+ * Attempt until an attempt says done, up to TP_RETRY_MAX_ATTEMPTS, all
+ * within timeout_ms; between attempts wait for Retry-After, else the
+ * backoff.  err holds the last attempt's story, plus "(gave up after n
+ * attempts)" when retries ran out.  False when *cancel (may be NULL)
+ * stopped it before an attempt.
+ */
+bool		tp_retry_run(long timeout_ms, volatile sig_atomic_t *cancel,
+						 tp_retry_attempt_fn attempt, void *arg, char *err, size_t errlen);
+
 #endif

@@ -306,15 +306,34 @@ attempt(const tp_otlp_target *target, const uint8_t *payload, size_t payload_len
 	return outcome;
 }
 
+/* One export attempt, for tp_retry_run. */
+typedef struct export_attempt
+{
+	const tp_otlp_target *target;
+	const uint8_t *payload;
+	size_t		payload_len;
+	attempt_outcome outcome;
+} export_attempt;
+
+static bool
+attempt_export(void *arg, long timeout_ms, long *retry_after_ms, char *err, size_t errlen)
+{
+	export_attempt *x = arg;
+	response	r = {.retry_after_ms = -1, .grpc_status = -1};
+
+	x->outcome = attempt(x->target, x->payload, x->payload_len, timeout_ms, &r, err, errlen);
+	free(r.body);
+	*retry_after_ms = r.retry_after_ms;
+	return x->outcome == ATTEMPT_RETRY;
+}
+
 tp_export_result
 tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
 			 char *err, size_t errlen)
 {
-	long		deadline = tp_monotonic_ms() + target->timeout_ms;
 	uint8_t    *framed = NULL;
-	const uint8_t *payload = body;
-	size_t		payload_len = len;
-	tp_export_result result = TP_EXPORT_FAILED;
+	export_attempt x = {.target = target, .payload = body, .payload_len = len,
+	.outcome = ATTEMPT_FAILED};
 
 	err[0] = '\0';
 	if (target->protocol == TP_OTLP_GRPC)
@@ -325,55 +344,21 @@ tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
 			snprintf(err, errlen, "out of memory");
 			return TP_EXPORT_FAILED;
 		}
-		payload = framed;
-		payload_len = len + GRPC_FRAME_HEADER;
+		x.payload = framed;
+		x.payload_len = len + GRPC_FRAME_HEADER;
 	}
-	for (int n = 1; n <= TP_RETRY_MAX_ATTEMPTS; n++)
-	{
-		response	r = {.retry_after_ms = -1, .grpc_status = -1};
-		long		remaining = deadline - tp_monotonic_ms();
-
-		if (remaining < 1)
-			remaining = 1;		/* 0 would mean "no timeout" to libcurl */
-		attempt_outcome outcome;
-		long		delay;
-
-		if (target->cancel != NULL && *target->cancel)
-		{
-			snprintf(err, errlen, "export cancelled");
-			break;
-		}
-		err[0] = '\0';			/* only the last attempt's story counts */
-		outcome = attempt(target, payload, payload_len, remaining, &r, err, errlen);
-		free(r.body);
-		if (outcome == ATTEMPT_DELIVERED)
-		{
-			result = TP_EXPORT_OK;
-			break;
-		}
-		if (outcome == ATTEMPT_UNREACHABLE)
-		{
-			result = TP_EXPORT_UNREACHABLE;
-			break;
-		}
-		if (outcome == ATTEMPT_REJECTED)
-		{
-			result = TP_EXPORT_REJECTED;
-			break;
-		}
-		if (outcome == ATTEMPT_FAILED)
-			break;
-		delay = r.retry_after_ms >= 0 ? r.retry_after_ms : tp_backoff_ms(n);
-		if (n == TP_RETRY_MAX_ATTEMPTS || tp_monotonic_ms() + delay >= deadline)
-		{
-			size_t		used = strlen(err);
-
-			snprintf(err + used, errlen - used, " (gave up after %d attempt%s)",
-					 n, n == 1 ? "" : "s");
-			break;
-		}
-		tp_sleep_ms(delay, target->cancel);
-	}
+	if (!tp_retry_run(target->timeout_ms, target->cancel, attempt_export, &x, err, errlen))
+		snprintf(err, errlen, "export cancelled");
 	free(framed);
-	return result;
+	switch (x.outcome)
+	{
+		case ATTEMPT_DELIVERED:
+			return TP_EXPORT_OK;
+		case ATTEMPT_UNREACHABLE:
+			return TP_EXPORT_UNREACHABLE;
+		case ATTEMPT_REJECTED:
+			return TP_EXPORT_REJECTED;
+		default:
+			return TP_EXPORT_FAILED;
+	}
 }

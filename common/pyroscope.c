@@ -519,7 +519,14 @@ ingest_url(const tp_pyroscope_config *cfg, uint64_t from_ns, uint64_t until_ns)
 	return url;
 }
 
-/* One upload request. */
+typedef enum attempt_outcome
+{
+	ATTEMPT_DELIVERED,
+	ATTEMPT_RETRY,				/* throttled, unavailable, or the connection dropped */
+	ATTEMPT_FAILED,
+} attempt_outcome;
+
+/* One upload request, and how its last attempt ended. */
 typedef struct request
 {
 	const tp_pyroscope_config *cfg;
@@ -528,14 +535,9 @@ typedef struct request
 	struct curl_slist *headers;
 	const uint8_t *pprof;
 	size_t		len;
+	attempt_outcome outcome;
 } request;
 
-typedef enum attempt_outcome
-{
-	ATTEMPT_DELIVERED,
-	ATTEMPT_RETRY,				/* throttled, unavailable, or the connection dropped */
-	ATTEMPT_FAILED,
-} attempt_outcome;
 
 static attempt_outcome
 attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen)
@@ -605,6 +607,17 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 	return outcome;
 }
 
+static bool
+attempt_upload(void *arg, long timeout_ms, long *retry_after_ms, char *err, size_t errlen)
+{
+	request    *req = arg;
+	answer		a = {.len = 0, .retry_after_ms = -1};
+
+	req->outcome = attempt(req, timeout_ms, &a, err, errlen);
+	*retry_after_ms = a.retry_after_ms;
+	return req->outcome == ATTEMPT_RETRY;
+}
+
 bool
 tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
 					const uint8_t *pprof, size_t len,
@@ -613,10 +626,8 @@ tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
 {
 	char	   *url = ingest_url(cfg, from_ns, until_ns);
 	char		where[512];
-	request		req = {.cfg = cfg, .pprof = pprof, .len = len};
+	request		req = {.cfg = cfg, .pprof = pprof, .len = len, .outcome = ATTEMPT_FAILED};
 	long		timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
-	long		deadline = tp_monotonic_ms() + timeout;
-	bool		ok = false;
 
 	err[0] = '\0';
 	if (url == NULL)
@@ -640,41 +651,9 @@ tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
 	}
 
 	/* Retries stay inside the one budget: the next upload must not wait. */
-	for (int n = 1; n <= TP_RETRY_MAX_ATTEMPTS; n++)
-	{
-		answer		a = {.len = 0, .retry_after_ms = -1};
-		long		remaining = deadline - tp_monotonic_ms();
-		attempt_outcome outcome;
-		long		delay;
-
-		if (remaining < 1)
-			remaining = 1;		/* 0 would mean "no timeout" to libcurl */
-		if (cfg->cancel != NULL && *cfg->cancel)
-		{
-			snprintf(err, errlen, "%s: upload cancelled", where);
-			break;
-		}
-		err[0] = '\0';			/* only the last attempt's story counts */
-		outcome = attempt(&req, remaining, &a, err, errlen);
-		if (outcome == ATTEMPT_DELIVERED)
-		{
-			ok = true;
-			break;
-		}
-		if (outcome == ATTEMPT_FAILED)
-			break;
-		delay = a.retry_after_ms >= 0 ? a.retry_after_ms : tp_backoff_ms(n);
-		if (n == TP_RETRY_MAX_ATTEMPTS || tp_monotonic_ms() + delay >= deadline)
-		{
-			size_t		used = strlen(err);
-
-			snprintf(err + used, errlen - used, " (gave up after %d attempt%s)",
-					 n, n == 1 ? "" : "s");
-			break;
-		}
-		tp_sleep_ms(delay, cfg->cancel);
-	}
+	if (!tp_retry_run(timeout, cfg->cancel, attempt_upload, &req, err, errlen))
+		snprintf(err, errlen, "%s: upload cancelled", where);
 	curl_slist_free_all(req.headers);
 	free(url);
-	return ok;
+	return req.outcome == ATTEMPT_DELIVERED;
 }
