@@ -272,7 +272,12 @@ store_sample(const tp_sample *sample, void *arg)
 	record.period_us = (uint32) (1000000 / started_hz);
 	record.wall = started_mode == PROFILE_MODE_WALL;
 	if (sample->labels.wait_event != 0)
+	{
+		/* A wait event is no function: never a neighbour in a call chain. */
+		chain.names[first] = NULL;
+		chain.starts[first] = 0;
 		record.frames[first++] = wait_event_name_id(sample->labels.wait_event);
+	}
 	record.depth = Min(sample->depth + first, TRACEPROF_MAX_FRAMES);
 	for (uint32 i = first; i < record.depth; i++)
 	{
