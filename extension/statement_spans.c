@@ -165,6 +165,16 @@ set_user_name(TraceprofSpan *record)
 	memcpy(record->username, cached_name, sizeof(cached_name));
 }
 
+/* The statement's own text within source (several may share it), and its length. */
+static const char *
+statement_text(const char *source, int location, int len, int *text_len)
+{
+	const char *text = CleanQuerytext(source, &location, &len);
+
+	*text_len = len > 0 ? len : (int) strlen(text);
+	return text;
+}
+
 /* Where a span about to open belongs: decided before anything is looked up. */
 typedef struct SpanParent
 {
@@ -200,10 +210,7 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 		parent->context.flags = innermost->flags;
 	}
 	if (source != NULL)
-	{
-		parent->statement = CleanQuerytext(source, &location, &len);
-		parent->statement_len = len > 0 ? len : (int) strlen(parent->statement);
-	}
+		parent->statement = statement_text(source, location, len, &parent->statement_len);
 	if (top_level)
 		return choose_root_context(parent->statement, parent->statement_len,
 								   &parent->context, &parent->remote);
@@ -450,18 +457,16 @@ utility_collection(Node *stmt)
 static bool
 statement_may_be_traced(ParseState *pstate, Query *query)
 {
-	int			location = query->stmt_location;
-	int			len = query->stmt_len;
 	const char *statement;
+	int			len;
 	tp_span_context ignored;
 
 	if (traceprof_guc_context_valid || traceprof_sample_rate > 0)
 		return true;
 	if (pstate->p_sourcetext == NULL)
 		return false;
-	statement = CleanQuerytext(pstate->p_sourcetext, &location, &len);
-	return tp_sqlcomment_traceparent(statement, len > 0 ? len : strlen(statement), &ignored) !=
-		TP_COMMENT_NONE;
+	statement = statement_text(pstate->p_sourcetext, query->stmt_location, query->stmt_len, &len);
+	return tp_sqlcomment_traceparent(statement, len, &ignored) != TP_COMMENT_NONE;
 }
 
 /*
