@@ -45,8 +45,14 @@ test('make demo: span tree from loader.run down to the server, top PostgreSQL fu
 	assert.ok(top, text);
 	const rows = top.split('\n').filter((l) => /^\s*\S.*\|\s*\d+\s*\|\s*\d+\s*\|/.test(l));
 	assert.ok(rows.length >= 3, `top functions listed:\n${top}`);
-	assert.ok(rows.some((l) => /CopyFrom|NextCopyFrom|jsonb|heap_|btinsert|ReceiveFunctionCall/.test(l)),
-		`the COPY's own work shows among the top functions:\n${rows.join('\n')}`);
+	// Self time spreads over many leaves (memcpy, the JSON lexer, btree
+	// compares), so the COPY's share is read from the folded stacks.
+	const folded = fs.readFileSync(path.join(out, 'server.folded'), 'utf8').trim().split('\n');
+	const count = (keep) => folded.filter(keep).reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+	const all = count(() => true);
+	const copying = count((l) => /;CopyFrom;/.test(l));
+	assert.ok(all >= 10 && copying >= all / 2,
+		`most server samples of the trace are under CopyFrom (${copying} of ${all}):\n${folded.join('\n')}`);
 
 	// Artifacts: flame graphs of client and server, the diff, speedscope JSON.
 	for (const f of ['server.svg', 'server-diff.svg', 'loader.svg']) {
@@ -55,5 +61,4 @@ test('make demo: span tree from loader.run down to the server, top PostgreSQL fu
 	}
 	const speedscope = JSON.parse(fs.readFileSync(path.join(out, 'generator.speedscope.json'), 'utf8'));
 	assert.equal(speedscope.$schema, 'https://www.speedscope.app/file-format-schema.json');
-	assert.match(fs.readFileSync(path.join(out, 'server.folded'), 'utf8'), /CopyFrom/);
 });
