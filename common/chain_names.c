@@ -21,6 +21,29 @@ name_matches(const char *pattern, const char *name)
 	return strcmp(pattern, name) == 0;
 }
 
+/*
+ * The n frames between callee and callee + n + 1 fit the rule: each is
+ * unnamed or already has the rule's name for it (learned earlier, maybe
+ * from another rule), and at least one is unnamed.
+ */
+static bool
+gap_fits(const tp_chain_rule *rule, const char *const *frames, size_t callee)
+{
+	size_t		caller = callee + rule->unnamed + 1;
+	bool		any_unnamed = false;
+
+	for (size_t i = 0; i < rule->unnamed; i++)
+	{
+		const char *frame = frames[caller - 1 - i];	/* names[0] is next to the caller */
+
+		if (frame == NULL)
+			any_unnamed = true;
+		else if (strcmp(frame, rule->names[i]) != 0)
+			return false;
+	}
+	return any_unnamed;
+}
+
 size_t
 tp_chain_names_apply(const tp_chain_rule *rules, size_t rule_count,
 					 const char *const *frames, size_t depth,
@@ -28,33 +51,29 @@ tp_chain_names_apply(const tp_chain_rule *rules, size_t rule_count,
 {
 	size_t		named = 0;
 
-	/* Each run of unnamed frames between two named ones, leaf side first. */
 	for (size_t callee = 0; callee < depth; callee++)
 	{
-		size_t		caller = callee + 1;
-		size_t		run;
-
 		if (frames[callee] == NULL)
-			continue;
-		while (caller < depth && frames[caller] == NULL)
-			caller++;
-		run = caller - callee - 1;
-		if (caller == depth || run == 0)
 			continue;
 		for (size_t r = 0; r < rule_count; r++)
 		{
 			const tp_chain_rule *rule = &rules[r];
+			size_t		caller = callee + rule->unnamed + 1;
 
-			if (rule->unnamed != run || !name_matches(rule->callee, frames[callee]) ||
-				!name_matches(rule->caller, frames[caller]))
+			if (caller >= depth || frames[caller] == NULL ||
+				!name_matches(rule->callee, frames[callee]) ||
+				!name_matches(rule->caller, frames[caller]) ||
+				!gap_fits(rule, frames, callee))
 				continue;
-			/* names[0] is next to the caller, the highest index. */
-			for (size_t i = 0; i < run; i++)
-				found(caller - 1 - i, rule->names[i], arg);
-			named += run;
+			for (size_t i = 0; i < rule->unnamed; i++)
+				if (frames[caller - 1 - i] == NULL)
+				{
+					found(caller - 1 - i, rule->names[i], arg);
+					named++;
+				}
+			callee = caller - 1;
 			break;
 		}
-		callee = caller - 1;
 	}
 	return named;
 }

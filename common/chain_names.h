@@ -6,9 +6,10 @@
  * fixed places in its call chains: in PostgreSQL 15, exactly three static
  * functions (ServerLoop, BackendStartup, BackendRun) lie between
  * PostmasterMain and PostgresMain.  A rule names such frames when the
- * stack shows exactly that shape (a named caller, exactly n unnamed frames,
- * a named callee) and nothing otherwise: a build that inlined one of them
- * shows another count and keeps its frames unnamed.
+ * stack shows exactly that shape (a named caller, exactly n frames that are
+ * unnamed or already carry the rule's name for them, a named callee) and
+ * nothing otherwise: a build that inlined one of them shows another count
+ * and keeps its frames unnamed.
  */
 #ifndef TP_CHAIN_NAMES_H
 #define TP_CHAIN_NAMES_H
@@ -22,7 +23,7 @@ typedef struct tp_chain_rule
 	const char *caller;			/* the named frame on the root side */
 	const char *callee;			/* the named frame on the leaf side */
 	/* In both, "Exec*" matches a prefix and "*ExecutorRun" a suffix. */
-	size_t		unnamed;		/* exactly this many unnamed frames between */
+	size_t		unnamed;		/* exactly this many frames between */
 	const char *names[TP_CHAIN_MAX_UNNAMED];	/* theirs, caller side first */
 } tp_chain_rule;
 

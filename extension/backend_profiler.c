@@ -22,6 +22,7 @@
 
 #include "chain_names.h"
 #include "sampler.h"
+#include "stack_walk.h"
 #include "symbols.h"
 #include "traceprof.h"
 
@@ -57,6 +58,33 @@ static const tp_chain_rule postgres_chains[] = {
 	{"PortalRun", "*ExecutorRun", 2, {"PortalRunMulti", "ProcessQuery"}},
 	{"standard_ExecutorRun", "Exec*", 1, {"ExecutePlan"}},
 };
+
+/*
+ * Shapes that only the hook being called can tell apart: a statement's
+ * PortalRun is called by exec_simple_query or exec_execute_message, a
+ * utility's PortalRunUtility by PortalRunMulti or FillPortalStore.  The
+ * hook knows which (its DestReceiver, the portal's strategy), so it
+ * captures its own stack once and the rule names those frames for good.
+ */
+static const tp_chain_rule call_path_rules[CALL_PATH_COUNT] = {
+	[CALL_PATH_SIMPLE_QUERY] = {"PostgresMain", "PortalRun", 1, {"exec_simple_query"}},
+	[CALL_PATH_EXTENDED_QUERY] = {"PostgresMain", "PortalRun", 1, {"exec_execute_message"}},
+	[CALL_PATH_MULTI_QUERY_UTILITY] = {"PortalRun", "*ProcessUtility", 2,
+	{"PortalRunMulti", "PortalRunUtility"}},
+	[CALL_PATH_STORED_UTILITY] = {"PortalRun", "*ProcessUtility", 2,
+	{"FillPortalStore", "PortalRunUtility"}},
+};
+
+#define CALL_PATH_MAX_FRAMES 64
+
+typedef struct CapturedPath
+{
+	bool		done;			/* resolved (named or not): never captured again */
+	int			depth;			/* > 0: captured, waiting for the next flush */
+	uintptr_t	pcs[CALL_PATH_MAX_FRAMES];
+} CapturedPath;
+
+static CapturedPath captured_paths[CALL_PATH_COUNT];
 
 /* Frames stored by the current flush, for traceprof.stats. */
 static uint64 flush_named;
@@ -189,12 +217,8 @@ frame_name(uintptr_t pc, bool is_return_address)
 	key.pc = pc;
 	key.is_return_address = is_return_address;
 	entry = hash_search(pc_cache, &key, HASH_ENTER, &found);
-	flush_total++;
 	if (found)
-	{
-		flush_named += entry->named;
 		return entry;
-	}
 
 	if (!tp_symbols_lookup(symbols, pc, is_return_address, &symbol) && symbol.module == NULL)
 	{
@@ -221,7 +245,6 @@ frame_name(uintptr_t pc, bool is_return_address)
 		entry->name_id = function_names_intern(name);
 		entry->named = false;
 	}
-	flush_named += entry->named;
 	return entry;
 }
 
@@ -284,13 +307,72 @@ store_sample(const tp_sample *sample, void *arg)
 		const PcEntry *frame = frame_name(sample->pcs[i - first], i > first);
 
 		record.frames[i] = frame->name_id;
+		flush_named += frame->named;
 		chain.names[i] = frame->named ? function_names_get(frame->name_id) : NULL;
 		chain.starts[i] = frame->function_start;
 	}
+	flush_total += record.depth - first;
 	chain.record = &record;
 	tp_chain_names_apply(postgres_chains, lengthof(postgres_chains), chain.names,
 						 record.depth, name_by_chain, &chain);
 	sample_store_write(&record);
+}
+
+/*
+ * Capture the calling hook's stack (frame pointers: PostgreSQL and this
+ * library keep them) for call_path_rules[path]; named at the next flush,
+ * where the symbol table is at hand.  Once per path and backend.
+ */
+pg_noinline void
+profiler_learn_call_path(CallPath path)
+{
+	static tp_stack_bounds bounds;
+	CapturedPath *captured = &captured_paths[path];
+	tp_stack_regs regs;
+	bool		truncated;
+
+	if (captured->done || captured->depth > 0 || state != SAMPLER_RUNNING)
+		return;
+	if (bounds.high == 0 && !tp_stack_bounds_current(&bounds))
+	{
+		captured->done = true;
+		return;
+	}
+	regs.pc = (uintptr_t) profiler_learn_call_path;
+	regs.fp = regs.sp = (uintptr_t) __builtin_frame_address(0);
+	captured->depth = tp_stack_walk(&regs, &bounds, captured->pcs, CALL_PATH_MAX_FRAMES, &truncated);
+}
+
+static void
+teach_call_path(size_t index, const char *name, void *arg)
+{
+	const uintptr_t *starts = arg;
+
+	executor_names_teach(starts[index], name);
+}
+
+static void
+resolve_call_paths(void)
+{
+	for (int path = 0; path < CALL_PATH_COUNT; path++)
+	{
+		CapturedPath *captured = &captured_paths[path];
+		const char *names[CALL_PATH_MAX_FRAMES];
+		uintptr_t	starts[CALL_PATH_MAX_FRAMES];
+
+		if (captured->done || captured->depth == 0)
+			continue;
+		for (int i = 0; i < captured->depth; i++)
+		{
+			const PcEntry *frame = frame_name(captured->pcs[i], i > 0);
+
+			names[i] = frame->named ? function_names_get(frame->name_id) : NULL;
+			starts[i] = frame->function_start;
+		}
+		tp_chain_names_apply(&call_path_rules[path], 1, names, captured->depth,
+							 teach_call_path, starts);
+		captured->done = true;
+	}
 }
 
 /* Without a symbol table the samples cannot be named: keep the ring clear. */
@@ -318,6 +400,8 @@ profiler_flush(void)
 		pc_cache = hash_create("traceprof pc names", 4096, &info,
 							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
+	if (symbols != NULL)
+		resolve_call_paths();
 	/* Names learned from plans since: forget the frames named without them. */
 	if (pc_cache != NULL && pc_cache_generation != executor_names_generation())
 	{

@@ -28,6 +28,7 @@
 #include "optimizer/planner.h"
 #include "parser/analyze.h"
 #include "parser/parsetree.h"
+#include "tcop/pquery.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/elog.h"
@@ -629,12 +630,24 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 		executor_names_learn(query_desc->planstate);
 }
 
+/* The protocol's static caller of a top-level statement, for the profiler. */
+static void
+learn_protocol_caller(const DestReceiver *dest)
+{
+	if (dest->mydest == DestRemote)
+		profiler_learn_call_path(CALL_PATH_SIMPLE_QUERY);
+	else if (dest->mydest == DestRemoteExecute)
+		profiler_learn_call_path(CALL_PATH_EXTENDED_QUERY);
+}
+
 static void
 traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 count,
 					  bool execute_once)
 {
 	int			owner = index_of_query(query_desc);
 
+	if (nesting_level == 0 && profiler_is_sampling())
+		learn_protocol_caller(query_desc->dest);
 	nesting_level++;
 	PG_TRY();
 	{
@@ -732,6 +745,15 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 							 NULL, CreateCommandName(stmt), utility_collection(stmt),
 							 pstmt->queryId);
 		entry = index_of(span);
+	}
+	if (nesting_level == 0 && context == PROCESS_UTILITY_TOPLEVEL && profiler_is_sampling() &&
+		ActivePortal != NULL)
+	{
+		learn_protocol_caller(dest);
+		if (ActivePortal->strategy == PORTAL_MULTI_QUERY)
+			profiler_learn_call_path(CALL_PATH_MULTI_QUERY_UTILITY);
+		else if (ActivePortal->strategy == PORTAL_UTIL_SELECT)
+			profiler_learn_call_path(CALL_PATH_STORED_UTILITY);
 	}
 
 	if (!transparent)

@@ -219,6 +219,17 @@ extern void profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpa
 extern void profiler_flush(void);
 extern bool profiler_is_sampling(void);
 
+/* Where a hook was called from, when the hook alone can tell. */
+typedef enum CallPath
+{
+	CALL_PATH_SIMPLE_QUERY,		/* PostgresMain → exec_simple_query → PortalRun */
+	CALL_PATH_EXTENDED_QUERY,	/* PostgresMain → exec_execute_message → PortalRun */
+	CALL_PATH_MULTI_QUERY_UTILITY,	/* PortalRun → PortalRunMulti → PortalRunUtility */
+	CALL_PATH_STORED_UTILITY,	/* PortalRun → FillPortalStore → PortalRunUtility */
+	CALL_PATH_COUNT
+} CallPath;
+extern void profiler_learn_call_path(CallPath path);
+
 /* executor_names.c: static node functions named from running plans */
 struct PlanState;
 extern void executor_names_learn(struct PlanState *planstate);

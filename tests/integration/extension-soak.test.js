@@ -116,6 +116,28 @@ test('executor node functions are named from the running plan: hash join, sort, 
 	assert.ok(share > 0 && share <= 100, `traceprof.stats reports the share of named frames: ${share}`);
 });
 
+test('static callers named from the hook\'s own stack: simple and extended protocol, utility via PortalRunMulti and FillPortalStore', async (t) => {
+	const cluster = await startTraced({ 'traceprof.sample_hz': '250', max_parallel_workers_per_gather: '0', jit: 'off' });
+	t.after(() => cluster.stop());
+	const client = await connect(cluster);
+	t.after(() => client.end());
+	const trace = newTrace();
+	const heavy = 'SELECT sum(g::numeric * g) FROM generate_series(1, 600000) g';
+	await client.query(`SET traceprof.traceparent = '00-${trace}-${crypto.randomBytes(8).toString('hex')}-01'`);
+	await client.query(heavy);	// simple protocol
+	await client.query(`${heavy} WHERE g > $1`, [0]);	// parameters: Parse, Bind, Execute
+	await client.query(`CREATE TABLE made AS ${heavy}`);	// a utility in a multi-query portal
+	await client.query(`EXPLAIN ANALYZE ${heavy}`);	// a utility whose rows fill the portal's store
+	const stacks = (await client.query('SELECT stack FROM traceprof.profile($1)', [trace])).rows.map((r) => `;${r.stack};`);
+	// Debian's build inlines exec_execute_message into PostgresMain: the
+	// extended protocol's stacks have no frame there to name.
+	for (const path of ['PostgresMain;exec_simple_query;PortalRun;',
+		';PortalRun;PortalRunMulti;PortalRunUtility;', ';PortalRun;FillPortalStore;PortalRunUtility;'])
+		assert.ok(stacks.some((s) => s.includes(path)), `a stack shows ${path}\n${stacks.join('\n')}`);
+	assert.ok(!stacks.some((s) => /;PostgresMain;postgres\+0x[0-9a-f]+;PortalRun;/.test(s)),
+		`no unnamed frame is left between PostgresMain and PortalRun:\n${stacks.join('\n')}`);
+});
+
 /** RssAnon (private memory; shared buffers a backend touches do not count) in kB of each backend serving pgbench (application_name pgbench). */
 async function backendRss(reader) {
 	const pids = (await reader.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'")).rows.map((r) => r.pid);

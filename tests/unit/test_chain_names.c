@@ -74,10 +74,28 @@ TEST(prefix_patterns_match_prefixes_only)
 							   3, remember, &got) == 0);
 }
 
+TEST(frames_named_earlier_fit_the_gap)
+{
+	const tp_chain_rule multi = {"PortalRun", "*ProcessUtility", 2, {"PortalRunMulti", "PortalRunUtility"}};
+	/* PortalRunUtility already learned (from another portal strategy) */
+	const char *learned[] = {"traceprof_ProcessUtility", "PortalRunUtility", NULL, "PortalRun"};
+	const char *wrong[] = {"traceprof_ProcessUtility", "FillPortalStore", NULL, "PortalRun"};
+	const char *done[] = {"traceprof_ProcessUtility", "PortalRunUtility", "PortalRunMulti", "PortalRun"};
+	named_frames got = {0};
+
+	CHECK(tp_chain_names_apply(&multi, 1, learned, 4, remember, &got) == 1);
+	CHECK_STR(got.names[2], "PortalRunMulti");
+	CHECK(got.names[1] == NULL);
+	CHECK(tp_chain_names_apply(&multi, 1, wrong, 4, remember, &got) == 0);
+	CHECK(tp_chain_names_apply(&multi, 1, done, 4, remember, &got) == 0);
+	CHECK(got.calls == 1);
+}
+
 int
 main(void)
 {
 	RUN(exact_shapes_are_named);
+	RUN(frames_named_earlier_fit_the_gap);
 	RUN(other_counts_and_neighbours_stay_unnamed);
 	RUN(prefix_patterns_match_prefixes_only);
 	return unit_summary();
