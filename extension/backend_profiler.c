@@ -21,6 +21,7 @@
 #include "utils/wait_event.h"
 
 #include "chain_names.h"
+#include "jit_code.h"
 #include "sampler.h"
 #include "stack_walk.h"
 #include "symbols.h"
@@ -97,6 +98,7 @@ static uint64 dropped_reported;	/* sampler ring overflows already counted */
 static tp_symbols *symbols;
 static HTAB *pc_cache;
 static uint64 pc_cache_generation;	/* executor_names generation it reflects */
+static tp_jit_code *jit_code;	/* created when a frame is in no module */
 
 static bool
 want_sampling(const TraceprofSpan *innermost)
@@ -204,7 +206,32 @@ profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root)
 	tp_sampler_set_labels(&labels);
 }
 
-/* "name", or "[unknown] (module)" naming the library at least. */
+/*
+ * Code outside every module is JIT code; PostgreSQL's jitdump file names
+ * it when jit_profiling_support is on.  Read once the first time, then at
+ * each flush (refresh_jit_code).
+ */
+static const char *
+jit_code_name(uintptr_t pc)
+{
+	if (jit_code == NULL)
+	{
+		jit_code = tp_jit_code_new();
+		if (jit_code == NULL)
+			return NULL;
+		tp_jit_code_refresh(jit_code);
+	}
+	return tp_jit_code_lookup(jit_code, pc);
+}
+
+/* New JIT code may reuse addresses named before: true if any was loaded. */
+static bool
+refresh_jit_code(void)
+{
+	return jit_code != NULL && tp_jit_code_refresh(jit_code) > 0;
+}
+
+/* "name", "[jit] name", or "[unknown] (module)" naming the library at least. */
 static const PcEntry *
 frame_name(uintptr_t pc, bool is_return_address)
 {
@@ -239,11 +266,15 @@ frame_name(uintptr_t pc, bool is_return_address)
 	{
 		char		name[TRACEPROF_NAME_LEN];
 		const char *module = symbol.module ? strrchr(symbol.module, '/') : NULL;
+		const char *jit = symbol.module == NULL ? jit_code_name(pc) : NULL;
 
-		snprintf(name, sizeof(name), "[unknown] (%s)",
-				 module ? module + 1 : symbol.module ? symbol.module : "no module");
+		if (jit != NULL)
+			snprintf(name, sizeof(name), "[jit] %s", jit);
+		else
+			snprintf(name, sizeof(name), "[unknown] (%s)",
+					 module ? module + 1 : symbol.module ? symbol.module : "no module");
 		entry->name_id = function_names_intern(name);
-		entry->named = false;
+		entry->named = jit != NULL;
 	}
 	return entry;
 }
@@ -402,8 +433,11 @@ profiler_flush(void)
 	}
 	if (symbols != NULL)
 		resolve_call_paths();
-	/* Names learned from plans since: forget the frames named without them. */
-	if (pc_cache != NULL && pc_cache_generation != executor_names_generation())
+	/*
+	 * Names learned from plans since, or JIT code loaded (maybe where other
+	 * JIT code was): forget the frames named before.
+	 */
+	if (pc_cache != NULL && (refresh_jit_code() || pc_cache_generation != executor_names_generation()))
 	{
 		HASH_SEQ_STATUS scan;
 		PcEntry    *entry;

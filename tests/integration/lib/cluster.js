@@ -70,6 +70,7 @@ function spawnAs(owner, file, args, opts = {}) {
 		LANG: 'C.UTF-8',
 		LC_ALL: 'C.UTF-8',
 		TZ: 'UTC',
+		...(opts.env || {}),
 	};
 	const o = { env, cwd: opts.cwd, stdio: opts.stdio || ['ignore', 'pipe', 'pipe'] };
 	if (owner) {
@@ -215,7 +216,8 @@ async function startCluster(options = {}) {
 			const port = await freePort();
 			const logFd = fs.openSync(logFile, 'a');
 			child = spawnAs(owner, path.join(PG_BIN, 'postgres'), ['-D', dataDir, '-p', String(port)],
-				{ cwd: base, stdio: ['ignore', logFd, logFd] });
+				// JIT profiling (jit_profiling_support) writes its jitdump files here.
+				{ cwd: base, stdio: ['ignore', logFd, logFd], env: { JITDUMPDIR: base } });
 			fs.closeSync(logFd);
 			live.add(child);
 			child.on('error', () => { /* reported through exit/wait below */ });
