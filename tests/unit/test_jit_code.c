@@ -92,6 +92,18 @@ map_marker(size_t *len)
 	return mapped;
 }
 
+/* A new jitdump file of this process with its header; records follow. */
+static FILE *
+new_dump(void)
+{
+	FILE	   *f;
+
+	snprintf(path, sizeof(path), "%s/jit-%d.dump", dir, (int) getpid());
+	f = fopen(path, "wb");
+	put_header(f);
+	return f;
+}
+
 TEST(no_file_no_names)
 {
 	tp_jit_code *jit = tp_jit_code_new();
@@ -108,9 +120,7 @@ TEST(code_loads_are_named_and_the_latest_load_wins)
 	size_t		len;
 	void	   *marker;
 
-	snprintf(path, sizeof(path), "%s/jit-%d.dump", dir, (int) getpid());
-	f = fopen(path, "wb");
-	put_header(f);
+	f = new_dump();
 	put_code_load(f, 0x7f0000001000, 0x100, "evalexpr_0_0", 3);
 	put_other(f);
 	put_code_load(f, 0x7f0000002000, 0x80, "deform_1_4", 0);
@@ -152,9 +162,7 @@ TEST(names_lose_only_their_numbering)
 	size_t		len;
 	void	   *marker;
 
-	snprintf(path, sizeof(path), "%s/jit-%d.dump", dir, (int) getpid());
-	f = fopen(path, "wb");
-	put_header(f);
+	f = new_dump();
 	put_code_load(f, 0x1000, 0x10, "evalexpr_12_345", 0);
 	put_code_load(f, 0x2000, 0x10, "x_1", 0);
 	put_code_load(f, 0x3000, 0x10, "_7", 0);
