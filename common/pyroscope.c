@@ -151,6 +151,10 @@ tag_problem(const char *key, const char *value)
 {
 	if (key[0] == '\0')
 		return "empty key";
+	if (strlen(key) > TP_PYROSCOPE_MAX_TAG_KEY)
+		return "the key is longer than Pyroscope accepts (1024 characters)";
+	if (strlen(value) > TP_PYROSCOPE_MAX_TAG_VALUE)
+		return "the value is longer than Pyroscope accepts (2048 characters)";
 	for (const char *p = key; *p; p++)
 		if (!is_label_name_char(*p))
 			return "the key has a character outside A-Z a-z 0-9 _ .";
@@ -193,6 +197,9 @@ parse_tag(const char *start, const char *end, tp_kvlist *tags)
 	else if ((existing = tp_kvlist_get(tags, key)) != NULL)
 		tp_warn("PYROSCOPE_TAGS: \"%s\": key \"%s\" is already set; keeping the first value \"%s\"",
 				member, key, shown(existing, strlen(existing), buf, sizeof(buf)));
+	else if (tags->count >= TP_PYROSCOPE_MAX_TAGS)
+		tp_warn("PYROSCOPE_TAGS: \"%s\": more than %d tags (a Pyroscope series takes 30 labels); ignored",
+				member, TP_PYROSCOPE_MAX_TAGS);
 	else if (!tp_kvlist_add(tags, key, value))
 		tp_warn("PYROSCOPE_TAGS: out of memory; \"%s\" ignored", member);
 	free(key);

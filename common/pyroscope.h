@@ -33,13 +33,27 @@ void		tp_pyroscope_config_from_env(tp_pyroscope_config *cfg,
 										 const char *default_application);
 
 /*
+ * Pyroscope's default ingest limits: a series has at most 30 labels (we
+ * keep room for service_name, __name__ and the correlation tags), names
+ * up to 1024 characters and values up to 2048.  Tags beyond these are
+ * ignored with a warning rather than have every upload rejected.
+ */
+#define TP_PYROSCOPE_MAX_TAGS 24
+#define TP_PYROSCOPE_MAX_TAG_KEY 1024
+#define TP_PYROSCOPE_MAX_TAG_VALUE 2048
+
+/*
  * Parse PYROSCOPE_TAGS-style text into tags, keeping valid members and
  * warning (naming the bad part) about missing '=', empty keys, invalid
- * label names ([A-Za-z0-9_.]) or values (no , } =), and duplicates.
+ * label names ([A-Za-z0-9_.]) or values (no , } =), duplicates, and
+ * members beyond the limits above.
  */
 void		tp_pyroscope_parse_tags(const char *text, tp_kvlist *tags);
 
-/* Append key=value unless key is already present (never overwrites). */
+/*
+ * Append key=value unless key is already present (never overwrites); the
+ * limits above do not apply (the program's own tags: trace ids, service).
+ */
 void		tp_pyroscope_add_tag(tp_kvlist *tags, const char *key, const char *value);
 
 /* The URL-encoded "name" parameter: app{k=v,...}; malloc'd. */

@@ -125,6 +125,34 @@ TEST(malformed_tags_keep_the_valid_part)
 	tp_kvlist_free(&tags);
 }
 
+TEST(tags_beyond_pyroscope_limits_are_ignored)
+{
+	tp_kvlist	tags = {0};
+	char		text[8192] = "";
+	char		long_value[TP_PYROSCOPE_MAX_TAG_VALUE + 8];
+
+	warnings = 0;
+	for (int i = 0; i < TP_PYROSCOPE_MAX_TAGS + 3; i++)
+		snprintf(text + strlen(text), sizeof(text) - strlen(text), "%sk%d=v", i ? "," : "", i);
+	tp_pyroscope_parse_tags(text, &tags);
+	CHECK(tags.count == TP_PYROSCOPE_MAX_TAGS);
+	CHECK(warnings == 3);
+	CHECK(warned("\"k24=v\"", "more than 24 tags"));
+	tp_kvlist_free(&tags);
+
+	warnings = 0;
+	memset(long_value, 'x', sizeof(long_value) - 1);
+	long_value[sizeof(long_value) - 1] = '\0';
+	memcpy(long_value, "a=", 2);
+	tp_pyroscope_parse_tags(long_value, &tags);
+	long_value[2 + TP_PYROSCOPE_MAX_TAG_VALUE] = '\0';	/* exactly the limit */
+	tp_pyroscope_parse_tags(long_value, &tags);
+	CHECK(tags.count == 1);
+	CHECK(warnings == 1);
+	CHECK(warned("\"a=xxx", "longer than Pyroscope accepts (2048"));
+	tp_kvlist_free(&tags);
+}
+
 TEST(empty_tag_members_are_skipped)
 {
 	tp_kvlist	tags = {0};
@@ -302,6 +330,7 @@ main(void)
 	RUN(correlation_tags_are_appended_in_order);
 	RUN(user_tags_win_over_correlation_tags);
 	RUN(malformed_tags_keep_the_valid_part);
+	RUN(tags_beyond_pyroscope_limits_are_ignored);
 	RUN(empty_tag_members_are_skipped);
 	RUN(series_name_is_url_encoded);
 	RUN(config_defaults);
