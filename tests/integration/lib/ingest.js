@@ -20,6 +20,7 @@
 const http = require('node:http');
 const { performance } = require('node:perf_hooks');
 
+const { CaptureServer, listen } = require('./capture-server');
 const { answerFault } = require('./faulty-answers');
 
 /**
@@ -43,26 +44,15 @@ function parseSeriesName(name) {
 	return { app: m[1], tags };
 }
 
-class IngestServer {
+class IngestServer extends CaptureServer {
 	constructor() {
-		this.requests = [];
-		this.queue = [];
-		this.waiters = [];
+		super('ingest');
 		this.defaultBehaviour = {};
-		this.sockets = new Set();
-		this.hung = [];
-		this.timers = new Set();
 		this.port = 0;
 	}
 
 	/** "http://127.0.0.1:PORT", what PYROSCOPE_SERVER_ADDRESS is set to. */
 	get url() { return `http://127.0.0.1:${this.port}`; }
-
-	/** Script the next requests' responses, in order. */
-	enqueue(...behaviours) {
-		this.queue.push(...behaviours);
-		return this;
-	}
 
 	/** What to answer once the queue is empty. */
 	setDefault(behaviour) {
@@ -71,22 +61,8 @@ class IngestServer {
 	}
 
 	reset() {
-		this.requests = [];
-		this.queue = [];
+		super.reset();
 		this.defaultBehaviour = {};
-	}
-
-	_record(r) {
-		r.index = this.requests.length;
-		this.requests.push(r);
-		const still = [];
-		for (const w of this.waiters) {
-			if (this.requests.length >= w.n)
-				w.resolve(this.requests.slice());
-			else
-				still.push(w);
-		}
-		this.waiters = still;
 	}
 
 	/** Poll until pred(requests) is truthy; resolves with its value. */
@@ -101,20 +77,6 @@ class IngestServer {
 					`(${this.requests.length} request(s) captured)`);
 			await new Promise((r) => setTimeout(r, 25));
 		}
-	}
-
-	/** Resolves with the requests once at least n arrived; rejects after timeoutMs. */
-	waitForRequests(n, timeoutMs = 10000) {
-		if (this.requests.length >= n)
-			return Promise.resolve(this.requests.slice());
-		return new Promise((resolve, reject) => {
-			const w = { n, resolve: (r) => { clearTimeout(timer); resolve(r); } };
-			const timer = setTimeout(() => {
-				this.waiters = this.waiters.filter((x) => x !== w);
-				reject(new Error(`ingest: ${this.requests.length} request(s) arrived, waited for ${n} during ${timeoutMs} ms`));
-			}, timeoutMs);
-			this.waiters.push(w);
-		});
 	}
 
 	_handle(req, res) {
@@ -176,32 +138,12 @@ class IngestServer {
 	}
 
 	async _start() {
-		const server = http.createServer((req, res) => this._handle(req, res));
-		server.on('connection', (s) => {
-			this.sockets.add(s);
-			s.on('close', () => this.sockets.delete(s));
-		});
-		server.keepAliveTimeout = 1000;
-		this.server = server;
-		this.port = await new Promise((resolve, reject) => {
-			server.once('error', reject);
-			server.listen(0, '127.0.0.1', () => {
-				server.off('error', reject);
-				resolve(server.address().port);
-			});
-		});
+		this.server = this._trackSockets(http.createServer((req, res) => this._handle(req, res)));
+		this.port = await listen(this.server);
 	}
 
-	async close() {
-		for (const t of this.timers)
-			clearInterval(t);
-		for (const s of this.sockets)
-			s.destroy();
-		if (!this.server)
-			return;
-		if (typeof this.server.closeAllConnections === 'function')
-			this.server.closeAllConnections();
-		await new Promise((r) => this.server.close(() => r()));
+	close() {
+		return this._closeAll([this.server]);
 	}
 }
 

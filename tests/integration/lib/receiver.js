@@ -24,6 +24,7 @@ const zlib = require('node:zlib');
 const { performance } = require('node:perf_hooks');
 
 const { decodeTraces, encodeTraceResponse } = require('./otlp');
+const { CaptureServer, listen } = require('./capture-server');
 const { answerFault } = require('./faulty-answers');
 
 const GRPC_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
@@ -52,73 +53,19 @@ function parseGrpcFrames(buf) {
 	return { frames, error: null };
 }
 
-function listen(server) {
-	return new Promise((resolve, reject) => {
-		server.once('error', reject);
-		server.listen(0, '127.0.0.1', () => {
-			server.off('error', reject);
-			resolve(server.address().port);
-		});
-	});
-}
-
-class Receiver {
+class Receiver extends CaptureServer {
 	constructor() {
-		this.requests = [];
-		this.queue = [];
-		this.waiters = [];
+		super('receiver');
 		this.httpPort = 0;
 		this.grpcPort = 0;
-		this.sockets = new Set();
 		this.sessions = new Set();
-		this.hung = [];
-		this.timers = new Set();
 	}
 
 	get httpEndpoint() { return `http://127.0.0.1:${this.httpPort}`; }
 	get grpcEndpoint() { return `127.0.0.1:${this.grpcPort}`; }
 
-	/** Script the next requests' responses, in order. */
-	enqueue(...behaviours) {
-		this.queue.push(...behaviours);
-		return this;
-	}
-
-	/** Forget recorded requests and scripted behaviours. */
-	reset() {
-		this.requests = [];
-		this.queue = [];
-	}
-
 	_next() {
 		return this.queue.length ? this.queue.shift() : {};
-	}
-
-	_record(req) {
-		req.index = this.requests.length;
-		this.requests.push(req);
-		const still = [];
-		for (const w of this.waiters) {
-			if (this.requests.length >= w.n)
-				w.resolve(this.requests.slice());
-			else
-				still.push(w);
-		}
-		this.waiters = still;
-	}
-
-	/** Resolves with the requests once at least n arrived; rejects after timeoutMs. */
-	waitForRequests(n, timeoutMs = 10000) {
-		if (this.requests.length >= n)
-			return Promise.resolve(this.requests.slice());
-		return new Promise((resolve, reject) => {
-			const w = { n, resolve: (r) => { clearTimeout(timer); resolve(r); } };
-			const timer = setTimeout(() => {
-				this.waiters = this.waiters.filter((x) => x !== w);
-				reject(new Error(`receiver: ${this.requests.length} request(s) arrived, waited for ${n} during ${timeoutMs} ms`));
-			}, timeoutMs);
-			this.waiters.push(w);
-		});
 	}
 
 	/** Decoded spans of every recorded request (each request must decode). */
@@ -154,12 +101,7 @@ class Receiver {
 				this._answerHttp(req, res, behaviour);
 			});
 		});
-		server.on('connection', (s) => {
-			this.sockets.add(s);
-			s.on('close', () => this.sockets.delete(s));
-		});
-		server.keepAliveTimeout = 1000;
-		this.httpServer = server;
+		this.httpServer = this._trackSockets(server);
 		this.httpPort = await listen(server);
 	}
 
@@ -262,22 +204,10 @@ class Receiver {
 		stream.end(body);
 	}
 
-	async close() {
-		for (const t of this.timers)
-			clearInterval(t);
+	close() {
 		for (const s of this.sessions)
 			s.destroy();
-		for (const s of this.sockets)
-			s.destroy();
-		const closing = [];
-		for (const srv of [this.httpServer, this.grpcServer]) {
-			if (!srv)
-				continue;
-			if (typeof srv.closeAllConnections === 'function')
-				srv.closeAllConnections();
-			closing.push(new Promise((r) => srv.close(() => r())));
-		}
-		await Promise.all(closing);
+		return this._closeAll([this.httpServer, this.grpcServer]);
 	}
 }
 

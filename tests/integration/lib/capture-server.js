@@ -1,0 +1,93 @@
+'use strict';
+// What the capture servers (lib/receiver.js for OTLP, lib/ingest.js for
+// Pyroscope) have in common: the recorded requests, the queue of scripted
+// behaviours, waiting for n requests, and tearing down the sockets, hung
+// responses and trickle timers (lib/faulty-answers.js) at close.
+
+/** Listen on a free 127.0.0.1 port; resolves with the port. */
+function listen(server) {
+	return new Promise((resolve, reject) => {
+		server.once('error', reject);
+		server.listen(0, '127.0.0.1', () => {
+			server.off('error', reject);
+			resolve(server.address().port);
+		});
+	});
+}
+
+class CaptureServer {
+	/** label: how errors name this server ("receiver", "ingest"). */
+	constructor(label) {
+		this.label = label;
+		this.requests = [];
+		this.queue = [];
+		this.waiters = [];
+		this.sockets = new Set();
+		this.hung = [];
+		this.timers = new Set();
+	}
+
+	/** Script the next requests' responses, in order. */
+	enqueue(...behaviours) {
+		this.queue.push(...behaviours);
+		return this;
+	}
+
+	/** Forget recorded requests and scripted behaviours. */
+	reset() {
+		this.requests = [];
+		this.queue = [];
+	}
+
+	_record(req) {
+		req.index = this.requests.length;
+		this.requests.push(req);
+		const still = [];
+		for (const w of this.waiters) {
+			if (this.requests.length >= w.n)
+				w.resolve(this.requests.slice());
+			else
+				still.push(w);
+		}
+		this.waiters = still;
+	}
+
+	/** Resolves with the requests once at least n arrived; rejects after timeoutMs. */
+	waitForRequests(n, timeoutMs = 10000) {
+		if (this.requests.length >= n)
+			return Promise.resolve(this.requests.slice());
+		return new Promise((resolve, reject) => {
+			const w = { n, resolve: (r) => { clearTimeout(timer); resolve(r); } };
+			const timer = setTimeout(() => {
+				this.waiters = this.waiters.filter((x) => x !== w);
+				reject(new Error(`${this.label}: ${this.requests.length} request(s) arrived, waited for ${n} during ${timeoutMs} ms`));
+			}, timeoutMs);
+			this.waiters.push(w);
+		});
+	}
+
+	/** An HTTP/1.1 server whose sockets close() can destroy. */
+	_trackSockets(server) {
+		server.on('connection', (s) => {
+			this.sockets.add(s);
+			s.on('close', () => this.sockets.delete(s));
+		});
+		server.keepAliveTimeout = 1000;
+		return server;
+	}
+
+	/** Stop trickles, destroy sockets, close the servers. */
+	async _closeAll(servers) {
+		for (const t of this.timers)
+			clearInterval(t);
+		for (const s of this.sockets)
+			s.destroy();
+		await Promise.all(servers.filter(Boolean).map((srv) => {
+			if (typeof srv.closeAllConnections === 'function')
+				srv.closeAllConnections();
+			return new Promise((r) => srv.close(() => r()));
+		}));
+	}
+}
+
+module.exports = { CaptureServer, listen };
