@@ -23,9 +23,7 @@
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
-const zlib = require('node:zlib');
-const { Profile } = require('pprof-format');
-const { pprofTables } = require('./lib/pprof');
+const { decodePprof } = require('./lib/pprof');
 
 const { startCluster, freePort } = require('./lib/cluster');
 const { startReceiver } = require('./lib/receiver');
@@ -200,49 +198,6 @@ async function assertRejectsWith(promise, code, messageRe, hintRe) {
 	}
 	const shown = result && result.rows ? `${result.rows.length} row(s): ${JSON.stringify(result.rows.slice(0, 3))}` : String(result);
 	assert.fail(`expected an error ${code} matching ${messageRe}, but the query succeeded with ${shown}`);
-}
-
-/**
- * Decode a gzip pprof with pprof-format and resolve it into plain objects,
- * checking what a truncated or inconsistent file would break (pprof-format
- * accepts truncated input): ids non-zero and unique, references resolving,
- * string indices in range, one value per sample type.
- */
-function decodePprof(gz) {
-	assert.ok(gz.length > 2 && gz[0] === 0x1f && gz[1] === 0x8b, 'the upload body is gzip');
-	const p = Profile.decode(zlib.gunzipSync(gz));
-	const { s, mappings, functions, locations } = pprofTables(p);
-	const frameName = (id) => {
-		const l = locations.get(Number(id));
-		assert.ok(l, `location ${id} is referenced but missing`);
-		assert.ok(l.line.length >= 1, `location ${id} has a line`);
-		const mappingId = Number(l.mappingId);
-		if (mappingId !== 0)
-			assert.ok(mappings.has(mappingId), `mapping ${mappingId} is referenced but missing`);
-		const f = functions.get(Number(l.line[0].functionId));
-		assert.ok(f, `function ${l.line[0].functionId} is referenced but missing`);
-		return s(f.name);
-	};
-	const sampleTypes = p.sampleType.map((t) => `${s(t.type)}/${s(t.unit)}`);
-	const samples = p.sample.map((smp) => {
-		assert.equal(smp.value.length, sampleTypes.length, 'one value per sample type');
-		const labels = {};
-		for (const l of smp.label) {
-			const key = s(l.key);
-			assert.ok(!(key in labels), `label ${key} repeated in one sample`);
-			labels[key] = s(l.str);
-		}
-		return { values: smp.value.map(Number), frames: smp.locationId.map(frameName), labels };
-	});
-	return {
-		sampleTypes,
-		periodType: p.periodType ? `${s(p.periodType.type)}/${s(p.periodType.unit)}` : null,
-		period: Number(p.period),
-		defaultSampleType: s(p.defaultSampleType),
-		timeNanos: BigInt(p.timeNanos),
-		durationNanos: BigInt(p.durationNanos),
-		samples,
-	};
 }
 
 // ---- tests 1, 2, 3 and 5 share one cluster (they run one after another) ----

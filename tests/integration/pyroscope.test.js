@@ -15,10 +15,8 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const zlib = require('node:zlib');
 const { performance } = require('node:perf_hooks');
-const { Profile } = require('pprof-format');
-const { pprofTables } = require('./lib/pprof');
+const { decodePprof } = require('./lib/pprof');
 
 const { GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
 const { run, describe } = require('./lib/run');
@@ -169,56 +167,6 @@ function checkLink(res, prog, server, app, trace) {
 	assert.deepEqual([...u.searchParams.keys()], ['query']);
 	assert.equal(u.searchParams.get('query'), `service=${app} trace_id=${trace}`, 'the query decodes back');
 	return link;
-}
-
-/**
- * Decode a gzip pprof with pprof-format, checking on the way what a
- * truncated or inconsistent profile would break: gzip magic, ids non-zero
- * and unique, references resolving, string indices in range, one value per
- * sample type.
- */
-function decodePprof(gz) {
-	assert.ok(gz.length > 2 && gz[0] === 0x1f && gz[1] === 0x8b, 'gzip magic');
-	const raw = zlib.gunzipSync(gz);
-	const p = Profile.decode(raw);
-	const { s, mappings, functions, locations } = pprofTables(p);
-	const loc = (id) => {
-		const l = locations.get(Number(id));
-		assert.ok(l, `location ${id} is referenced but missing`);
-		assert.ok(l.line.length >= 1, `location ${id} has a line`);
-		const mappingId = Number(l.mappingId);
-		if (mappingId !== 0)
-			assert.ok(mappings.has(mappingId), `mapping ${mappingId} is referenced but missing`);
-		const f = functions.get(Number(l.line[0].functionId));
-		assert.ok(f, `function ${l.line[0].functionId} is referenced but missing`);
-		return s(f.name);
-	};
-	const sampleTypes = p.sampleType.map((t) => `${s(t.type)}/${s(t.unit)}`);
-	const samples = p.sample.map((smp) => {
-		assert.equal(smp.value.length, sampleTypes.length, 'one value per sample type');
-		assert.ok(smp.locationId.length > 0, 'a sample has a stack');
-		const labels = {};
-		for (const l of smp.label) {
-			const k = s(l.key);
-			assert.ok(!(k in labels), `label ${k} repeats in a sample`);
-			labels[k] = s(l.str);
-		}
-		return { values: smp.value.map(Number), frames: smp.locationId.map(loc), labels };
-	});
-	for (const m of mappings.values())
-		s(m.filename);
-	// Re-encoding gives the same bytes: nothing was skipped while decoding.
-	assert.equal(Buffer.compare(Buffer.from(Profile.decode(raw).encode()), raw), 0,
-		'pprof-format re-encodes the profile to the same bytes');
-	return {
-		sampleTypes,
-		periodType: p.periodType ? `${s(p.periodType.type)}/${s(p.periodType.unit)}` : null,
-		period: Number(p.period),
-		defaultSampleType: s(p.defaultSampleType),
-		timeNanos: BigInt(p.timeNanos),
-		durationNanos: BigInt(p.durationNanos),
-		samples,
-	};
 }
 
 /**
