@@ -109,17 +109,6 @@ sql() {
 	PGOPTIONS="${SQL_OPTIONS:-}" PSQL_DB=app psql_app -At -q "$@"
 }
 
-# CPU time (clock ticks) of the postmaster, its reaped children, and its
-# live children.  The process name may hold blanks: fields counted after ')'.
-server_ticks() {
-	{
-		sed 's/.*) //' "/proc/$CLUSTER_PID/stat" | awk '{ print $12 + $13 + $14 + $15 }'
-		for child in $(pgrep -P "$CLUSTER_PID"); do
-			sed 's/.*) //' "/proc/$child/stat" 2>/dev/null | awk '{ print $12 + $13 }'
-		done
-	} | awk '{ t += $1 } END { print t + 0 }'
-}
-
 pid_ticks() {
 	sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
 }

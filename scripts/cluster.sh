@@ -2,6 +2,7 @@
 # Source it, then:  cluster_start [extra postgresql.conf lines...]
 #                   psql_app -c 'select 1'      (superuser on the socket)
 #                   cluster_stop                 (also run from an EXIT trap)
+#                   server_ticks                 (the cluster's CPU time, for benchmarks)
 # Sets CLUSTER_DIR, CLUSTER_PORT, CLUSTER_PID, CLUSTER_URL (TCP, password auth).
 # As root, initdb and postgres run as the `postgres` OS user.
 
@@ -52,6 +53,17 @@ cluster_start() {
 
 psql_app() {
 	as_postgres psql -X -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -d "${PSQL_DB:-postgres}" -v ON_ERROR_STOP=1 "$@"
+}
+
+# CPU time (clock ticks) of the postmaster, its reaped children, and its
+# live children.  The process name may hold blanks: fields counted after ')'.
+server_ticks() {
+	{
+		sed 's/.*) //' "/proc/$CLUSTER_PID/stat" | awk '{ print $12 + $13 + $14 + $15 }'
+		for child in $(pgrep -P "$CLUSTER_PID"); do
+			sed 's/.*) //' "/proc/$child/stat" 2>/dev/null | awk '{ print $12 + $13 }'
+		done
+	} | awk '{ t += $1 } END { print t + 0 }'
 }
 
 # Fast shutdown by PID; waits so the next run can reuse nothing stale.
