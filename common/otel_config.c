@@ -1,5 +1,6 @@
 /* otel_config.c - read the OTEL_* environment variables once. */
 #include "otel_config.h"
+#include "otlp_export.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -270,6 +271,7 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 void
 tp_otel_config_free(tp_otel_config *cfg)
 {
+	tp_otlp_target_close(&cfg->traces);
 	free(cfg->traces.url);
 	free(cfg->traces.ca_file);
 	tp_kvlist_free(&cfg->traces.headers);

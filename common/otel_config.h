@@ -28,6 +28,7 @@ typedef struct tp_otlp_target
 	long		timeout_ms;		/* budget for one export, retries included */
 	char	   *ca_file;		/* OTEL_EXPORTER_OTLP_CERTIFICATE, or NULL */
 	volatile sig_atomic_t *cancel;	/* non-zero aborts an export (shutdown) */
+	void	   *connection;		/* libcurl handle kept between exports, or NULL */
 } tp_otlp_target;
 
 typedef struct tp_otel_config

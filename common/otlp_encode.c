@@ -12,12 +12,16 @@
 typedef Traceprof__Otlp__KeyValue KeyValue;
 typedef Traceprof__Otlp__AnyValue AnyValue;
 
-/* Storage for n attributes: the pointer array protobuf-c wants, plus cells. */
+/*
+ * Storage for every attribute of a request, allocated at once: the pointer
+ * array protobuf-c wants, plus the cells; next is the first unused one.
+ */
 typedef struct attr_block
 {
 	KeyValue  **pointers;
 	KeyValue   *pairs;
 	AnyValue   *values;
+	size_t		next;
 } attr_block;
 
 static bool
@@ -26,6 +30,7 @@ attr_block_alloc(attr_block *block, size_t n)
 	block->pointers = calloc(n ? n : 1, sizeof(KeyValue *));
 	block->pairs = calloc(n ? n : 1, sizeof(KeyValue));
 	block->values = calloc(n ? n : 1, sizeof(AnyValue));
+	block->next = 0;
 	return block->pointers && block->pairs && block->values;
 }
 
@@ -37,27 +42,31 @@ attr_block_free(attr_block *block)
 	free(block->values);
 }
 
-static KeyValue *
-attr_cell(attr_block *block, size_t i, const char *key)
+/* The next cell, keyed; its value is set by the caller. */
+static AnyValue *
+attr_cell(attr_block *block, const char *key)
 {
-	KeyValue   *kv = &block->pairs[i];
-	AnyValue   *value = &block->values[i];
+	KeyValue   *kv = &block->pairs[block->next];
+	AnyValue   *value = &block->values[block->next];
 
 	traceprof__otlp__key_value__init(kv);
 	traceprof__otlp__any_value__init(value);
 	kv->key = (char *) key;
 	kv->value = value;
-	block->pointers[i] = kv;
-	return kv;
+	block->pointers[block->next++] = kv;
+	return value;
 }
 
-static void
+/* Cells for the span's attributes; returns where they start in pointers. */
+static KeyValue **
 fill_span_attrs(attr_block *block, const tp_span *span)
 {
+	KeyValue  **first = &block->pointers[block->next];
+
 	for (size_t i = 0; i < span->attr_count; i++)
 	{
 		const tp_attr *attr = &span->attrs[i];
-		AnyValue   *v = attr_cell(block, i, attr->key)->value;
+		AnyValue   *v = attr_cell(block, attr->key);
 
 		switch (attr->type)
 		{
@@ -79,6 +88,7 @@ fill_span_attrs(attr_block *block, const tp_span *span)
 				break;
 		}
 	}
+	return first;
 }
 
 static ProtobufCBinaryData
@@ -104,15 +114,17 @@ tp_otlp_encode_traces(const tp_kvlist *resource_attrs,
 	Traceprof__Otlp__Span *messages = calloc(count ? count : 1, sizeof(*messages));
 	Traceprof__Otlp__Span **message_list = calloc(count ? count : 1, sizeof(*message_list));
 	Traceprof__Otlp__Status *statuses = calloc(count ? count : 1, sizeof(*statuses));
-	attr_block *span_attrs = calloc(count ? count : 1, sizeof(*span_attrs));
-	attr_block	resource_block = {0};
+	attr_block	attrs = {0};
+	size_t		attr_total = resource_attrs->count;
 	uint8_t    *out = NULL;
-	bool		ok = messages && message_list && statuses && span_attrs &&
-		attr_block_alloc(&resource_block, resource_attrs->count);
+	bool		ok;
 
+	for (size_t i = 0; i < count; i++)
+		attr_total += spans[i]->attr_count;
+	ok = messages && message_list && statuses && attr_block_alloc(&attrs, attr_total);
 	for (size_t i = 0; ok && i < resource_attrs->count; i++)
 	{
-		AnyValue   *v = attr_cell(&resource_block, i, resource_attrs->items[i].key)->value;
+		AnyValue   *v = attr_cell(&attrs, resource_attrs->items[i].key);
 
 		v->value_case = TRACEPROF__OTLP__ANY_VALUE__VALUE_STRING_VALUE;
 		v->string_value = resource_attrs->items[i].value;
@@ -122,10 +134,6 @@ tp_otlp_encode_traces(const tp_kvlist *resource_attrs,
 		const tp_span *span = spans[i];
 		Traceprof__Otlp__Span *m = &messages[i];
 
-		ok = attr_block_alloc(&span_attrs[i], span->attr_count);
-		if (!ok)
-			break;
-		fill_span_attrs(&span_attrs[i], span);
 		traceprof__otlp__span__init(m);
 		m->trace_id = bytes_of(span->context.trace_id, TP_TRACE_ID_BYTES);
 		m->span_id = bytes_of(span->context.span_id, TP_SPAN_ID_BYTES);
@@ -136,7 +144,7 @@ tp_otlp_encode_traces(const tp_kvlist *resource_attrs,
 		m->start_time_unix_nano = span->start_unix_ns;
 		m->end_time_unix_nano = span->end_unix_ns;
 		m->n_attributes = span->attr_count;
-		m->attributes = span_attrs[i].pointers;
+		m->attributes = fill_span_attrs(&attrs, span);
 		m->flags = span->context.flags;
 		if (span->status != TP_STATUS_UNSET)
 		{
@@ -150,7 +158,7 @@ tp_otlp_encode_traces(const tp_kvlist *resource_attrs,
 	if (ok)
 	{
 		resource.n_attributes = resource_attrs->count;
-		resource.attributes = resource_block.pointers;
+		resource.attributes = attrs.pointers;
 		scope.name = (char *) scope_name;
 		scope.version = (char *) scope_version;
 		scope_spans.scope = &scope;
@@ -167,10 +175,7 @@ tp_otlp_encode_traces(const tp_kvlist *resource_attrs,
 		if (out != NULL)
 			traceprof__otlp__export_trace_service_request__pack(&request, out);
 	}
-	for (size_t i = 0; span_attrs && i < count; i++)
-		attr_block_free(&span_attrs[i]);
-	attr_block_free(&resource_block);
-	free(span_attrs);
+	attr_block_free(&attrs);
 	free(statuses);
 	free(message_list);
 	free(messages);

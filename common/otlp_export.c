@@ -250,11 +250,33 @@ classify_answer(const tp_otlp_target *target, const response *r, char *err, size
 	return ATTEMPT_DELIVERED;
 }
 
+/*
+ * The target's easy handle, made on first use.  curl_easy_reset clears the
+ * options of the last request but keeps its open connection for this one.
+ */
+static CURL *
+target_connection(tp_otlp_target *target)
+{
+	if (target->connection == NULL)
+		target->connection = curl_easy_init();
+	else
+		curl_easy_reset(target->connection);
+	return target->connection;
+}
+
+void
+tp_otlp_target_close(tp_otlp_target *target)
+{
+	if (target->connection != NULL)
+		curl_easy_cleanup(target->connection);
+	target->connection = NULL;
+}
+
 static attempt_outcome
-attempt(const tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
+attempt(tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
 		long budget_ms, response *r, char *err, size_t errlen)
 {
-	CURL	   *curl = curl_easy_init();
+	CURL	   *curl = target_connection(target);
 	struct curl_slist *headers;
 	char		curl_message[CURL_ERROR_SIZE] = "";
 	CURLcode	rc;
@@ -302,14 +324,20 @@ attempt(const tp_otlp_target *target, const uint8_t *payload, size_t payload_len
 	else
 		outcome = classify_transport_error(rc, curl_message, target->url, err, errlen);
 	curl_slist_free_all(headers);
-	curl_easy_cleanup(curl);
+	/*
+	 * The request after a gRPC answer failed on the reused HTTP/2 connection
+	 * ("Error in the HTTP2 framing layer", libcurl 7.88 against Node's
+	 * http2 server): gRPC opens a new connection each time.
+	 */
+	if (target->protocol == TP_OTLP_GRPC)
+		tp_otlp_target_close(target);
 	return outcome;
 }
 
 /* One export attempt, for tp_retry_run. */
 typedef struct export_attempt
 {
-	const tp_otlp_target *target;
+	tp_otlp_target *target;
 	const uint8_t *payload;
 	size_t		payload_len;
 	attempt_outcome outcome;
@@ -328,7 +356,7 @@ attempt_export(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 }
 
 tp_export_result
-tp_otlp_send(const tp_otlp_target *target, const uint8_t *body, size_t len,
+tp_otlp_send(tp_otlp_target *target, const uint8_t *body, size_t len,
 			 char *err, size_t errlen)
 {
 	uint8_t    *framed = NULL;

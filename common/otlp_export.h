@@ -33,8 +33,15 @@ typedef enum tp_export_result
  * the URL).  A partial success is TP_EXPORT_OK with the rejection described
  * in err.
  */
-tp_export_result tp_otlp_send(const tp_otlp_target *target,
+tp_export_result tp_otlp_send(tp_otlp_target *target,
 							  const uint8_t *body, size_t len,
 							  char *err, size_t errlen);
+
+
+/*
+ * Close the connection tp_otlp_send keeps open in target between exports
+ * (reusing it spares a TCP, and TLS, handshake per request).
+ */
+void		tp_otlp_target_close(tp_otlp_target *target);
 
 #endif

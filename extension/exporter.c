@@ -10,6 +10,8 @@
  */
 #include "postgres.h"
 
+#include <malloc.h>
+
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -24,18 +26,27 @@
 #include "otlp_export.h"
 #include "profile.h"
 #include "pyroscope.h"
-#include "span.h"
-#include "traceprof.h"
+#include "span_attributes.h"
 
 #define SCOPE_NAME "traceprof"
 #define SCOPE_VERSION "0.1.0"
 
+/*
+ * One request's spans: copies of their records and OTLP views of them.
+ * Kept for the worker's life, so a round allocates nothing per span.
+ */
 typedef struct Batch
 {
-	tp_span   **spans;
+	char	   *records;		/* capacity records of record_size bytes */
+	Size		record_size;
+	SpanAttributes *attrs;
+	tp_span    *spans;
+	tp_span   **span_list;		/* &spans[i], as the encoder takes them */
 	int			count;
 	int			capacity;
 } Batch;
+
+static Batch batch;
 
 #define SAMPLES_PER_UPLOAD 8192
 
@@ -74,28 +85,46 @@ traceprof_register_exporter(void)
 	RegisterBackgroundWorker(&worker);
 }
 
+/* Room for capacity spans (traceprof.export_batch_size changes on reload). */
+static bool
+batch_reserve(int capacity)
+{
+	if (capacity <= batch.capacity)
+		return true;
+	free(batch.records);
+	free(batch.attrs);
+	free(batch.spans);
+	free(batch.span_list);
+	batch.record_size = TraceprofSpanSize();
+	batch.records = malloc(batch.record_size * capacity);
+	batch.attrs = malloc(sizeof(SpanAttributes) * capacity);
+	batch.spans = malloc(sizeof(tp_span) * capacity);
+	batch.span_list = malloc(sizeof(tp_span *) * capacity);
+	batch.capacity = capacity;
+	if (batch.records && batch.attrs && batch.spans && batch.span_list)
+		return true;
+	batch.capacity = 0;
+	return false;
+}
+
 static bool
 add_to_batch(const TraceprofSpan *span, void *arg)
 {
-	Batch	   *batch = arg;
-	tp_span    *converted = malloc(sizeof(tp_span));
+	int			i = batch.count++;
+	TraceprofSpan *copy = (TraceprofSpan *) (batch.records + i * batch.record_size);
 
-	if (converted == NULL)
-		return false;
-	span_to_tp_span(span, converted, true);
-	batch->spans[batch->count++] = converted;
+	memcpy(copy, span, offsetof(TraceprofSpan, query) + span->query_len + 1);
+	span_view(copy, true, &batch.attrs[i], &batch.spans[i]);
+	batch.span_list[i] = &batch.spans[i];
 	return true;
 }
 
 static void
-free_batch(Batch *batch)
+batch_clear(void)
 {
-	for (int i = 0; i < batch->count; i++)
-	{
-		tp_span_clear(batch->spans[i]);
-		free(batch->spans[i]);
-	}
-	free(batch->spans);
+	for (int i = 0; i < batch.count; i++)
+		span_view_release(&batch.attrs[i]);
+	batch.count = 0;
 }
 
 /* Resource attributes: service.name, then traceprof.resource_attributes. */
@@ -132,52 +161,49 @@ build_target(tp_otlp_target *target)
 
 /* One request.  Returns the number of spans exported, -1 on failure. */
 static int
-export_one_batch(const tp_kvlist *resource, const tp_otlp_target *target)
+export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 {
-	Batch		batch = {0};
+	int			exported;
 	uint64		upto;
 	uint8_t    *body;
 	size_t		len;
 	char		err[1024];
 	tp_export_result result;
 
-	batch.capacity = traceprof_export_batch_size;
-	batch.spans = malloc(sizeof(tp_span *) * batch.capacity);
-	if (batch.spans == NULL)
+	if (!batch_reserve(traceprof_export_batch_size))
 		return -1;
-	upto = span_store_read_unexported(add_to_batch, &batch, batch.capacity);
+	upto = span_store_read_unexported(add_to_batch, NULL, traceprof_export_batch_size);
 	if (batch.count == 0)
 	{
 		span_store_mark_exported(upto, 0);	/* only skipped slots, if any */
-		free_batch(&batch);
 		return 0;
 	}
 	body = tp_otlp_encode_traces(resource, SCOPE_NAME, SCOPE_VERSION,
-								 batch.spans, batch.count, &len);
+								 batch.span_list, batch.count, &len);
+	exported = batch.count;
+	batch_clear();
 	result = body ? tp_otlp_send(target, body, len, err, sizeof(err)) : TP_EXPORT_FAILED;
 	if (body == NULL)
 		strlcpy(err, "out of memory while encoding spans", sizeof(err));
 	free(body);
 	if (result == TP_EXPORT_OK)
 	{
-		span_store_mark_exported(upto, batch.count);
+		span_store_mark_exported(upto, exported);
 		if (failing)
 			ereport(LOG, (errmsg("traceprof exporter: export to %s resumed", target->url)));
 		if (err[0] != '\0')
 			ereport(WARNING, (errmsg("traceprof exporter: %s", err)));
 		failing = false;
-		free_batch(&batch);
-		return batch.count;
+		return exported;
 	}
 	if (result == TP_EXPORT_REJECTED)
 	{
 		/* Resending what the collector refused would block the ring forever. */
-		span_store_mark_rejected(upto, batch.count);
+		span_store_mark_rejected(upto, exported);
 		span_store_export_failed(err);
 		ereport(WARNING,
 				(errmsg("traceprof exporter: %d spans rejected by the collector and dropped: %s",
-						batch.count, err)));
-		free_batch(&batch);
+						exported, err)));
 		return 0;
 	}
 	span_store_export_failed(err);
@@ -187,7 +213,6 @@ export_one_batch(const tp_kvlist *resource, const tp_otlp_target *target)
 				(errmsg("traceprof exporter: cannot export spans: %s", err),
 				 errdetail("Spans stay in shared memory and are retried; when it fills, new spans are dropped and counted in traceprof.stats.")));
 	failing = true;
-	free_batch(&batch);
 	return -1;
 }
 
@@ -311,6 +336,13 @@ traceprof_exporter_main(Datum arg)
 	tp_pyroscope_config pyroscope;
 	TimestampTz last_upload = GetCurrentTimestamp();
 
+	/*
+	 * Encoding a batch allocates and frees about a megabyte.  By default glibc
+	 * maps and unmaps blocks that large on every round, and page faults took
+	 * a sixth of this worker's CPU; keep them in the heap instead.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
@@ -331,6 +363,7 @@ traceprof_exporter_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			tp_kvlist_free(&resource);
 			build_resource(&resource);
+			tp_otlp_target_close(&target);
 			free(target.url);
 			build_target(&target);
 			tp_pyroscope_config_free(&pyroscope);

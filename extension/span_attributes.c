@@ -3,15 +3,41 @@
  * to OpenTelemetry names, used both by the exporter and by the SQL view.
  *
  * Attribute names follow OpenTelemetry's database semantic conventions;
- * what only the server knows is under traceprof.*.
+ * what only the server knows is under traceprof.*.  The exporter builds a
+ * view per exported span, so nothing here copies or searches.
  */
 #include "postgres.h"
 
 #include "pyroscope.h"
-#include "span.h"
-#include "traceprof.h"
+#include "span_attributes.h"
 
-#define TRACEPROF_QUERY_TEXT_KEY "db.query.text"
+typedef struct AttrList
+{
+	SpanAttributes *attrs;
+	size_t		count;
+} AttrList;
+
+static void
+add_string(AttrList *list, const char *key, const char *value)
+{
+	tp_attr    *a = &list->attrs->items[list->count++];
+
+	Assert(list->count <= SPAN_MAX_ATTRIBUTES);
+	a->key = (char *) key;
+	a->type = TP_ATTR_STRING;
+	a->value.s = (char *) value;
+}
+
+static void
+add_int(AttrList *list, const char *key, int64 value)
+{
+	tp_attr    *a = &list->attrs->items[list->count++];
+
+	Assert(list->count <= SPAN_MAX_ATTRIBUTES);
+	a->key = (char *) key;
+	a->type = TP_ATTR_INT;
+	a->value.i = value;
+}
 
 /*
  * Links into Pyroscope: this trace's profile, and the baseline (every
@@ -19,72 +45,85 @@
  * it.  The server URL is shown without credentials.
  */
 static void
-set_profile_urls(tp_span *out, const TraceprofSpan *r)
+add_profile_urls(AttrList *list, const TraceprofSpan *r)
 {
 	tp_pyroscope_config cfg;
 	char		trace_hex[TP_TRACE_ID_HEX + 1];
-	char	   *url;
+	SpanAttributes *attrs = list->attrs;
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.server_address = traceprof_pyroscope_url;
 	cfg.application_name = (char *) traceprof_pyroscope_application();
 	tp_hex_encode(r->trace_id, TP_TRACE_ID_BYTES, trace_hex);
-	url = tp_pyroscope_query_url(&cfg, trace_hex);
-	if (url != NULL)
-		tp_span_set_string(out, "pyroscope.profile.url", url);
-	free(url);
-	url = tp_pyroscope_query_url_for(&cfg, "span_name", r->name);
-	if (url != NULL)
-		tp_span_set_string(out, "pyroscope.profile.baseline.url", url);
-	free(url);
+	attrs->profile_url = tp_pyroscope_query_url(&cfg, trace_hex);
+	if (attrs->profile_url != NULL)
+		add_string(list, "pyroscope.profile.url", attrs->profile_url);
+	attrs->baseline_url = tp_pyroscope_query_url_for(&cfg, "span_name", r->name);
+	if (attrs->baseline_url != NULL)
+		add_string(list, "pyroscope.profile.baseline.url", attrs->baseline_url);
 }
 
 void
-span_to_tp_span(const TraceprofSpan *r, tp_span *out, bool include_private)
+span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, tp_span *out)
 {
+	AttrList	list = {attrs, 0};
+
+	attrs->profile_url = NULL;
+	attrs->baseline_url = NULL;
+	add_string(&list, "db.system.name", "postgresql");
+	add_string(&list, "db.namespace", r->dbname);
+	if (r->operation[0])
+		add_string(&list, "db.operation.name", r->operation);
+	if (r->collection[0])
+		add_string(&list, "db.collection.name", r->collection);
+	if (include_private && r->query[0])
+		add_string(&list, "db.query.text", r->query);
+	if (r->rows >= 0)
+		add_int(&list, "db.response.returned_rows", r->rows);
+	if (r->query_id != 0)
+		add_int(&list, "traceprof.query_id", (int64) r->query_id);
+	add_int(&list, "traceprof.backend_pid", r->pid);
+	add_string(&list, "traceprof.user", r->username);
+	add_int(&list, "traceprof.cpu_time_ns", r->cpu_ns);
+	add_int(&list, "traceprof.shared_blks_hit", r->shared_blks_hit);
+	add_int(&list, "traceprof.shared_blks_read", r->shared_blks_read);
+	add_int(&list, "traceprof.wal_bytes", r->wal_bytes);
+	if (r->planning_ns >= 0)
+		add_int(&list, "traceprof.planning_time_ns", r->planning_ns);
+	if (r->profiled)
+	{
+		tp_hex_encode(r->profile_span_id, TP_SPAN_ID_BYTES, attrs->profile_id);
+		add_string(&list, "pyroscope.profile.id", attrs->profile_id);
+		if (traceprof_pyroscope_url[0] != '\0')
+			add_profile_urls(&list, r);
+	}
+
 	memset(out, 0, sizeof(*out));
 	memcpy(out->context.trace_id, r->trace_id, TP_TRACE_ID_BYTES);
 	memcpy(out->context.span_id, r->span_id, TP_SPAN_ID_BYTES);
 	out->context.flags = r->flags;
 	memcpy(out->parent_span_id, r->parent_span_id, TP_SPAN_ID_BYTES);
-	out->name = strdup(r->name[0] ? r->name : "statement");
+	out->name = (char *) (r->name[0] ? r->name : "statement");
 	out->kind = (tp_span_kind) r->kind;
 	out->start_unix_ns = (uint64) r->start_ns;
 	out->end_unix_ns = (uint64) r->end_ns;
-
-	tp_span_set_string(out, "db.system.name", "postgresql");
-	tp_span_set_string(out, "db.namespace", r->dbname);
-	if (r->operation[0])
-		tp_span_set_string(out, "db.operation.name", r->operation);
-	if (r->collection[0])
-		tp_span_set_string(out, "db.collection.name", r->collection);
-	if (include_private && r->query[0])
-		tp_span_set_string(out, TRACEPROF_QUERY_TEXT_KEY, r->query);
-	if (r->rows >= 0)
-		tp_span_set_int(out, "db.response.returned_rows", r->rows);
-	if (r->query_id != 0)
-		tp_span_set_int(out, "traceprof.query_id", (int64) r->query_id);
-	tp_span_set_int(out, "traceprof.backend_pid", r->pid);
-	tp_span_set_string(out, "traceprof.user", r->username);
-	tp_span_set_int(out, "traceprof.cpu_time_ns", r->cpu_ns);
-	tp_span_set_int(out, "traceprof.shared_blks_hit", r->shared_blks_hit);
-	tp_span_set_int(out, "traceprof.shared_blks_read", r->shared_blks_read);
-	tp_span_set_int(out, "traceprof.wal_bytes", r->wal_bytes);
-	if (r->planning_ns >= 0)
-		tp_span_set_int(out, "traceprof.planning_time_ns", r->planning_ns);
-	if (r->profiled)
-	{
-		char		hex[TP_SPAN_ID_HEX + 1];
-
-		tp_hex_encode(r->profile_span_id, TP_SPAN_ID_BYTES, hex);
-		tp_span_set_string(out, "pyroscope.profile.id", hex);
-		if (traceprof_pyroscope_url[0] != '\0')
-			set_profile_urls(out, r);
-	}
 	if (r->status == SPAN_STATUS_ERROR)
 	{
-		tp_span_set_string(out, "db.response.status_code", r->sqlstate);
-		tp_span_set_string(out, "error.type", r->sqlstate);
-		tp_span_set_error(out, include_private ? r->message : "");
+		add_string(&list, "db.response.status_code", r->sqlstate);
+		add_string(&list, "error.type", r->sqlstate);
+		out->status = TP_STATUS_ERROR;
+		out->status_message = (char *) (include_private ? r->message : "");
 	}
+	out->attrs = attrs->items;
+	out->attr_count = list.count;
+	out->attr_capacity = SPAN_MAX_ATTRIBUTES;
+}
+
+void
+span_view_release(SpanAttributes *attrs)
+{
+	free(attrs->profile_url);
+	free(attrs->baseline_url);
+	attrs->profile_url = NULL;
+	attrs->baseline_url = NULL;
 }

@@ -18,8 +18,7 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
-#include "span.h"
-#include "traceprof.h"
+#include "span_attributes.h"
 
 PG_FUNCTION_INFO_V1(traceprof_spans);
 PG_FUNCTION_INFO_V1(traceprof_stats);
@@ -121,11 +120,12 @@ emit_span_row(const TraceprofSpan *r, void *arg)
 	bool		visible = state->see_all || r->userid == state->userid;
 	Datum		values[SPANS_COLUMNS];
 	bool		nulls[SPANS_COLUMNS];
+	SpanAttributes attrs;
 	tp_span		span;
 	int			i = 0;
 
 	memset(nulls, 0, sizeof(nulls));
-	span_to_tp_span(r, &span, visible);
+	span_view(r, visible, &attrs, &span);
 	values[i++] = PointerGetDatum(hex_text(r->trace_id, TP_TRACE_ID_BYTES));
 	values[i++] = PointerGetDatum(hex_text(r->span_id, TP_SPAN_ID_BYTES));
 	if (tp_id_is_zero(r->parent_span_id, TP_SPAN_ID_BYTES))
@@ -150,7 +150,7 @@ emit_span_row(const TraceprofSpan *r, void *arg)
 	values[i++] = attributes_jsonb(&span);
 	Assert(i == SPANS_COLUMNS);
 	tuplestore_putvalues(state->rsinfo->setResult, state->rsinfo->setDesc, values, nulls);
-	tp_span_clear(&span);
+	span_view_release(&attrs);
 	return true;
 }
 

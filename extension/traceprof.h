@@ -238,9 +238,4 @@ extern const char *executor_names_lookup(uintptr_t function_start);
 extern void executor_names_teach(uintptr_t function_start, const char *name);
 extern uint64 executor_names_generation(void);
 
-/* span_attributes.c: stored span → tp_span (malloc'd; tp_span_clear frees) */
-struct tp_span;
-extern void span_to_tp_span(const TraceprofSpan *span, struct tp_span *out,
-							bool include_private);
-
 #endif

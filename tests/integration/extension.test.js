@@ -287,6 +287,35 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('1b. the exporter keeps its connection: a drain of 10-span requests arrives over one TCP connection', async () => {
+		const ctx = newContext();
+		await admin.query('ALTER SYSTEM SET traceprof.export_batch_size = 10');
+		await admin.query('SELECT pg_reload_conf()');
+		try {
+			const client = await connect(cluster, 'app');
+			try {
+				// One transaction: the spans pile up while it runs and are drained at once.
+				await client.query('BEGIN');
+				await client.query(`SET LOCAL traceprof.traceparent = '${ctx.header}'`);
+				for (let i = 0; i < 30; i++)
+					await client.query(`SELECT ${i} AS reused`);
+				await client.query('COMMIT');
+			} finally {
+				await client.end();
+			}
+			await waitForSpans(receiver, ctx.traceId, 30);
+			const carrying = requestsWith(receiver, ctx.traceId);
+			assert.ok(carrying.length >= 3, `batches of 10: ${carrying.length} requests`);
+			assert.ok(carrying.every((r) => decodeTraces(r.body).spans.length <= 10), 'no request above the batch size');
+			const ports = new Set(carrying.map((r) => r.clientPort));
+			assert.ok(ports.size < carrying.length,
+				`requests reuse a connection: ${carrying.length} requests from client ports ${[...ports]}`);
+		} finally {
+			await admin.query('ALTER SYSTEM RESET traceprof.export_batch_size');
+			await admin.query('SELECT pg_reload_conf()');
+		}
+	});
+
 	test('3. SQLCommenter through npm pg: extended and simple protocol, utility, errors; the comment wins over the session', async () => {
 		const client = await connect(cluster, 'app');
 		try {

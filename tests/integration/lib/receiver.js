@@ -16,7 +16,10 @@
 //   {grpcStatus: 14, trailersOnly: true} gRPC: the Trailers-Only form
 //
 // The queue is shared by both protocols; when it is empty the default
-// applies.  Times are performance.now() milliseconds.
+// applies (setDefault(behaviour) changes it, e.g. answer every request 503).
+// pause() / resume() take the HTTP/1.1 listener down (connection refused)
+// and bring it back on the same port.  Times are performance.now()
+// milliseconds.
 
 const http = require('node:http');
 const http2 = require('node:http2');
@@ -59,13 +62,35 @@ class Receiver extends CaptureServer {
 		this.httpPort = 0;
 		this.grpcPort = 0;
 		this.sessions = new Set();
+		this.defaultBehaviour = {};
 	}
 
 	get httpEndpoint() { return `http://127.0.0.1:${this.httpPort}`; }
 	get grpcEndpoint() { return `127.0.0.1:${this.grpcPort}`; }
 
 	_next() {
-		return this.queue.length ? this.queue.shift() : {};
+		return this.queue.length ? this.queue.shift() : this.defaultBehaviour;
+	}
+
+	/** What to answer once the queue is empty. */
+	setDefault(behaviour) {
+		this.defaultBehaviour = behaviour;
+		return this;
+	}
+
+	reset() {
+		super.reset();
+		this.defaultBehaviour = {};
+	}
+
+	/** Stop listening on the HTTP/1.1 port and drop its connections. */
+	pause() {
+		return this._pause(this.httpServer);
+	}
+
+	/** Listen again on the same HTTP/1.1 port. */
+	resume() {
+		return this._resume(this.httpServer, this.httpPort);
 	}
 
 	/** Decoded spans of every recorded request (each request must decode). */
@@ -95,6 +120,7 @@ class Receiver extends CaptureServer {
 				const behaviour = this._next();
 				this._record({
 					protocol: 'http', method: req.method, path: req.url, httpVersion: req.httpVersion,
+					clientPort: req.socket.remotePort,
 					headers: { ...req.headers }, rawHeaders: req.rawHeaders.slice(),
 					rawBody, body, bodyError, time, endTime: performance.now(), wallTime: Date.now(), behaviour,
 				});
@@ -214,8 +240,8 @@ class Receiver extends CaptureServer {
 /**
  * startReceiver({http = true, grpc = true}) -> Receiver with httpPort,
  * grpcPort, httpEndpoint ("http://127.0.0.1:P"), grpcEndpoint
- * ("127.0.0.1:P"), requests, enqueue(), waitForRequests(), spans(), reset(),
- * close().
+ * ("127.0.0.1:P"), requests, enqueue(), setDefault(), waitForRequests(),
+ * spans(), reset(), pause(), resume(), close().
  */
 async function startReceiver({ http: wantHttp = true, grpc: wantGrpc = true } = {}) {
 	const r = new Receiver();
