@@ -289,6 +289,7 @@ attempt(tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
 	}
 	headers = request_headers(target, budget_ms);
 	curl_easy_setopt(curl, CURLOPT_URL, target->url);
+	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(curl, CURLOPT_POST, 1L);
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, payload);
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) payload_len);

@@ -323,6 +323,7 @@ tp_pyroscope_config_from_env(tp_pyroscope_config *cfg, const char *default_appli
 	}
 	cfg->basic_auth_user = env_string("PYROSCOPE_BASIC_AUTH_USER");
 	cfg->basic_auth_password = env_string("PYROSCOPE_BASIC_AUTH_PASSWORD");
+	cfg->ca_file = env_string("PYROSCOPE_CA_FILE");
 	env_timeout("PYROSCOPE_UPLOAD_TIMEOUT", &cfg->timeout_ms);
 	free(app);
 	free(tags);
@@ -337,6 +338,7 @@ tp_pyroscope_config_free(tp_pyroscope_config *cfg)
 	free(cfg->tenant_id);
 	free(cfg->basic_auth_user);
 	free(cfg->basic_auth_password);
+	free(cfg->ca_file);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -577,6 +579,8 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(curl, CURLOPT_HEADERDATA, a);
 	curl_easy_setopt(curl, CURLOPT_USERAGENT, "traceprof-pyroscope/0.1");
+	if (cfg->ca_file != NULL)
+		curl_easy_setopt(curl, CURLOPT_CAINFO, cfg->ca_file);
 	if (cfg->cancel != NULL)
 	{
 		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);

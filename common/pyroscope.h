@@ -24,6 +24,7 @@ typedef struct tp_pyroscope_config
 	char	   *tenant_id;
 	char	   *basic_auth_user;
 	char	   *basic_auth_password;
+	char	   *ca_file;		/* PYROSCOPE_CA_FILE: CAs for https, or NULL */
 	long		timeout_ms;		/* budget of one upload, retries included */
 	volatile sig_atomic_t *cancel;	/* non-zero aborts an upload (shutdown); may be NULL */
 } tp_pyroscope_config;

@@ -156,6 +156,8 @@ build_target(tp_otlp_target *target)
 	target->protocol = (tp_otlp_protocol) traceprof_otlp_protocol;
 	target->url = tp_otlp_traces_url(traceprof_otlp_endpoint, target->protocol, false);
 	target->timeout_ms = traceprof_otlp_timeout_ms;
+	if (traceprof_otlp_ca_file[0] != '\0')
+		target->ca_file = strdup(traceprof_otlp_ca_file);
 	target->cancel = &ShutdownRequestPending;
 }
 
@@ -226,6 +228,8 @@ build_pyroscope(tp_pyroscope_config *cfg)
 	cfg->application_name = strdup(traceprof_pyroscope_application());
 	if (traceprof_pyroscope_tenant_id[0] != '\0')
 		cfg->tenant_id = strdup(traceprof_pyroscope_tenant_id);
+	if (traceprof_pyroscope_ca_file[0] != '\0')
+		cfg->ca_file = strdup(traceprof_pyroscope_ca_file);
 	if (traceprof_pyroscope_basic_auth_user[0] != '\0')
 	{
 		cfg->basic_auth_user = strdup(traceprof_pyroscope_basic_auth_user);
@@ -365,6 +369,7 @@ traceprof_exporter_main(Datum arg)
 			build_resource(&resource);
 			tp_otlp_target_close(&target);
 			free(target.url);
+			free(target.ca_file);
 			build_target(&target);
 			tp_pyroscope_config_free(&pyroscope);
 			build_pyroscope(&pyroscope);

@@ -25,6 +25,7 @@ int			traceprof_max_query_length = 1024;
 int			traceprof_max_spans = 8192;
 double		traceprof_sample_rate = 0.0;
 char	   *traceprof_otlp_endpoint = NULL;
+char	   *traceprof_otlp_ca_file = NULL;
 int			traceprof_otlp_protocol = 0;
 char	   *traceprof_service_name = NULL;
 char	   *traceprof_resource_attributes = NULL;
@@ -39,6 +40,7 @@ int			traceprof_max_samples = 32768;
 int			traceprof_backend_samples = 2048;
 int			traceprof_max_functions = 16384;
 char	   *traceprof_pyroscope_url = NULL;
+char	   *traceprof_pyroscope_ca_file = NULL;
 char	   *traceprof_pyroscope_tenant_id = NULL;
 int			traceprof_upload_interval_ms = 10000;
 char	   *traceprof_application_name = NULL;
@@ -154,6 +156,11 @@ define_gucs(void)
 							   "http/protobuf: base URL, v1/traces is appended; grpc: http://host:port.",
 							   &traceprof_otlp_endpoint, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.otlp_ca_file",
+							   "PEM file of the CA certificates that verify an https OTLP endpoint; empty: the system's.",
+							   "Certificates and host names are always verified.",
+							   &traceprof_otlp_ca_file, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
 	DefineCustomEnumVariable("traceprof.otlp_protocol",
 							 "OTLP transport: http/protobuf or grpc.",
 							 NULL, &traceprof_otlp_protocol, 0, protocol_options, PGC_SIGHUP, 0,
@@ -212,6 +219,11 @@ define_gucs(void)
 	DefineCustomStringVariable("traceprof.pyroscope_url",
 							   "Grafana Pyroscope server profiles are sent to; empty disables.",
 							   NULL, &traceprof_pyroscope_url, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.pyroscope_ca_file",
+							   "PEM file of the CA certificates that verify an https Pyroscope server; empty: the system's.",
+							   "Certificates and host names are always verified.",
+							   &traceprof_pyroscope_ca_file, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 	DefineCustomStringVariable("traceprof.pyroscope_tenant_id",
 							   "X-Scope-OrgID sent to a multi-tenant Pyroscope.",

@@ -5,7 +5,7 @@ set -eu
 
 packages="build-essential postgresql-15 postgresql-server-dev-15 libpq-dev
 libcurl4-openssl-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler zlib1g-dev libunwind-dev
-nodejs npm time chromium python3 clang libclang-rt-14-dev valgrind"
+nodejs npm time chromium python3 clang libclang-rt-14-dev valgrind openssl"
 
 missing=""
 for p in $packages; do
