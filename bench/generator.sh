@@ -11,6 +11,7 @@
 set -eu
 
 cd "$(dirname "$0")/.."
+. bench/summary.sh
 gen=build/bin/generator
 n=${N:-1000000}
 runs=${RUNS:-3}
@@ -82,5 +83,7 @@ for format in json ndjson; do
 		printf "%-7s %12d %9.3f %12.0f %9.1f %11.1f %7.2f\n",
 			f, bytes, gs, rate, mbs, disk, ratio
 	}'
+	summary_row generator "records/s, $format, $n records (fsync included)" \
+		"$(awk -v n="$n" -v gs="$gen_secs" 'BEGIN { printf "%.0f", (gs > 0) ? n / gs : 0 }')" ">= 2,000,000"
 done
 echo "MB = 10^6 bytes; disk MB/s: dd if=/dev/zero bs=1M conv=fsync of the same size, same directory; ratio = generator MB/s / disk MB/s"

@@ -14,6 +14,7 @@
 set -eu
 
 cd "$(dirname "$0")/.."
+. bench/summary.sh
 loader=build/bin/loader
 gen=build/bin/generator
 n=${N:-1000000}
@@ -137,3 +138,7 @@ BEGIN {
 	printf "loader peak RSS: %.1f MB for %d records, %.1f MB for %d records (%s MB of JSON, %.0f rows/s)\n",
 		lr / 1024, n, br / 1024, nb, jmb, nb / bw
 }'
+summary_row loader "loader / psql \\copy, rows/s ($rows rows)" \
+	"$(awk -v l="$load_wall" -v c="$copy_wall" 'BEGIN { printf "%.2fx", c / l }')" ">= 1.0x"
+summary_row loader "loader peak RSS, $n / $n_big records" \
+	"$(awk -v a="$load_rss" -v b="$big_rss" 'BEGIN { printf "%.1f / %.1f MB", a / 1024, b / 1024 }')" "flat"

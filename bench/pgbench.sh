@@ -315,7 +315,8 @@ dirty=$(git status --porcelain -- extension common sql 2>/dev/null | head -n 1)
 
 awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threads" \
 	-v scale="$scale" -v ver="$server_version" -v cpus="$(nproc)" -v hz="$(getconf CLK_TCK)" \
-	-v commit="$commit" -v big="$big_spans" -v workloads="$workloads" -v configs="$configs" '
+	-v commit="$commit" -v big="$big_spans" -v workloads="$workloads" -v configs="$configs" \
+	-v summary="${BENCH_SUMMARY:-}" '
 	function median(list, count,    i, j, t) {
 		for (i = 2; i <= count; i++)
 			for (j = i; j > 1 && list[j - 1] > list[j]; j--) {
@@ -376,6 +377,10 @@ awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threa
 					printf "%-28s %9.0f %10.3f %13s %9.1f %10.3f %13s  %s\n", label[cf], mt, mtr, range, mu, mur, "-", target
 				else
 					printf "%-28s %9.0f %10.3f %13s %9.1f %10.3f %13.3f  %s\n", label[cf], mt, mtr, range, mu, mur, mvt, target
+				if (summary != "" && cf != "none")
+					printf "pgbench|%s, %s: TPS / CPU-per-tx ratio to no extension%s|%.3fx / %.3fx%s|%s\n",
+						wl, label[cf], cf ~ /^hz/ ? " (CPU vs tracing)" : "", mtr, mur,
+						cf ~ /^hz/ ? sprintf(" (%.3fx)", mvt) : "", target >>summary
 			}
 		}
 		printf "\ntraceprof.stats per run (means over %d rounds)\n", rounds
@@ -458,8 +463,11 @@ for q in "hash join:01" "sort:02" "seq scan:03" "all three:0"; do
 			100.0 * sum(samples) FILTER (WHERE known AND leaf) / nullif(sum(samples) FILTER (WHERE leaf), 0),
 			count(DISTINCT frame)
 		FROM g" |
-		awk -v n="$qname" '{ printf "%-10s %8d %8d %8.1f%% %15.1f%% %9.1f%% %15.1f%% %9d  %s\n", n, $1, $2, $3, $4, $5, $6, $7,
-			n == "all three" ? ($3 >= 75 ? "target >= 75% named: met" : "target >= 75% named: NOT met") : "" }'
+		awk -v n="$qname" -v summary="${BENCH_SUMMARY:-}" '{ printf "%-10s %8d %8d %8.1f%% %15.1f%% %9.1f%% %15.1f%% %9d  %s\n", n, $1, $2, $3, $4, $5, $6, $7,
+			n == "all three" ? ($3 >= 75 ? "target >= 75% named: met" : "target >= 75% named: NOT met") : ""
+			if (summary != "")
+				printf "pgbench|share of sampled frames named, %s (no debug file)|%.1f%%|%s\n", n, $3,
+					n == "all three" ? ">= 75%" : "" >>summary }'
 done
 echo "frames: every frame of every sample (weighted by samples); leaf: the frame that was running; distinct: frame names"
 echo "hash join plan: $plans"
@@ -554,7 +562,7 @@ elif command -v valgrind >/dev/null 2>&1; then
 	done
 	echo
 	echo "instructions per transaction (callgrind, single-user backend, simple protocol; difference of two run lengths)"
-	awk '
+	awk -v summary="${BENCH_SUMMARY:-}" '
 		{ ir[$1, $2] = ($4 - $3) / $5 }
 		END {
 			name["select"] = "select-only (1 statement)"; name["tpcb"] = "TPC-B-like (7 statements)"
@@ -566,6 +574,9 @@ elif command -v valgrind >/dev/null 2>&1; then
 					ir[w[i], "queryid"], ir[w[i], "queryid"] / ir[w[i], "none"],
 					ir[w[i], "idle"], ir[w[i], "idle"] / ir[w[i], "none"],
 					ir[w[i], "trace"], ir[w[i], "trace"] / ir[w[i], "none"]
+			for (i = 1; summary != "" && i <= 2; i++)
+				printf "pgbench|%s: instructions per transaction, idle / tracing, to no extension (callgrind)|%.4fx / %.4fx|\n",
+					name[w[i]], ir[w[i], "idle"] / ir[w[i], "none"], ir[w[i], "trace"] / ir[w[i], "none"] >>summary
 		}' "$dir/cg/results"
 	echo "compute_query_id: no extension, compute_query_id = on (the extension turns it on; pg_stat_statements does too)"
 	echo "(instructions only: no cache misses, no system calls, no exporter; a CPU-time view without machine noise)"

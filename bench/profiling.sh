@@ -190,7 +190,8 @@ if command -v valgrind >/dev/null 2>&1; then
 	done
 fi
 
-awk -v rounds="$rounds" -v ng="$n_gen" -v nl="$n_load" -v cpus="$(nproc)" -v where="$base" '
+awk -v rounds="$rounds" -v ng="$n_gen" -v nl="$n_load" -v cpus="$(nproc)" -v where="$base" \
+	-v summary="${BENCH_SUMMARY:-}" '
 	function median(list, count,    i, j, t) {
 		for (i = 2; i <= count; i++)
 			for (j = i; j > 1 && list[j - 1] > list[j]; j--) {
@@ -222,6 +223,9 @@ awk -v rounds="$rounds" -v ng="$n_gen" -v nl="$n_load" -v cpus="$(nproc)" -v whe
 			lowest(wx, rounds) / lowest(woff, rounds), median(cr, rounds),
 			uploads[n SUBSEP mode] / rounds,
 			mode == "on" ? sprintf("wall <= 1.02x: %s", m <= 1.02 ? "met" : "NOT met") : "(noise floor)"
+		if (summary != "")
+			printf "profiling|%s: wall / CPU ratio to profiler off|%.3fx / %.3fx|%s\n", label, m, median(cr, rounds),
+				mode == "on" ? "wall <= 1.02x" : "noise floor" >>summary
 	}
 	{
 		k = $1 SUBSEP $2; c = ++count[k]
@@ -243,7 +247,7 @@ echo "A/A: a second profiler-off run in the same round: how far two identical ru
 echo "loader: wall time is bound by the server's COPY; its own CPU shows the profiler's cost on the client."
 
 if [ -s "$dir/cg.results" ]; then
-	awk -v ng="$n_gen" -v nl="$n_load" '
+	awk -v ng="$n_gen" -v nl="$n_load" -v summary="${BENCH_SUMMARY:-}" '
 		{ ir[$1, $2, $3] = $4; if (!($1 SUBSEP "lo" in n)) n[$1, "lo"] = $2; n[$1, "hi"] = $2 }
 		END {
 			printf "\ninstructions (callgrind, user space, all threads; profiler on minus off at two sizes)\n"
@@ -258,8 +262,12 @@ if [ -s "$dir/cg.results" ]; then
 				fixed = d_lo - per_on * lo
 				base = ir[x, lo, "off"] - per_off * lo
 				big = x == "generator" ? ng : nl
+				projected = 100 * (fixed + (per_on > 0 ? per_on : 0) * big) / (base + per_off * big)
 				printf "%-10s %14s %16.0f %16.0f %20.1f %17.3f%% (N=%d)\n", x, lo "/" hi, per_off, fixed, per_on,
-					100 * (fixed + (per_on > 0 ? per_on : 0) * big) / (base + per_off * big), big
+					projected, big
+				if (summary != "")
+					printf "profiling|%s %d, profiler on: instructions added (callgrind)|%.2f%%|<= 2%%\n",
+						x, big, projected >>summary
 			}
 		}' "$dir/cg.results"
 	echo "profiler fixed: instructions the profiler adds once per run (start, symbolization, pprof, gzip, upload);"

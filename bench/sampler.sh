@@ -10,6 +10,7 @@
 set -eu
 
 cd "$(dirname "$0")/.."
+. bench/summary.sh
 runs=${RUNS:-7}
 secs=${SECONDS_PER_RUN:-1}
 
@@ -19,15 +20,24 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Same flags as the Makefile for common/; the bench's own functions keep
-# frame pointers as Debian's postgres does.
+# frame pointers as Debian's postgres does.  sampler.c is compiled here
+# (twice: with and without the frameless-leaf repair); the rest of common/
+# comes from the library `make` built.
 bin=$dir/sampler_bench
-sources="bench/sampler_bench.c common/sampler.c common/stack_walk.c common/symbols.c common/elf_symbols.c"
-# shellcheck disable=SC2086 # word splitting of $sources is wanted
-${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Icommon -o "$bin" $sources
+lib=build/libtraceprof_common.a
+if [ ! -f "$lib" ]; then
+	echo "bench/sampler.sh: $lib not found; run make first" >&2
+	exit 1
+fi
+build() {	# build OUTPUT [CFLAGS...]
+	out=$1
+	shift
+	${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fno-omit-frame-pointer -Icommon "$@" -o "$out" \
+		bench/sampler_bench.c common/sampler.c "$lib" -lcurl -lprotobuf-c -lunwind -lz -lm
+}
+build "$bin"
 # The same without the frameless-leaf repair, to show what it brings.
-# shellcheck disable=SC2086
-${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Icommon -DTP_SAMPLER_NO_LEAF_REPAIR \
-	-o "$bin.norepair" $sources
+build "$bin.norepair" -DTP_SAMPLER_NO_LEAF_REPAIR
 
 field() {	# field NAME "text" -> the word after NAME
 	echo "$2" | awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) { print $(i + 1); exit } }'
@@ -53,6 +63,7 @@ if command -v valgrind >/dev/null 2>&1; then
 	b=$(callgrind_ir --toggle-collect=tp_stack_walk walk 3000)
 	depth=$(field depth "$("$bin" walk 1)")
 	printf '%-44s %14s\n' "frame-pointer walk, depth $depth (ours)" "$(( (b - a) / 2000 ))"
+	summary_row sampler "instructions per stack walk ($depth frames, frame pointers)" "$(( (b - a) / 2000 ))" "<= 1,000"
 	a=$(callgrind_ir "--toggle-collect=backtrace --toggle-collect=__backtrace" backtrace 200)
 	b=$(callgrind_ir "--toggle-collect=backtrace --toggle-collect=__backtrace" backtrace 600)
 	printf '%-44s %14s\n' "glibc backtrace() (DWARF unwind)" "$(( (b - a) / 400 ))"
@@ -65,6 +76,7 @@ if command -v valgrind >/dev/null 2>&1; then
 		awk '/:sigprof_handler / { gsub(",", "", $1); print $1; exit }')
 	if [ "${n:-0}" -gt 0 ] && [ -n "$ir" ]; then
 		printf '%-44s %14s\n' "whole SIGPROF handler (labels, clock, walk)" "$((ir / n))"
+		summary_row sampler "instructions per sample, whole handler (user space)" "$((ir / n))" "<= 1,000"
 		echo "  (user space only; signal delivery is kernel work, 2.6-6.3 us a round trip here)"
 	fi
 else
@@ -145,7 +157,9 @@ awk '
 		printf "%-44s %8.2f us (range %.2f..%.2f)\n", "CPU per delivered signal, median", m, d[1], d[NR]
 		printf "%-44s %7.3f%% at 100 Hz, %.3f%% at 250 Hz\n", "=> sampling overhead estimate",
 			m * 100 / 1e4, m * 250 / 1e4
-	}' "$dir/signal.txt"
+		printf "%.3f%% / %.3f%%\n", m * 100 / 1e4, m * 250 / 1e4 >"/dev/fd/3"
+	}' "$dir/signal.txt" 3>"$dir/signal.summary"
+summary_row sampler "CPU overhead of sampling at 100 / 250 Hz (signal round trips)" "$(cat "$dir/signal.summary")"
 echo
 
 echo "sampler: whole stacks when the PC is in a frameless leaf, 2 s CPU at 250 Hz each"
