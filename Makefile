@@ -28,7 +28,7 @@ GENERATOR     := $(BUILD)/bin/generator
 LOADER        := $(BUILD)/bin/loader
 UNIT_TESTS    := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps extension install-extension check check-unit check-regress check-integration demo bench clean
+.PHONY: all deps extension install-extension check check-unit check-regress check-integration soak demo bench clean
 .PHONY: fuzz check-fuzz check-sanitize check-valgrind
 .SECONDARY: $(PROTO_C) $(PROTO_H)
 
@@ -86,6 +86,18 @@ check-regress: install-extension
 
 check-integration: all
 	scripts/run-integration-tests.sh
+
+# The soak of tests/integration/extension-soak.test.js at length (make check
+# runs it for 45 s): pgbench clients, every statement traced, the sampler at
+# 250 Hz, span and profile endpoints flapping up and down; no crash, memory
+# flat.  `make soak SOAK_SECONDS=600 SOAK_CLIENTS=8` to change them.  The
+# runner's time limit applies to the whole file: the soak's length plus room.
+SOAK_SECONDS ?= 1800
+SOAK_CLIENTS ?= 16
+soak: all install-extension
+	TRACEPROF_SOAK_SECONDS=$(SOAK_SECONDS) TRACEPROF_SOAK_CLIENTS=$(SOAK_CLIENTS) \
+	TEST_TIMEOUT_MS=$$(( ($(SOAK_SECONDS) + 900) * 1000 )) \
+	scripts/run-integration-tests.sh extension-soak.test.js
 
 # Hardening: libFuzzer targets (build/fuzz/), ASan+UBSan (build/asan/),
 # valgrind; each orchestrated by its script.  FUZZ_SECONDS per target.

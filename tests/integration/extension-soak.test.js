@@ -3,10 +3,15 @@
 //  - no cross-talk: two sessions with different trace ids burning CPU at the
 //    same time each get a profile of their own work only, in proportion to
 //    their own CPU time;
-//  - a short soak: pgbench with 8 clients, every statement traced
-//    (sample_rate = 1), the sampler at its highest rate (250 Hz): no crash,
-//    no assertion, samples stored, and backend memory flat.
-// (The 30-minute soak is bench's business; this one runs in make check.)
+//  - a soak: pgbench with 16 clients, every statement traced
+//    (sample_rate = 1), the sampler at its highest rate (250 Hz), spans and
+//    profiles exported to endpoints that flap (up, then down: connection
+//    refused, every 3 s): no crash, no assertion, samples stored, export
+//    and its failures counted, backend and exporter memory flat.
+//
+// The soak runs 45 s in make check; `make soak` runs it for 30 minutes.
+// Environment: TRACEPROF_SOAK_SECONDS (default 45), TRACEPROF_SOAK_CLIENTS
+// (pgbench clients, default 16), TRACEPROF_SOAK_FLAP_MS (default 3000).
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
@@ -17,6 +22,10 @@ const path = require('node:path');
 const { startCluster } = require('./lib/cluster');
 const { PG_BIN, requireExecutable } = require('./lib/paths');
 const { run } = require('./lib/run');
+const { decodeTraces } = require('./lib/otlp');
+const { decodePprof } = require('./lib/pprof');
+const { startSwitchableEndpoints, flapEndpoints } = require('./lib/fault-endpoints');
+const { exporterPid, rssAnonKb } = require('./lib/procs');
 
 let pg;
 try {
@@ -25,7 +34,19 @@ try {
 	throw new Error(`the npm package "pg" is missing (${err.message}): run 'make deps'`);
 }
 
-const SOAK_SECONDS = Number(process.env.TRACEPROF_SOAK_SECONDS || 45);
+/** A positive integer from the environment, or its default; anything else is an error. */
+function envInt(name, fallback) {
+	const v = process.env[name];
+	if (v === undefined || v === '')
+		return fallback;
+	if (!/^[1-9]\d*$/.test(v))
+		throw new Error(`${name}=${JSON.stringify(v)}: expected a positive integer`);
+	return Number(v);
+}
+
+const SOAK_SECONDS = envInt('TRACEPROF_SOAK_SECONDS', 45);
+const SOAK_CLIENTS = envInt('TRACEPROF_SOAK_CLIENTS', 16);
+const FLAP_MS = envInt('TRACEPROF_SOAK_FLAP_MS', 3000);
 
 async function startTraced(settings = {}) {
 	const cluster = await startCluster({
@@ -183,25 +204,30 @@ async function backendRss(reader) {
 	const pids = (await reader.query("SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'")).rows.map((r) => r.pid);
 	const rss = {};
 	for (const pid of pids) {
-		try {
-			const m = /RssAnon:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-			if (m)
-				rss[pid] = Number(m[1]);
-		} catch {
-			/* a backend that just exited */
-		}
+		const kb = rssAnonKb(pid);
+		if (kb !== null)	/* null: a backend that just exited */
+			rss[pid] = kb;
 	}
 	return rss;
 }
 
-test(`soak: pgbench, 8 clients, every statement traced, sampler at 250 Hz, ${SOAK_SECONDS} s: no crash, memory flat`, { timeout: (SOAK_SECONDS + 120) * 1000 }, async (t) => {
+test(`soak: pgbench, ${SOAK_CLIENTS} clients, every statement traced, sampler at 250 Hz, endpoints flapping every ` +
+	`${FLAP_MS} ms, ${SOAK_SECONDS} s: no crash, export goes on and its failures are counted, memory flat`,
+{ timeout: (SOAK_SECONDS + 180) * 1000 }, async (t) => {
 	const pgbench = path.join(PG_BIN, 'pgbench');
 	requireExecutable(pgbench);
+	const ep = await startSwitchableEndpoints();
+	t.after(() => ep.close());
 	const cluster = await startTraced({
 		'traceprof.sample_rate': '1',
 		'traceprof.sample_hz': '250',
 		'traceprof.profile': 'traced',
-		max_connections: '30',
+		'traceprof.otlp_endpoint': ep.otlpUrl,
+		'traceprof.pyroscope_url': ep.ingestUrl,
+		'traceprof.export_interval': '200ms',
+		'traceprof.upload_interval': '1s',
+		'traceprof.otlp_timeout': '1s',
+		max_connections: String(SOAK_CLIENTS + 14),
 	});
 	t.after(() => cluster.stop());
 	const env = { PGHOST: cluster.socketDir, PGPORT: String(cluster.port), PGUSER: 'postgres', PGDATABASE: 'app' };
@@ -209,14 +235,41 @@ test(`soak: pgbench, 8 clients, every statement traced, sampler at 250 Hz, ${SOA
 	assert.equal(init.code, 0, init.stderr);
 	const reader = await connect(cluster);
 	t.after(() => reader.end());
+	await reader.query('SET traceprof.sample_rate = 0');	// the test's own queries stay untraced
+	const exporter = exporterPid(cluster);
+	assert.ok(exporter, 'the traceprof exporter runs');
 	const before = Number((await reader.query('SELECT samples_stored FROM traceprof.stats')).rows[0].samples_stored);
 
-	const bench = run(pgbench, ['-c', '8', '-j', '2', '-T', String(SOAK_SECONDS), '-n'], { env, timeout: (SOAK_SECONDS + 60) * 1000 });
+	// What reached the endpoints is counted, spot-checked with the foreign
+	// decoders, and forgotten: a long soak must not keep every body in memory.
+	const delivered = { spanRequests: 0, uploads: 0, decodedSpans: 0, decodedSamples: 0 };
+	const tally = () => {
+		const { requests: spanReqs } = ep.otlp;
+		const { requests: uploads } = ep.ingest;
+		ep.forget();
+		delivered.spanRequests += spanReqs.length;
+		delivered.uploads += uploads.length;
+		if (spanReqs.length)
+			delivered.decodedSpans += decodeTraces(spanReqs.at(-1).body).spans.length;
+		if (uploads.length)
+			delivered.decodedSamples += decodePprof(uploads.at(-1).body).samples.length;
+	};
+	const tallyTimer = setInterval(tally, 2000);
+	t.after(() => clearInterval(tallyTimer));
+
+	const flapping = flapEndpoints(ep, { periodMs: FLAP_MS });
+	const bench = run(pgbench, ['-c', String(SOAK_CLIENTS), '-j', '2', '-T', String(SOAK_SECONDS), '-n'],
+		{ env, timeout: (SOAK_SECONDS + 60) * 1000 });
 	await new Promise((r) => setTimeout(r, (SOAK_SECONDS * 1000) / 3));
 	const early = await backendRss(reader);
+	const exporterEarly = rssAnonKb(exporter);
 	await new Promise((r) => setTimeout(r, (SOAK_SECONDS * 1000) / 2));
 	const late = await backendRss(reader);
+	const exporterLate = rssAnonKb(exporter);
 	const res = await bench;
+	await flapping.stop();	// and the endpoints stay up
+	clearInterval(tallyTimer);
+	tally();
 
 	assert.equal(res.code, 0, `pgbench failed:\n${res.stdout}\n${res.stderr}`);
 	const tps = /tps = ([\d.]+)/.exec(res.stdout);
@@ -224,14 +277,43 @@ test(`soak: pgbench, 8 clients, every statement traced, sampler at 250 Hz, ${SOA
 	const log = cluster.readLog();
 	assert.doesNotMatch(log, /terminated by signal|PANIC|TRAP:|server process .* was terminated/,
 		'no backend crashed and no assertion fired');
-	const stats = (await reader.query('SELECT spans_created, samples_stored FROM traceprof.stats')).rows[0];
+	const stats = (await reader.query('SELECT * FROM traceprof.stats')).rows[0];
+	t.diagnostic(`${tps[1]} tps; ${flapping.flips} flips; stats ${JSON.stringify(stats)}; ` +
+		`delivered ${JSON.stringify(delivered)}`);
 	assert.ok(Number(stats.spans_created) > 1000, `statements were traced: ${stats.spans_created} spans`);
 	assert.ok(Number(stats.samples_stored) > before, `samples were stored: ${stats.samples_stored}`);
-	// Memory flat: a backend's RSS may settle (caches, the sampler's buffer
-	// and symbol tables come on first use) but must not keep growing.
+
+	// The endpoints flapped, export went on while they were up, and the
+	// failures while they were down were counted.
+	assert.deepEqual(flapping.errors, [], 'every flip of the endpoints succeeded');
+	assert.ok(flapping.flips >= Math.min(4, Math.floor(SOAK_SECONDS * 1000 / FLAP_MS) - 1),
+		`the endpoints flapped: ${flapping.flips} flips`);
+	assert.ok(delivered.spanRequests > 0 && delivered.decodedSpans > 0, `spans reached the receiver: ${JSON.stringify(delivered)}`);
+	assert.ok(delivered.uploads > 0 && delivered.decodedSamples > 0, `profiles reached the capture: ${JSON.stringify(delivered)}`);
+	assert.ok(Number(stats.export_failures) > 0, `failures while down are counted: ${stats.export_failures}`);
+	assert.ok(Number(stats.spans_exported) > 0 && Number(stats.samples_exported) > 0,
+		`exported spans and samples are counted: ${stats.spans_exported}, ${stats.samples_exported}`);
+	assert.ok(Number(stats.spans_pending) <= Number(stats.capacity), 'the ring stays bounded');
+	// Up for good: whatever waited in the ring is delivered.
+	const deadline = Date.now() + 60000;
+	let pending;
+	while ((pending = Number((await reader.query('SELECT spans_pending FROM traceprof.stats')).rows[0].spans_pending)) > 0 &&
+		Date.now() < deadline)
+		await new Promise((r) => setTimeout(r, 200));
+	assert.equal(pending, 0, 'export resumes once the endpoints stay up: the ring drains');
+
+	// Memory flat: a process's RSS may settle (caches, the sampler's buffer
+	// and symbol tables, curl's connection cache come on first use) but must
+	// not keep growing.
 	const common = Object.keys(early).filter((pid) => pid in late);
 	assert.ok(common.length >= 4, `backends observed twice: ${common.length}`);
+	t.diagnostic(`backend RssAnon growth (kB) from 1/3 to 5/6 of the run: ${common.map((pid) => late[pid] - early[pid]).join(' ')} ` +
+		`(at 5/6: ${Math.min(...common.map((pid) => late[pid]))}..${Math.max(...common.map((pid) => late[pid]))} kB)`);
 	for (const pid of common)
 		assert.ok(late[pid] - early[pid] < 8 * 1024,
 			`backend ${pid}: RSS ${early[pid]} kB then ${late[pid]} kB (growth must stay under 8 MB)`);
+	assert.equal(exporterPid(cluster), exporter, 'the exporter ran through the soak (never restarted)');
+	t.diagnostic(`exporter RssAnon ${exporterEarly} kB at 1/3, ${exporterLate} kB at 5/6 of the run`);
+	assert.ok(exporterEarly !== null && exporterLate !== null && exporterLate - exporterEarly < 4 * 1024,
+		`exporter RssAnon ${exporterEarly} kB then ${exporterLate} kB (growth must stay under 4 MB)`);
 });

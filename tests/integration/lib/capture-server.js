@@ -4,11 +4,11 @@
 // behaviours, waiting for n requests, and tearing down the sockets, hung
 // responses and trickle timers (lib/faulty-answers.js) at close.
 
-/** Listen on a free 127.0.0.1 port; resolves with the port. */
-function listen(server) {
+/** Listen on 127.0.0.1 (a free port unless one is given); resolves with the port. */
+function listen(server, port = 0) {
 	return new Promise((resolve, reject) => {
 		server.once('error', reject);
-		server.listen(0, '127.0.0.1', () => {
+		server.listen(port, '127.0.0.1', () => {
 			server.off('error', reject);
 			resolve(server.address().port);
 		});
@@ -74,6 +74,29 @@ class CaptureServer {
 		});
 		server.keepAliveTimeout = 1000;
 		return server;
+	}
+
+	/**
+	 * Go down: stop listening (connection refused) and drop every open
+	 * connection, hung and trickling answers included.  _resume() listens
+	 * again on the same port.
+	 */
+	async _pause(server) {
+		for (const t of this.timers)
+			clearInterval(t);
+		this.timers.clear();
+		this.hung = [];
+		for (const s of this.sockets)
+			s.destroy();
+		if (typeof server.closeAllConnections === 'function')
+			server.closeAllConnections();
+		await new Promise((r) => server.close(() => r()));
+	}
+
+	/** Listen again on port after _pause(). */
+	async _resume(server, port) {
+		if (!server.listening)
+			await listen(server, port);
 	}
 
 	/** Stop trickles, destroy sockets, close the servers. */

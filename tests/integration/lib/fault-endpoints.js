@@ -94,4 +94,99 @@ function checkTelemetryWarnings(res, prog, ep, describe) {
 	assert.equal(lines.length, 2, `no other warning:\n${describe(res)}`);
 }
 
-module.exports = { FAULTS, startFaultyEndpoints, unexpectedLines, checkTelemetryWarnings, PASSWORD };
+/**
+ * A span endpoint (OTLP/HTTP) and a profile endpoint (/ingest) whose fault
+ * is switched while a server keeps its configured URLs: set(fault) with a
+ * FAULTS name; 'down' stops both listeners (connection refused), any other
+ * name listens again on the same ports if needed and answers every request
+ * with FAULTS[fault] ('none': 200).  Starts answering 200.
+ *
+ * -> {otlp, ingest, otlpUrl, ingestUrl, fault, set(fault), forget()
+ *     (drop the recorded requests), close()}
+ */
+async function startSwitchableEndpoints() {
+	const otlp = await startReceiver({ grpc: false });
+	let ingest;
+	try {
+		ingest = await startIngest();
+	} catch (err) {
+		await otlp.close();
+		throw err;
+	}
+	let down = false;
+	const ep = {
+		otlp,
+		ingest,
+		otlpUrl: otlp.httpEndpoint,
+		ingestUrl: ingest.url,
+		fault: 'none',
+		async set(fault) {
+			assert.ok(fault in FAULTS, `unknown fault ${fault}`);
+			if (fault === 'down') {
+				if (!down)
+					await Promise.all([otlp.pause(), ingest.pause()]);
+				down = true;
+			} else {
+				otlp.queue = [];
+				ingest.queue = [];
+				otlp.setDefault(FAULTS[fault]);
+				ingest.setDefault(FAULTS[fault]);
+				if (down)
+					await Promise.all([otlp.resume(), ingest.resume()]);
+				down = false;
+			}
+			ep.fault = fault;
+		},
+		forget() {
+			otlp.requests = [];
+			ingest.requests = [];
+		},
+		close() {
+			return Promise.all([otlp.close(), ingest.close()]);
+		},
+	};
+	return ep;
+}
+
+/**
+ * Flap switchable endpoints: `fault` (default 'down') for periodMs, then
+ * up (200) for periodMs, and so on until stop(), which leaves them up.
+ * -> {flips (how many switches happened), errors (switches that failed,
+ *     e.g. the port taken while down), stop()}
+ */
+function flapEndpoints(ep, { periodMs = 3000, fault = 'down' } = {}) {
+	const state = { flips: 0, errors: [] };
+	let running = true;
+	let wake = null;
+	let timer = null;
+	const loop = (async () => {
+		for (let next = fault; running; next = next === 'none' ? fault : 'none') {
+			await new Promise((r) => {
+				wake = r;
+				timer = setTimeout(r, periodMs);
+			});
+			if (!running)
+				break;
+			try {
+				await ep.set(next);
+				state.flips++;
+			} catch (err) {
+				state.errors.push(`${next}: ${err.message}`);
+			}
+		}
+	})();
+	state.stop = async () => {
+		running = false;
+		clearTimeout(timer);
+		if (wake)
+			wake();
+		await loop;
+		await ep.set('none');
+	};
+	return state;
+}
+
+module.exports = {
+	FAULTS, startFaultyEndpoints, unexpectedLines, checkTelemetryWarnings, PASSWORD,
+	startSwitchableEndpoints, flapEndpoints,
+};

@@ -15,7 +15,9 @@
 //   {trickle: true}                      200, then one body byte a second, never ending
 //
 // setDefault(behaviour) changes what an empty queue means (e.g. hang every
-// upload).  Times are performance.now() milliseconds.
+// upload).  pause() / resume() take the listener down (connection refused)
+// and bring it back on the same port.  Times are performance.now()
+// milliseconds.
 
 const http = require('node:http');
 const { performance } = require('node:perf_hooks');
@@ -142,6 +144,16 @@ class IngestServer extends CaptureServer {
 		this.port = await listen(this.server);
 	}
 
+	/** Stop listening and drop every connection. */
+	pause() {
+		return this._pause(this.server);
+	}
+
+	/** Listen again on the same port. */
+	resume() {
+		return this._resume(this.server, this.port);
+	}
+
 	close() {
 		return this._closeAll([this.server]);
 	}
@@ -152,7 +164,8 @@ class IngestServer extends CaptureServer {
  * url (as sent: percent-encoded), path, query {name, from, until, format,
  * ...}, queryKeys, repeatedParams, series {app, tags: [[k, v], ...]} or
  * seriesError, headers, body, time, endTime, wallTime, behaviour),
- * enqueue(), setDefault(), waitFor(), waitForRequests(), reset(), close().
+ * enqueue(), setDefault(), waitFor(), waitForRequests(), reset(), pause(),
+ * resume(), close().
  */
 async function startIngest() {
 	const s = new IngestServer();
