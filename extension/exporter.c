@@ -203,9 +203,13 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 		/* Resending what the collector refused would block the ring forever. */
 		span_store_mark_rejected(upto, exported);
 		span_store_export_failed(err);
-		ereport(WARNING,
-				(errmsg("traceprof exporter: %d spans rejected by the collector and dropped: %s",
-						exported, err)));
+		/* Like failures, one warning per streak: the count is in traceprof.stats. */
+		if (!failing)
+			ereport(WARNING,
+					(errmsg("traceprof exporter: %d spans rejected by the collector and dropped: %s",
+							exported, err),
+					 errdetail("Further rejections are counted in traceprof.stats without a warning until an export succeeds.")));
+		failing = true;
 		return 0;
 	}
 	span_store_export_failed(err);
@@ -389,5 +393,10 @@ traceprof_exporter_main(Datum arg)
 		}
 	}
 	span_store_set_exporter_latch(NULL);
-	proc_exit(0);
+	/*
+	 * Exit code 1: the postmaster starts the worker again after
+	 * bgw_restart_time, so a stray SIGTERM does not end export until the
+	 * next server restart (at shutdown nothing is restarted anyway).
+	 */
+	proc_exit(1);
 }

@@ -67,16 +67,21 @@ void
 span_store_write(const TraceprofSpan *span)
 {
 	uint64		pending;
+	Latch	   *exporter;
 
 	if (store == NULL)
 		return;
 	if (!shm_ring_write(ring, span, offsetof(TraceprofSpan, query) + span->query_len + 1,
 						traceprof_export_enabled(), &pending))
 		return;
-	/* Wake the exporter early when a quarter of the ring waits for it. */
-	if (traceprof_export_enabled() && store->exporter_latch != NULL &&
+	/*
+	 * Wake the exporter early when a quarter of the ring waits for it.  The
+	 * latch is read once: an exiting exporter clears it at any moment.
+	 */
+	exporter = ((volatile SpanStore *) store)->exporter_latch;
+	if (traceprof_export_enabled() && exporter != NULL &&
 		pending == (uint64) Max(traceprof_max_spans / 4, 1))
-		SetLatch(store->exporter_latch);
+		SetLatch(exporter);
 }
 
 void
