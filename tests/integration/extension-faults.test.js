@@ -16,11 +16,10 @@
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
-const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const { startCluster } = require('./lib/cluster');
+const { sleep, newContext, waitFor, startTraced, connect: connectTraced } = require('./lib/traced');
 const { PG_BIN, requireExecutable } = require('./lib/paths');
 const { run, describe: describeRun } = require('./lib/run');
 const { startReceiver } = require('./lib/receiver');
@@ -30,59 +29,10 @@ const { startSwitchableEndpoints } = require('./lib/fault-endpoints');
 const { exporterPid, rssAnonKb } = require('./lib/procs');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
 
-let pg;
-try {
-	pg = require('pg');
-} catch (err) {
-	throw new Error(`the npm package "pg" is missing (${err.message}): run 'make deps' ` +
-		'(npm ci in tests/integration)');
-}
-
 const PGBENCH = path.join(PG_BIN, 'pgbench');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const hex = (bytes) => crypto.randomBytes(bytes).toString('hex');
-
-function newContext() {
-	const traceId = hex(16);
-	const spanId = hex(8);
-	return { traceId, spanId, header: `00-${traceId}-${spanId}-01` };
-}
-
-/** Poll fn until it returns a truthy value; throw after timeoutMs. */
-async function waitFor(what, fn, timeoutMs = 15000, intervalMs = 50) {
-	const deadline = Date.now() + timeoutMs;
-	let last;
-	for (;;) {
-		last = await fn();
-		if (last)
-			return last;
-		if (Date.now() > deadline)
-			throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what(last) : what}`);
-		await sleep(intervalMs);
-	}
-}
-
-async function startTraced(settings) {
-	const cluster = await startCluster({ settings: { shared_preload_libraries: 'traceprof', ...settings } });
-	try {
-		await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
-	} catch (err) {
-		await cluster.stop();
-		throw err;
-	}
-	return cluster;
-}
-
-/** A pg client over the unix socket (trusted superuser), with the server's settings. */
-async function connectTraced(cluster) {
-	const client = new pg.Client({ host: cluster.socketDir, port: cluster.port, user: 'postgres', database: 'app' });
-	client.on('error', () => { /* a killed backend, the server going away */ });
-	await client.connect();
-	return client;
-}
 
 /**
- * The same, for the test's own queries: test 1 traces every statement
+ * A client for the test's own queries: test 1 traces every statement
  * (sample_rate = 1), and monitoring must not add spans of its own.
  */
 async function connect(cluster) {

@@ -22,45 +22,16 @@
 
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const crypto = require('node:crypto');
 const { decodePprof } = require('./lib/pprof');
 
-const { startCluster, freePort } = require('./lib/cluster');
+const { freePort } = require('./lib/cluster');
+const { sleep, hex, newContext, waitFor, startTraced: startTracedCluster, connect } = require('./lib/traced');
 const { startReceiver } = require('./lib/receiver');
 const { SpanKind, StatusCode } = require('./lib/otlp');
 const { startIngest } = require('./lib/ingest');
 
-let pg;
-try {
-	pg = require('pg');
-} catch (err) {
-	throw new Error(`the npm package "pg" is missing (${err.message}): run 'make deps' ` +
-		'(npm ci in tests/integration)');
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const hex = (bytes) => crypto.randomBytes(bytes).toString('hex');
-
-/** A new caller context: {traceId, spanId, header}. */
-function newContext() {
-	const traceId = hex(16);
-	const spanId = hex(8);
-	return { traceId, spanId, header: `00-${traceId}-${spanId}-01` };
-}
-
-/** Poll fn until it returns a truthy value; throw after timeoutMs. */
-async function waitFor(what, fn, timeoutMs = 15000, intervalMs = 25) {
-	const deadline = Date.now() + timeoutMs;
-	let last;
-	for (;;) {
-		last = await fn();
-		if (last)
-			return last;
-		if (Date.now() > deadline)
-			throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what(last) : what}`);
-		await sleep(intervalMs);
-	}
-}
+/** A traced cluster whose exporter runs every 100 ms. */
+const startTraced = (settings = {}) => startTracedCluster({ 'traceprof.export_interval': '100', ...settings });
 
 /** CPU-bound statement: numeric multiplication over n generated rows. */
 const cpuSql = (n) => `SELECT sum(g::numeric * g) AS s FROM generate_series(1, ${n}) AS g`;
@@ -73,32 +44,6 @@ function assertWithinFactor(actual, expected, factor, what) {
 	assert.ok(actual >= expected / factor && actual <= expected * factor,
 		`${what}: ${actual} is not within a factor of ${factor} of ${expected.toFixed(1)} ` +
 		`(plausibility bound: [${(expected / factor).toFixed(1)}, ${(expected * factor).toFixed(1)}])`);
-}
-
-/** A cluster with traceprof preloaded and created in the app database. */
-async function startTraced(settings = {}) {
-	const cluster = await startCluster({
-		settings: {
-			shared_preload_libraries: 'traceprof',
-			'traceprof.export_interval': '100',
-			...settings,
-		},
-	});
-	try {
-		await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
-	} catch (err) {
-		await cluster.stop();
-		throw err;
-	}
-	return cluster;
-}
-
-/** A pg client over the cluster's unix socket (trusted superuser), connected. */
-async function connect(cluster, user = 'postgres', database = 'app') {
-	const client = new pg.Client({ host: cluster.socketDir, port: cluster.port, user, database });
-	client.on('error', () => { /* the server going away at teardown */ });
-	await client.connect();
-	return client;
 }
 
 async function closeAll(...clients) {

@@ -19,20 +19,13 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const { startCluster } = require('./lib/cluster');
+const { startTraced, connect } = require('./lib/traced');
 const { PG_BIN, requireExecutable } = require('./lib/paths');
 const { run } = require('./lib/run');
 const { decodeTraces } = require('./lib/otlp');
 const { decodePprof } = require('./lib/pprof');
 const { startSwitchableEndpoints, flapEndpoints } = require('./lib/fault-endpoints');
 const { exporterPid, rssAnonKb } = require('./lib/procs');
-
-let pg;
-try {
-	pg = require('pg');
-} catch (err) {
-	throw new Error(`the npm package "pg" is missing (${err.message}): run 'make deps'`);
-}
 
 /** A positive integer from the environment, or its default; anything else is an error. */
 function envInt(name, fallback) {
@@ -47,21 +40,6 @@ function envInt(name, fallback) {
 const SOAK_SECONDS = envInt('TRACEPROF_SOAK_SECONDS', 45);
 const SOAK_CLIENTS = envInt('TRACEPROF_SOAK_CLIENTS', 16);
 const FLAP_MS = envInt('TRACEPROF_SOAK_FLAP_MS', 3000);
-
-async function startTraced(settings = {}) {
-	const cluster = await startCluster({
-		settings: { shared_preload_libraries: 'traceprof', ...settings },
-	});
-	await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
-	return cluster;
-}
-
-async function connect(cluster, options) {
-	const client = new pg.Client({ host: cluster.socketDir, port: cluster.port, user: 'postgres', database: 'app', options });
-	client.on('error', () => {});
-	await client.connect();
-	return client;
-}
 
 const newTrace = () => crypto.randomBytes(16).toString('hex');
 
@@ -173,7 +151,7 @@ test('JIT code is named from PostgreSQL\'s jitdump file with jit_profiling_suppo
 	// machine may need more than one run for five samples in JIT code).
 	const frames = async (profiling, enough) => {
 		// Set at connection start: LLVM's perf listener is chosen when the backend starts JIT.
-		const client = await connect(cluster, `-c jit_profiling_support=${profiling}`);
+		const client = await connect(cluster, 'postgres', 'app', `-c jit_profiling_support=${profiling}`);
 		try {
 			const trace = newTrace();
 			let seen;

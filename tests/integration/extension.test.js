@@ -11,80 +11,21 @@
 
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const crypto = require('node:crypto');
 const path = require('node:path');
 
 const { GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
 const { run, describe: describeRun } = require('./lib/run');
-const { startCluster, freePort } = require('./lib/cluster');
+const { freePort } = require('./lib/cluster');
+const { sleep, hex, newContext, waitFor, startTraced: startTracedCluster, connect } = require('./lib/traced');
 const { startReceiver, GRPC_PATH } = require('./lib/receiver');
 const { decodeTraces, SpanKind, StatusCode } = require('./lib/otlp');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
 
-let pg;
-try {
-	pg = require('pg');
-} catch (err) {
-	throw new Error(`the npm package "pg" is missing (${err.message}): run 'make deps' ` +
-		'(npm ci in tests/integration)');
-}
-
 const EXPORT_INTERVAL_MS = 100;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const hex = (bytes) => crypto.randomBytes(bytes).toString('hex');
+
+/** A traced cluster whose exporter runs every 100 ms. */
+const startTraced = (settings = {}) => startTracedCluster({ 'traceprof.export_interval': String(EXPORT_INTERVAL_MS), ...settings });
 const traceparent = (traceId, spanId, flags = '01') => `00-${traceId}-${spanId}-${flags}`;
-
-/** A new caller context: {traceId, spanId, header}. */
-function newContext(flags = '01') {
-	const traceId = hex(16);
-	const spanId = hex(8);
-	return { traceId, spanId, header: traceparent(traceId, spanId, flags) };
-}
-
-/**
- * Poll fn until it returns a truthy value; throw after timeoutMs with
- * what (a string, or a function of fn's last result) in the message.
- */
-async function waitFor(what, fn, timeoutMs = 15000, intervalMs = 25) {
-	const deadline = Date.now() + timeoutMs;
-	let last;
-	for (;;) {
-		last = await fn();
-		if (last)
-			return last;
-		if (Date.now() > deadline) {
-			const detail = typeof what === 'function' ? what(last) : what;
-			throw new Error(`timed out after ${timeoutMs} ms waiting for ${detail}`);
-		}
-		await sleep(intervalMs);
-	}
-}
-
-/** A cluster with traceprof preloaded and created in the app database. */
-async function startTraced(settings = {}) {
-	const cluster = await startCluster({
-		settings: {
-			shared_preload_libraries: 'traceprof',
-			'traceprof.export_interval': String(EXPORT_INTERVAL_MS),
-			...settings,
-		},
-	});
-	try {
-		await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
-	} catch (err) {
-		await cluster.stop();
-		throw err;
-	}
-	return cluster;
-}
-
-/** A pg client over the cluster's unix socket (trusted), connected. */
-async function connect(cluster, user = 'postgres', database = 'app') {
-	const client = new pg.Client({ host: cluster.socketDir, port: cluster.port, user, database });
-	client.on('error', () => { /* the server going away at teardown */ });
-	await client.connect();
-	return client;
-}
 
 /** traceprof.stats with the counters as Numbers. */
 async function stats(client) {

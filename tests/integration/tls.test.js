@@ -18,18 +18,11 @@ const { execFileSync } = require('node:child_process');
 
 const { GENERATOR, requireExecutable } = require('./lib/paths');
 const { run, describe } = require('./lib/run');
-const { startCluster } = require('./lib/cluster');
+const { newContext, waitFor, startTraced, connect } = require('./lib/traced');
 const { listen } = require('./lib/capture-server');
 const { decodeTraces } = require('./lib/otlp');
 const { decodePprof } = require('./lib/pprof');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
-
-let pg;
-try {
-	pg = require('pg');
-} catch (err) {
-	throw new Error(`the npm package "pg" is missing (${err.message}): run 'make deps'`);
-}
 
 let dir;
 let ca;				// path of the CA certificate (PEM)
@@ -145,41 +138,24 @@ test('binaries: a certificate for another host name is refused even with its CA 
 test('extension: https endpoints are verified; traceprof.otlp_ca_file / pyroscope_ca_file make the CA trusted; only a superuser sets them', async (t) => {
 	const otlp = await startHttps(t, good);
 	const ingest = await startHttps(t, good);
-	const cluster = await startCluster({
-		settings: {
-			shared_preload_libraries: 'traceprof',
-			'traceprof.export_interval': '100',
-			'traceprof.upload_interval': '200',
-			'traceprof.otlp_timeout': '2000',
-			'traceprof.otlp_endpoint': otlp.url,
-			'traceprof.pyroscope_url': ingest.url,
-			'traceprof.sample_hz': '250',
-		},
+	const cluster = await startTraced({
+		'traceprof.export_interval': '100',
+		'traceprof.upload_interval': '200',
+		'traceprof.otlp_timeout': '2000',
+		'traceprof.otlp_endpoint': otlp.url,
+		'traceprof.pyroscope_url': ingest.url,
+		'traceprof.sample_hz': '250',
 	});
 	t.after(() => cluster.stop());
-	await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
-	const admin = new pg.Client({ host: cluster.socketDir, port: cluster.port, user: 'postgres', database: 'app' });
-	admin.on('error', () => { /* the server going away at teardown */ });
-	await admin.connect();
+	const admin = await connect(cluster);
 	t.after(() => admin.end());
 
 	const traced = async () => {
-		const trace = crypto.randomBytes(16).toString('hex');
-		await admin.query(`SET traceprof.traceparent = '00-${trace}-${crypto.randomBytes(8).toString('hex')}-01'`);
+		const ctx = newContext();
+		await admin.query(`SET traceprof.traceparent = '${ctx.header}'`);
 		await admin.query('SELECT sum(g::numeric * g) FROM generate_series(1, 300000) g');
 		await admin.query("SET traceprof.traceparent = ''");
-		return trace;
-	};
-	const waitFor = async (what, fn, ms = 20000) => {
-		const deadline = Date.now() + ms;
-		for (;;) {
-			const v = await fn();
-			if (v)
-				return v;
-			if (Date.now() > deadline)
-				throw new Error(`timed out waiting for ${what}`);
-			await new Promise((r) => setTimeout(r, 100));
-		}
+		return ctx.traceId;
 	};
 	const stats = async () => (await admin.query('SELECT * FROM traceprof.stats')).rows[0];
 
@@ -187,16 +163,14 @@ test('extension: https endpoints are verified; traceprof.otlp_ca_file / pyroscop
 	const failed = await waitFor('an export failure', async () => {
 		const s = await stats();
 		return Number(s.export_failures) > 0 && s.last_error ? s : null;
-	});
+	}, 20000);
 	assert.match(failed.last_error, /certificate/i, 'the failure says why');
 	assert.equal(otlp.requests.length, 0, 'nothing sent to an endpoint whose certificate is not trusted');
 	assert.equal(ingest.requests.length, 0);
 
 	// Only a superuser may choose what is trusted.
 	await admin.query('CREATE ROLE tls_user LOGIN');
-	const user = new pg.Client({ host: cluster.socketDir, port: cluster.port, user: 'tls_user', database: 'app' });
-	user.on('error', () => {});
-	await user.connect();
+	const user = await connect(cluster, 'tls_user');
 	t.after(() => user.end());
 	for (const guc of ['traceprof.otlp_ca_file', 'traceprof.pyroscope_ca_file']) {
 		await assert.rejects(user.query(`SET ${guc} = '/tmp/x.pem'`), /cannot be changed now|permission denied/, guc);
@@ -208,7 +182,7 @@ test('extension: https endpoints are verified; traceprof.otlp_ca_file / pyroscop
 	await admin.query('SELECT pg_reload_conf()');
 	const trace = await traced();
 	await waitFor('the spans over https', () => otlp.requests.some((r) =>
-		decodeTraces(r.body).spans.some((s) => s.traceId === trace)));
+		decodeTraces(r.body).spans.some((s) => s.traceId === trace)), 20000);
 	await waitFor('a profile upload over https', () => ingest.requests.some((r) =>
-		decodePprof(r.body).samples.some((s) => s.labels && s.labels.trace_id === trace)));
+		decodePprof(r.body).samples.some((s) => s.labels && s.labels.trace_id === trace)), 20000);
 });

@@ -1,0 +1,65 @@
+'use strict';
+// What the extension's test files share: a cluster with traceprof
+// preloaded and created, pg clients over its unix socket, fresh W3C
+// contexts, and polling with a deadline (nothing sleeps blindly).
+
+const crypto = require('node:crypto');
+
+const { startCluster } = require('./cluster');
+
+let pg;
+try {
+	pg = require('pg');
+} catch (err) {
+	throw new Error(`the npm package "pg" is missing (${err.message}): run 'make deps' ` +
+		'(npm ci in tests/integration)');
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const hex = (bytes) => crypto.randomBytes(bytes).toString('hex');
+
+/** A new caller context: {traceId, spanId, header}. */
+function newContext(flags = '01') {
+	const traceId = hex(16);
+	const spanId = hex(8);
+	return { traceId, spanId, header: `00-${traceId}-${spanId}-${flags}` };
+}
+
+/**
+ * Poll fn until it returns a truthy value; throw after timeoutMs with
+ * what (a string, or a function of fn's last result) in the message.
+ */
+async function waitFor(what, fn, timeoutMs = 15000, intervalMs = 25) {
+	const deadline = Date.now() + timeoutMs;
+	let last;
+	for (;;) {
+		last = await fn();
+		if (last)
+			return last;
+		if (Date.now() > deadline)
+			throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what(last) : what}`);
+		await sleep(intervalMs);
+	}
+}
+
+/** A cluster with traceprof preloaded (plus settings) and created in the app database. */
+async function startTraced(settings = {}) {
+	const cluster = await startCluster({ settings: { shared_preload_libraries: 'traceprof', ...settings } });
+	try {
+		await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
+	} catch (err) {
+		await cluster.stop();
+		throw err;
+	}
+	return cluster;
+}
+
+/** A pg client over the cluster's unix socket (trusted), connected; options: "-c name=value ...". */
+async function connect(cluster, user = 'postgres', database = 'app', options = undefined) {
+	const client = new pg.Client({ host: cluster.socketDir, port: cluster.port, user, database, options });
+	client.on('error', () => { /* a killed backend, the server going away at teardown */ });
+	await client.connect();
+	return client;
+}
+
+module.exports = { sleep, hex, newContext, waitFor, startTraced, connect };
