@@ -48,15 +48,14 @@ while [ "$(pending)" -lt "$spans" ]; do
 done
 queued=$(pending)
 exporter=$(pgrep -P "$CLUSTER_PID" -f "traceprof exporter")
-cpu_ticks() { sed 's/.*) //' "/proc/$exporter/stat" | awk '{ print $12 + $13 }'; }
 
 # Neither the switch nor the polling below may add spans of their own.
 export PGOPTIONS="-c traceprof.sample_rate=0"
 dropped0=$(psql_app -At -c "SELECT spans_dropped FROM traceprof.stats")
-t0=$(date +%s.%N) c0=$(cpu_ticks)
+t0=$(date +%s.%N) c0=$(pid_ticks "$exporter")
 psql_app -q -c "ALTER SYSTEM SET traceprof.otlp_endpoint = '$sink'" -c "SELECT pg_reload_conf()" >/dev/null
 while [ "$(pending)" -gt 0 ]; do sleep 0.05; done
-t1=$(date +%s.%N) c1=$(cpu_ticks)
+t1=$(date +%s.%N) c1=$(pid_ticks "$exporter")
 read -r requests bytes <<EOT
 $(curl -s "$sink/stats")
 EOT

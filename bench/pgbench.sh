@@ -109,10 +109,6 @@ sql() {
 	PGOPTIONS="${SQL_OPTIONS:-}" PSQL_DB=app psql_app -At -q "$@"
 }
 
-pid_ticks() {
-	sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
-}
-
 # Wait until no client backend is left, so its CPU time is in cutime.
 settle() {
 	settle_try=0

@@ -55,13 +55,19 @@ psql_app() {
 	as_postgres psql -X -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -d "${PSQL_DB:-postgres}" -v ON_ERROR_STOP=1 "$@"
 }
 
+# CPU time (clock ticks, utime + stime) of process $1.  The process name
+# may hold blanks: fields are counted after ')'.
+pid_ticks() {
+	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }'
+}
+
 # CPU time (clock ticks) of the postmaster, its reaped children, and its
-# live children.  The process name may hold blanks: fields counted after ')'.
+# live children.
 server_ticks() {
 	{
 		sed 's/.*) //' "/proc/$CLUSTER_PID/stat" | awk '{ print $12 + $13 + $14 + $15 }'
 		for child in $(pgrep -P "$CLUSTER_PID"); do
-			sed 's/.*) //' "/proc/$child/stat" 2>/dev/null | awk '{ print $12 + $13 }'
+			pid_ticks "$child"
 		done
 	} | awk '{ t += $1 } END { print t + 0 }'
 }
