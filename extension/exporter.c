@@ -37,8 +37,7 @@
  */
 typedef struct Batch
 {
-	char	   *records;		/* capacity records of record_size bytes */
-	Size		record_size;
+	char	   *records;		/* capacity records of TraceprofSpanSize() bytes */
 	SpanAttributes *attrs;
 	tp_span    *spans;
 	tp_span   **span_list;		/* &spans[i], as the encoder takes them */
@@ -95,8 +94,7 @@ batch_reserve(int capacity)
 	free(batch.attrs);
 	free(batch.spans);
 	free(batch.span_list);
-	batch.record_size = TraceprofSpanSize();
-	batch.records = malloc(batch.record_size * capacity);
+	batch.records = malloc(TraceprofSpanSize() * capacity);
 	batch.attrs = malloc(sizeof(SpanAttributes) * capacity);
 	batch.spans = malloc(sizeof(tp_span) * capacity);
 	batch.span_list = malloc(sizeof(tp_span *) * capacity);
@@ -111,7 +109,7 @@ static bool
 add_to_batch(const TraceprofSpan *span, void *arg)
 {
 	int			i = batch.count++;
-	TraceprofSpan *copy = (TraceprofSpan *) (batch.records + i * batch.record_size);
+	TraceprofSpan *copy = (TraceprofSpan *) (batch.records + i * TraceprofSpanSize());
 
 	memcpy(copy, span, offsetof(TraceprofSpan, query) + span->query_len + 1);
 	span_view(copy, true, &batch.attrs[i], &batch.spans[i]);
