@@ -71,12 +71,26 @@ if command -v valgrind >/dev/null 2>&1; then
 	# does not see: take its inclusive cost from the whole profile.
 	valgrind --tool=callgrind --callgrind-out-file="$dir/cg.handler" "$bin" handler 2 \
 		>"$dir/cg.stdout" 2>/dev/null
-	n=$(field samples "$(cat "$dir/cg.stdout")")
-	ir=$(callgrind_annotate --inclusive=yes --threshold=100 "$dir/cg.handler" 2>/dev/null |
-		awk '/:sigprof_handler / { gsub(",", "", $1); print $1; exit }')
-	if [ "${n:-0}" -gt 0 ] && [ -n "$ir" ]; then
-		printf '%-44s %14s\n' "whole SIGPROF handler (labels, clock, walk)" "$((ir / n))"
-		summary_row sampler "instructions per sample, whole handler (user space)" "$((ir / n))" "<= 1,000"
+	# The handler's inclusive cost, split by path: samples taken in code
+	# with frame pointers (postgres's own) walk the chain; the others
+	# (libc, libcrypto) go through libunwind.  Handler entries = calls of
+	# tp_stack_regs_get; libunwind samples = calls of tp_dwarf_unwind.
+	set -- $(callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$dir/cg.handler" 2>/dev/null |
+		awk '/\* .*:sigprof_handler / { in_handler = 1; gsub(",", "", $1); total = $1; next }
+			in_handler && /^ *$/ { in_handler = 0 }
+			in_handler && /tp_dwarf_unwind / { gsub(",", "", $1); dwarf = $1; match($0, /\(([0-9,]+)x\)/); d = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", d); dwarf_calls = d }
+			in_handler && /tp_stack_regs_get / { match($0, /\(([0-9,]+)x\)/); e = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", e); entries = e }
+			END { print total + 0, dwarf + 0, dwarf_calls + 0, entries + 0 }')
+	total=$1 dwarf=$2 dwarf_calls=$3 entries=$4
+	fp_samples=$((entries - dwarf_calls))
+	if [ "$fp_samples" -gt 0 ]; then
+		fp_ir=$(((total - dwarf) / fp_samples))
+		printf '%-44s %14s\n' "whole SIGPROF handler, frame-pointer code" "$fp_ir"
+		summary_row sampler "instructions per sample in frame-pointer code, whole handler" "$fp_ir" "<= 1,000"
+		if [ "$dwarf_calls" -gt 0 ]; then
+			printf '%-44s %14s\n' "  + libunwind, code without frame pointers" "$((dwarf / dwarf_calls))"
+			echo "  ($dwarf_calls of $entries samples of this run took the libunwind path)"
+		fi
 		echo "  (user space only; signal delivery is kernel work, 2.6-6.3 us a round trip here)"
 	fi
 else

@@ -31,6 +31,7 @@ typedef struct tp_stack_bounds
 {
 	uintptr_t	low;			/* lowest address of the thread's stack */
 	uintptr_t	high;			/* one past its highest address */
+	bool		memcheck;		/* under valgrind's memcheck: annotate raw reads */
 } tp_stack_bounds;
 
 typedef struct tp_stack_regs
