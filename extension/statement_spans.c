@@ -129,6 +129,28 @@ choose_root_context(const char *text, int len, tp_span_context *parent, bool *re
 	return false;
 }
 
+/*
+ * "operation collection", or the operation alone: the name the semantic
+ * conventions suggest.  Both fit NAMEDATALEN, so the name always fits
+ * (snprintf was ~350 instructions of every traced statement).
+ */
+static void
+join_name(char *name, const char *operation, const char *collection)
+{
+	size_t		op_len = strlen(operation);
+	size_t		coll_len = strlen(collection);
+
+	StaticAssertStmt(sizeof(((TraceprofSpan *) NULL)->name) >= 2 * NAMEDATALEN, "span name size");
+	Assert(op_len < NAMEDATALEN && coll_len < NAMEDATALEN);
+	memcpy(name, operation, op_len);
+	if (coll_len > 0)
+	{
+		name[op_len++] = ' ';
+		memcpy(name + op_len, collection, coll_len);
+	}
+	name[op_len + coll_len] = '\0';
+}
+
 /* Names are kept zero-padded, so every span copies them whole (no strlen). */
 static void
 set_database_name(TraceprofSpan *record)
@@ -254,10 +276,8 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	strlcpy(r->collection, collection ? collection : "", sizeof(r->collection));
 	if (name != NULL)
 		strlcpy(r->name, name, sizeof(r->name));
-	else if (r->collection[0] != '\0')
-		snprintf(r->name, sizeof(r->name), "%s %s", r->operation, r->collection);
 	else
-		strlcpy(r->name, r->operation, sizeof(r->name));
+		join_name(r->name, r->operation, r->collection);
 	set_database_name(r);
 	set_user_name(r);
 	if (parent->statement != NULL)
@@ -384,12 +404,6 @@ close_stale(void)
 	while (open_count > 0 && (open_spans[open_count - 1].awaiting_executor ||
 							  open_spans[open_count - 1].awaiting_xact_end))
 		close_innermost(-1, 0, NULL);
-}
-
-static const char *
-relation_name(Oid relid)
-{
-	return OidIsValid(relid) ? get_rel_name(relid) : NULL;
 }
 
 /*

@@ -232,6 +232,9 @@ typedef enum CallPath
 } CallPath;
 extern void profiler_learn_call_path(CallPath path);
 
+/* relation_names.c: table names remembered per backend */
+extern const char *relation_name(Oid relid);
+
 /* executor_names.c: static node functions named from running plans */
 struct PlanState;
 extern void executor_names_learn(struct PlanState *planstate);

@@ -74,3 +74,15 @@ SELECT note FROM orders_t WHERE id = 16;
 RESET traceprof.query_text;
 SET traceprof.traceparent = '';
 SELECT query FROM traceprof.spans WHERE name = 'SELECT orders_t' ORDER BY start_time;
+-- Table names are remembered per backend: a renamed table is named anew.
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+SELECT count(*) FROM orders_t;
+ALTER TABLE orders_t RENAME TO orders_renamed;
+SELECT count(*) FROM orders_renamed;
+ALTER TABLE orders_renamed RENAME TO orders_t;
+SELECT count(*) FROM orders_t;
+SET traceprof.traceparent = '';
+SELECT name, attributes->>'db.collection.name' AS collection
+  FROM traceprof.spans WHERE kind = 'server' AND attributes->>'db.operation.name' = 'SELECT'
+ ORDER BY start_time;

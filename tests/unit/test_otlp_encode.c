@@ -1,0 +1,213 @@
+/*
+ * test_otlp_encode.c - the hand-written OTLP encoder, read back by
+ * protobuf-c's generated decoder for proto/otlp_trace.proto.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "otlp_export.h"
+#include "otlp_trace.pb-c.h"
+#include "unit.h"
+
+typedef Traceprof__Otlp__ExportTraceServiceRequest Request;
+typedef Traceprof__Otlp__Span Span;
+typedef Traceprof__Otlp__AnyValue AnyValue;
+
+static Request *
+encode_and_decode(const tp_kvlist *resource, const char *scope, const char *version,
+				  tp_span *const *spans, size_t count, size_t *len)
+{
+	uint8_t    *bytes = tp_otlp_encode_traces(resource, scope, version, spans, count, len);
+	Request    *request;
+
+	CHECK(bytes != NULL);
+	if (bytes == NULL)
+		return NULL;
+	request = traceprof__otlp__export_trace_service_request__unpack(NULL, *len, bytes);
+	CHECK(request != NULL);
+	free(bytes);
+	return request;
+}
+
+static const AnyValue *
+attribute(const Span *span, const char *key)
+{
+	for (size_t i = 0; i < span->n_attributes; i++)
+		if (strcmp(span->attributes[i]->key, key) == 0)
+			return span->attributes[i]->value;
+	return NULL;
+}
+
+/* A span with every kind of field, values chosen to hit varint edges. */
+static void
+full_span(tp_span *span, const char *query)
+{
+	memset(span, 0, sizeof(*span));
+	for (int i = 0; i < TP_TRACE_ID_BYTES; i++)
+		span->context.trace_id[i] = (uint8_t) (0xa0 + i);
+	for (int i = 0; i < TP_SPAN_ID_BYTES; i++)
+		span->context.span_id[i] = (uint8_t) (1 + i);
+	span->parent_span_id[7] = 0x42;
+	span->context.flags = 1;
+	span->name = strdup("SELECT orders");	/* tp_span_clear frees it */
+	span->kind = TP_SPAN_SERVER;
+	span->start_unix_ns = 1763700000123456789ull;
+	span->end_unix_ns = 1763700000223456789ull;
+	tp_span_set_string(span, "db.query.text", query);
+	tp_span_set_string(span, "db.collection.name", "");
+	tp_span_set_int(span, "db.response.returned_rows", 127);
+	tp_span_set_int(span, "traceprof.rows_128", 128);
+	tp_span_set_int(span, "traceprof.negative", -5);
+	tp_span_set_int(span, "traceprof.zero", 0);
+	tp_span_set_int(span, "traceprof.max", INT64_MAX);
+	tp_span_set_double(span, "traceprof.ratio", 0.25);
+	tp_span_set_bool(span, "traceprof.false", false);
+	tp_span_set_bool(span, "traceprof.true", true);
+	tp_span_set_error(span, "division by zero");
+}
+
+TEST(every_field_round_trips)
+{
+	static char long_query[20000];
+	tp_span		span;
+	tp_span    *list[1] = {&span};
+	tp_kvlist	resource = {0};
+	Request    *request;
+	size_t		len;
+	const Span *m;
+	const AnyValue *v;
+
+	memset(long_query, 'q', sizeof(long_query) - 1);	/* a 3-byte length prefix */
+	full_span(&span, long_query);
+	tp_kvlist_add(&resource, "service.name", "orders-loader");
+	tp_kvlist_add(&resource, "deployment.environment", "");
+	request = encode_and_decode(&resource, "traceprof", "0.1", list, 1, &len);
+	if (request == NULL)
+		return;
+	CHECK(request->n_resource_spans == 1);
+	CHECK(request->resource_spans[0]->resource->n_attributes == 2);
+	CHECK_STR(request->resource_spans[0]->resource->attributes[0]->key, "service.name");
+	CHECK_STR(request->resource_spans[0]->resource->attributes[0]->value->string_value, "orders-loader");
+	CHECK(request->resource_spans[0]->resource->attributes[1]->value->value_case ==
+		  TRACEPROF__OTLP__ANY_VALUE__VALUE_STRING_VALUE);
+	CHECK_STR(request->resource_spans[0]->resource->attributes[1]->value->string_value, "");
+	CHECK(request->resource_spans[0]->n_scope_spans == 1);
+	CHECK_STR(request->resource_spans[0]->scope_spans[0]->scope->name, "traceprof");
+	CHECK_STR(request->resource_spans[0]->scope_spans[0]->scope->version, "0.1");
+	CHECK(request->resource_spans[0]->scope_spans[0]->n_spans == 1);
+
+	m = request->resource_spans[0]->scope_spans[0]->spans[0];
+	CHECK(m->trace_id.len == 16 && memcmp(m->trace_id.data, span.context.trace_id, 16) == 0);
+	CHECK(m->span_id.len == 8 && memcmp(m->span_id.data, span.context.span_id, 8) == 0);
+	CHECK(m->parent_span_id.len == 8 && memcmp(m->parent_span_id.data, span.parent_span_id, 8) == 0);
+	CHECK_STR(m->name, "SELECT orders");
+	CHECK(m->kind == 2);
+	CHECK(m->start_time_unix_nano == span.start_unix_ns);
+	CHECK(m->end_time_unix_nano == span.end_unix_ns);
+	CHECK(m->flags == 1);
+	CHECK(m->status != NULL && m->status->code == 2);
+	CHECK(m->status != NULL && strcmp(m->status->message, "division by zero") == 0);
+	CHECK(m->n_attributes == span.attr_count);
+	v = attribute(m, "db.query.text");
+	CHECK(v != NULL && strlen(v->string_value) == sizeof(long_query) - 1);
+	v = attribute(m, "db.collection.name");
+	CHECK(v != NULL && v->value_case == TRACEPROF__OTLP__ANY_VALUE__VALUE_STRING_VALUE);
+	v = attribute(m, "db.response.returned_rows");
+	CHECK(v != NULL && v->int_value == 127);
+	v = attribute(m, "traceprof.rows_128");
+	CHECK(v != NULL && v->int_value == 128);
+	v = attribute(m, "traceprof.negative");
+	CHECK(v != NULL && v->int_value == -5);
+	/* Oneof members are written even at their default. */
+	v = attribute(m, "traceprof.zero");
+	CHECK(v != NULL && v->value_case == TRACEPROF__OTLP__ANY_VALUE__VALUE_INT_VALUE && v->int_value == 0);
+	v = attribute(m, "traceprof.max");
+	CHECK(v != NULL && v->int_value == INT64_MAX);
+	v = attribute(m, "traceprof.ratio");
+	CHECK(v != NULL && v->value_case == TRACEPROF__OTLP__ANY_VALUE__VALUE_DOUBLE_VALUE && v->double_value == 0.25);
+	v = attribute(m, "traceprof.false");
+	CHECK(v != NULL && v->value_case == TRACEPROF__OTLP__ANY_VALUE__VALUE_BOOL_VALUE && !v->bool_value);
+	v = attribute(m, "traceprof.true");
+	CHECK(v != NULL && v->bool_value);
+
+	/* The same request packed by protobuf-c has the same length. */
+	CHECK(traceprof__otlp__export_trace_service_request__get_packed_size(request) == len);
+	traceprof__otlp__export_trace_service_request__free_unpacked(request, NULL);
+	tp_span_clear(&span);
+	tp_kvlist_free(&resource);
+}
+
+TEST(defaults_are_left_out)
+{
+	tp_span		root;
+	tp_span    *list[1] = {&root};
+	tp_kvlist	none = {0};
+	Request    *request;
+	size_t		len;
+	const Span *m;
+
+	memset(&root, 0, sizeof(root));
+	root.context.trace_id[0] = 1;
+	root.context.span_id[0] = 2;
+	root.name = "";
+	request = encode_and_decode(&none, NULL, NULL, list, 1, &len);
+	if (request == NULL)
+		return;
+	m = request->resource_spans[0]->scope_spans[0]->spans[0];
+	CHECK(m->parent_span_id.len == 0);	/* a root span */
+	CHECK_STR(m->name, "");
+	CHECK(m->kind == 0 && m->flags == 0 && m->status == NULL && m->n_attributes == 0);
+	CHECK(request->resource_spans[0]->resource->n_attributes == 0);
+	CHECK(traceprof__otlp__export_trace_service_request__get_packed_size(request) == len);
+	traceprof__otlp__export_trace_service_request__free_unpacked(request, NULL);
+}
+
+TEST(many_spans_in_order)
+{
+	enum { N = 300 };
+	tp_span    *spans = calloc(N, sizeof(tp_span));
+	tp_span    *list[N];
+	tp_kvlist	resource = {0};
+	Request    *request;
+	size_t		len;
+	bool		in_order = true;
+
+	tp_kvlist_add(&resource, "service.name", "postgresql");
+	for (int i = 0; i < N; i++)
+	{
+		full_span(&spans[i], i % 2 ? "SELECT 1" : "");
+		spans[i].context.span_id[0] = (uint8_t) i;
+		spans[i].context.span_id[1] = (uint8_t) (i >> 8);
+		if (i % 3 == 0)
+			spans[i].status = TP_STATUS_OK;
+		list[i] = &spans[i];
+	}
+	request = encode_and_decode(&resource, "traceprof", "0.1", list, N, &len);
+	if (request != NULL)
+	{
+		const Traceprof__Otlp__ScopeSpans *scope = request->resource_spans[0]->scope_spans[0];
+
+		CHECK(scope->n_spans == N);
+		for (size_t i = 0; i < scope->n_spans && i < N; i++)
+			if (scope->spans[i]->span_id.data[0] != (uint8_t) i ||
+				scope->spans[i]->span_id.data[1] != (uint8_t) (i >> 8) ||
+				(int) scope->spans[i]->status->code != (i % 3 == 0 ? 1 : 2))
+				in_order = false;
+		CHECK(in_order);
+		CHECK(traceprof__otlp__export_trace_service_request__get_packed_size(request) == len);
+		traceprof__otlp__export_trace_service_request__free_unpacked(request, NULL);
+	}
+	for (int i = 0; i < N; i++)
+		tp_span_clear(&spans[i]);
+	free(spans);
+	tp_kvlist_free(&resource);
+}
+
+int
+main(void)
+{
+	RUN(every_field_round_trips);
+	RUN(defaults_are_left_out);
+	RUN(many_spans_in_order);
+	return unit_summary();
+}
