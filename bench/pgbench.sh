@@ -34,6 +34,14 @@
 # When the rounds dropped spans, one more export run per workload on a
 # third cluster with a larger traceprof.max_spans shows whether that helps.
 #
+# pairs: the two comparisons the smallest targets are about (no extension
+# vs tracing 100%, tracing vs tracing + sampler at 100 Hz), select-only, as
+# PAIRS pairs of short runs back to back (PAIR_SECONDS each, the order
+# alternating); the ratio of CPU per transaction is taken within each pair,
+# so drifts of the shared machine slower than a pair cancel.  Prints the
+# median ratio and a 95% confidence interval of that median (order
+# statistics, no assumption about the noise's distribution).
+#
 # Then two sections that machine noise does not touch:
 # - frames: a hash join, a sort and a seq scan traced at 250 Hz on cluster
 #   B; the share of frames in traceprof.profile() that carry a function
@@ -52,9 +60,11 @@ threads=${THREADS:-2}
 # max_spans for the second look at export drops (needs a restart: a third
 # cluster is started for it).
 big_spans=${DROPCHECK_MAX_SPANS:-65536}
-# Parts to run (all by default): tps (the pgbench rounds), frames (named
-# frames in a profile), instructions (callgrind).
-sections=${SECTIONS:-tps frames instructions}
+# Parts to run (all by default): tps (the pgbench rounds), pairs (paired
+# short runs), frames (named frames in a profile), instructions (callgrind).
+sections=${SECTIONS:-tps pairs frames instructions}
+pairs=${PAIRS:-30}
+pair_secs=${PAIR_SECONDS:-2}
 want() {
 	case " $sections " in *" $1 "*) return 0 ;; esac
 	return 1
@@ -223,7 +233,7 @@ run_one() {
 		use_cluster A
 		SQL_OPTIONS=
 	else
-		[ "$tag" = main ] && use_cluster B
+		[ "$tag" = big ] || use_cluster B
 		SQL_OPTIONS="-c traceprof.sample_rate=0"
 		apply_config "$cfg"
 	fi
@@ -401,6 +411,76 @@ awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threa
 	}' "$dir/results"
 echo "TPS ratio, CPU ratio: to the same round's no-extension run; CPU vs trace: CPU us/tx to the same round's tracing-only run."
 echo "Server CPU: utime+stime of all processes of the cluster (exporter included); the sink's own CPU is shown apart."
+fi
+
+# ---------------------------------------------------------------------------
+# Paired short runs: baseline and candidate back to back, the order
+# alternating, select-only; ratios within each pair.
+if want pairs; then
+	say "pairs: $pairs pairs of $pair_secs-second select-only runs for each of two comparisons"
+	saved_secs=$secs
+	secs=$pair_secs
+	for comparison in "none trace" "trace hz100"; do
+		# shellcheck disable=SC2086 # two words wanted
+		set -- $comparison
+		i=0
+		while [ "$i" -lt "$pairs" ]; do
+			if [ $((i % 2)) = 0 ]; then
+				run_one "$i" select "$1" "pair_$1_$2"
+				run_one "$i" select "$2" "pair_$1_$2"
+			else
+				run_one "$i" select "$2" "pair_$1_$2"
+				run_one "$i" select "$1" "pair_$1_$2"
+			fi
+			i=$((i + 1))
+		done
+	done
+	secs=$saved_secs
+	echo
+	echo "paired runs, select-only: $pairs pairs of ${pair_secs}-second runs per comparison, the order alternating;"
+	echo "ratio = candidate / baseline within each pair; median and its 95% confidence interval (order statistics)"
+	awk -v hz="$(getconf CLK_TCK)" -v summary="${BENCH_SUMMARY:-}" '
+		function sort(list, count,    i, j, t) {
+			for (i = 2; i <= count; i++)
+				for (j = i; j > 1 && list[j - 1] > list[j]; j--) {
+					t = list[j]; list[j] = list[j - 1]; list[j - 1] = t
+				}
+		}
+		function median(list, count) {
+			return count % 2 ? list[(count + 1) / 2] : (list[count / 2] + list[count / 2 + 1]) / 2
+		}
+		$1 ~ /^pair_/ {
+			split($1, parts, "_"); base = parts[2]; cand = parts[3]
+			us = $7 / hz * 1e6 / $6
+			if ($4 == base) { base_us[$1, $2] = us; base_tps[$1, $2] = $5 }
+			else { cand_us[$1, $2] = us; cand_tps[$1, $2] = $5 }
+			n[$1] = $2 + 1
+		}
+		END {
+			printf "%-28s %6s %12s %22s %12s %22s\n", "comparison", "pairs", "CPU ratio", "95% CI", "TPS ratio", "95% CI"
+			split("pair_none_trace pair_trace_hz100", names, " ")
+			target["pair_none_trace"] = "TPS >= 0.97x"; target["pair_trace_hz100"] = "CPU <= 1.01x"
+			label["pair_none_trace"] = "tracing 100% / no extension"
+			label["pair_trace_hz100"] = "sampler 100 Hz / tracing"
+			for (c = 1; c <= 2; c++) {
+				name = names[c]; count = n[name]
+				if (count == 0) continue
+				for (i = 0; i < count; i++) {
+					cpu[i + 1] = cand_us[name, i] / base_us[name, i]
+					tpsr[i + 1] = cand_tps[name, i] / base_tps[name, i]
+				}
+				sort(cpu, count); sort(tpsr, count)
+				# Ranks k and count - k + 1 bracket the median with ~95%
+				# confidence (binomial, normal approximation).
+				k = int(count / 2 - 0.98 * sqrt(count)); if (k < 1) k = 1
+				printf "%-28s %6d %12.4f %10.4f..%-10.4f %12.4f %10.4f..%-10.4f\n", label[name], count,
+					median(cpu, count), cpu[k], cpu[count - k + 1], median(tpsr, count), tpsr[k], tpsr[count - k + 1]
+				if (summary != "")
+					printf "pgbench|paired select-only, %s: CPU / TPS ratio, median [95%% CI] (%d pairs)|%.3fx [%.3f..%.3f] / %.3fx [%.3f..%.3f]|%s\n",
+						label[name], count, median(cpu, count), cpu[k], cpu[count - k + 1],
+						median(tpsr, count), tpsr[k], tpsr[count - k + 1], target[name] >>summary
+			}
+		}' "$dir/results"
 fi
 
 # ---------------------------------------------------------------------------
