@@ -19,7 +19,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const { sleep, newContext, waitFor, startTraced, connect: connectTraced } = require('./lib/traced');
+const { sleep, newContext, waitFor, startTraced, connect: connectTraced, traced } = require('./lib/traced');
 const { PG_BIN, requireExecutable } = require('./lib/paths');
 const { run, describe: describeRun } = require('./lib/run');
 const { startReceiver } = require('./lib/receiver');
@@ -56,16 +56,6 @@ const showStats = (s) => JSON.stringify(Object.fromEntries(COUNTERS.map((k) => [
 
 /** CPU-bound statement: numeric multiplication over n generated rows. */
 const cpuSql = (n) => `SELECT sum(g::numeric * g) AS s FROM generate_series(1, ${n}) AS g`;
-
-/** Run sql traced as a child of ctx; returns its result. */
-async function traced(client, ctx, sql) {
-	await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
-	try {
-		return await client.query(sql);
-	} finally {
-		await client.query('RESET traceprof.traceparent');
-	}
-}
 
 /** Log lines (from byte offset `from`) that show a crashed process or a failed assertion. */
 function crashLines(cluster, from = 0) {

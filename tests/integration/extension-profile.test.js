@@ -25,7 +25,7 @@ const assert = require('node:assert/strict');
 const { decodePprof } = require('./lib/pprof');
 
 const { freePort } = require('./lib/cluster');
-const { sleep, hex, newContext, waitFor, startTraced: startTracedCluster, connect } = require('./lib/traced');
+const { sleep, hex, newContext, waitFor, startTraced: startTracedCluster, connect, traced } = require('./lib/traced');
 const { startReceiver } = require('./lib/receiver');
 const { SpanKind, StatusCode } = require('./lib/otlp');
 const { startIngest } = require('./lib/ingest');
@@ -56,16 +56,6 @@ async function closeAll(...clients) {
 async function sampleStats(client) {
 	const r = (await client.query('SELECT samples_stored, samples_dropped, samples_exported FROM traceprof.stats')).rows[0];
 	return { stored: Number(r.samples_stored), dropped: Number(r.samples_dropped), exported: Number(r.samples_exported) };
-}
-
-/** Run sql as a traced statement of ctx (SET traceparent, sql, RESET); returns its result. */
-async function traced(client, ctx, sql) {
-	await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
-	try {
-		return await client.query(sql);
-	} finally {
-		await client.query('RESET traceprof.traceparent');
-	}
 }
 
 /** traceprof.spans of a trace. */

@@ -43,7 +43,7 @@ const FLAP_MS = envInt('TRACEPROF_SOAK_FLAP_MS', 3000);
 
 const newTrace = () => crypto.randomBytes(16).toString('hex');
 
-/** Run sql traced under trace in client; return the statement span's CPU ms. */
+/** Run sql in client traced under trace (a new parent span id each time). */
 async function traced(client, trace, sql) {
 	await client.query(`SET traceprof.traceparent = '00-${trace}-${crypto.randomBytes(8).toString('hex')}-01'`);
 	await client.query(sql);

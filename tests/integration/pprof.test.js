@@ -15,7 +15,7 @@ const path = require('node:path');
 const zlib = require('node:zlib');
 const { execFileSync } = require('node:child_process');
 const { Profile } = require('pprof-format');
-const { pprofTables } = require('./lib/pprof');
+const { pprofTables, profileFields } = require('./lib/pprof');
 
 const { ROOT } = require('./lib/paths');
 const { run, describe } = require('./lib/run');
@@ -105,9 +105,8 @@ function decodePprof(gz) {
 		return { address: BigInt(l.address), mappingId, fn: fn(l.line[0].functionId) };
 	};
 
-	const sampleTypes = p.sampleType.map((t) => `${s(t.type)}/${s(t.unit)}`);
 	const samples = p.sample.map((smp) => {
-		assert.equal(smp.value.length, sampleTypes.length, 'one value per sample type');
+		assert.equal(smp.value.length, p.sampleType.length, 'one value per sample type');
 		const labels = {};
 		for (const l of smp.label)
 			labels[s(l.key)] = s(l.str);
@@ -119,12 +118,7 @@ function decodePprof(gz) {
 	});
 	return {
 		raw,
-		sampleTypes,
-		periodType: p.periodType ? `${s(p.periodType.type)}/${s(p.periodType.unit)}` : null,
-		period: Number(p.period),
-		defaultSampleType: s(p.defaultSampleType),
-		timeNanos: BigInt(p.timeNanos),
-		durationNanos: BigInt(p.durationNanos),
+		...profileFields(p, s),
 		samples,
 		mappings: [...mappings.values()].map((m) => ({
 			start: BigInt(m.memoryStart), limit: BigInt(m.memoryLimit),

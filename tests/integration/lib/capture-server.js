@@ -21,6 +21,7 @@ class CaptureServer {
 		this.label = label;
 		this.requests = [];
 		this.queue = [];
+		this.defaultBehaviour = {};
 		this.waiters = [];
 		this.sockets = new Set();
 		this.hung = [];
@@ -33,10 +34,22 @@ class CaptureServer {
 		return this;
 	}
 
+	/** What to answer once the queue is empty. */
+	setDefault(behaviour) {
+		this.defaultBehaviour = behaviour;
+		return this;
+	}
+
+	/** The behaviour for the request that just arrived. */
+	_next() {
+		return this.queue.length ? this.queue.shift() : this.defaultBehaviour;
+	}
+
 	/** Forget recorded requests and scripted behaviours. */
 	reset() {
 		this.requests = [];
 		this.queue = [];
+		this.defaultBehaviour = {};
 	}
 
 	_record(req) {

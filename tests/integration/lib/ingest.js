@@ -49,23 +49,11 @@ function parseSeriesName(name) {
 class IngestServer extends CaptureServer {
 	constructor() {
 		super('ingest');
-		this.defaultBehaviour = {};
 		this.port = 0;
 	}
 
 	/** "http://127.0.0.1:PORT", what PYROSCOPE_SERVER_ADDRESS is set to. */
 	get url() { return `http://127.0.0.1:${this.port}`; }
-
-	/** What to answer once the queue is empty. */
-	setDefault(behaviour) {
-		this.defaultBehaviour = behaviour;
-		return this;
-	}
-
-	reset() {
-		super.reset();
-		this.defaultBehaviour = {};
-	}
 
 	/** Poll until pred(requests) is truthy; resolves with its value. */
 	async waitFor(pred, timeoutMs = 10000, what = 'a condition on the captured uploads') {
@@ -105,7 +93,7 @@ class IngestServer extends CaptureServer {
 					seriesError = err.message;
 				}
 			}
-			const behaviour = this.queue.length ? this.queue.shift() : this.defaultBehaviour;
+			const behaviour = this._next();
 			this._record({
 				method: req.method,
 				url: req.url,

@@ -59,9 +59,8 @@ function decodePprof(gz) {
 		assert.ok(f, `function ${l.line[0].functionId} is referenced but missing`);
 		return s(f.name);
 	};
-	const sampleTypes = p.sampleType.map((t) => `${s(t.type)}/${s(t.unit)}`);
 	const samples = p.sample.map((smp) => {
-		assert.equal(smp.value.length, sampleTypes.length, 'one value per sample type');
+		assert.equal(smp.value.length, p.sampleType.length, 'one value per sample type');
 		assert.ok(smp.locationId.length > 0, 'a sample has a stack');
 		const labels = {};
 		for (const l of smp.label) {
@@ -76,15 +75,19 @@ function decodePprof(gz) {
 	// Re-encoding gives the same bytes: nothing was skipped while decoding.
 	assert.equal(Buffer.compare(Buffer.from(Profile.decode(raw).encode()), raw), 0,
 		'pprof-format re-encodes the profile to the same bytes');
+	return { ...profileFields(p, s), samples };
+}
+
+/** The profile-wide fields of p, strings resolved through s. */
+function profileFields(p, s) {
 	return {
-		sampleTypes,
+		sampleTypes: p.sampleType.map((t) => `${s(t.type)}/${s(t.unit)}`),
 		periodType: p.periodType ? `${s(p.periodType.type)}/${s(p.periodType.unit)}` : null,
 		period: Number(p.period),
 		defaultSampleType: s(p.defaultSampleType),
 		timeNanos: BigInt(p.timeNanos),
 		durationNanos: BigInt(p.durationNanos),
-		samples,
 	};
 }
 
-module.exports = { pprofTables, decodePprof };
+module.exports = { pprofTables, profileFields, decodePprof };

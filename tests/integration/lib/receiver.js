@@ -62,26 +62,10 @@ class Receiver extends CaptureServer {
 		this.httpPort = 0;
 		this.grpcPort = 0;
 		this.sessions = new Set();
-		this.defaultBehaviour = {};
 	}
 
 	get httpEndpoint() { return `http://127.0.0.1:${this.httpPort}`; }
 	get grpcEndpoint() { return `127.0.0.1:${this.grpcPort}`; }
-
-	_next() {
-		return this.queue.length ? this.queue.shift() : this.defaultBehaviour;
-	}
-
-	/** What to answer once the queue is empty. */
-	setDefault(behaviour) {
-		this.defaultBehaviour = behaviour;
-		return this;
-	}
-
-	reset() {
-		super.reset();
-		this.defaultBehaviour = {};
-	}
 
 	/** Stop listening on the HTTP/1.1 port and drop its connections. */
 	pause() {

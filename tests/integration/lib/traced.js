@@ -62,4 +62,14 @@ async function connect(cluster, user = 'postgres', database = 'app', options = u
 	return client;
 }
 
-module.exports = { sleep, hex, newContext, waitFor, startTraced, connect };
+/** Run sql as a traced statement of ctx (SET traceparent, sql, RESET); returns its result. */
+async function traced(client, ctx, sql) {
+	await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+	try {
+		return await client.query(sql);
+	} finally {
+		await client.query('RESET traceprof.traceparent');
+	}
+}
+
+module.exports = { sleep, hex, newContext, waitFor, startTraced, connect, traced };
