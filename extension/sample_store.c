@@ -94,12 +94,14 @@ typedef struct SampleVisit
 } SampleVisit;
 
 static bool
-visit_sample(const void *record, void *arg)
+visit_sample(const void *record, Size len, void *arg)
 {
 	SampleVisit *v = arg;
 	TraceprofSample *sample = (TraceprofSample *) record;
 
-	sample->depth = Min(sample->depth, TRACEPROF_MAX_FRAMES);
+	if (len < offsetof(TraceprofSample, frames))
+		return true;
+	sample->depth = Min(sample->depth, (len - offsetof(TraceprofSample, frames)) / sizeof(uint32));
 	return v->visit(sample, v->arg);
 }
 

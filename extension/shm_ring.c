@@ -6,6 +6,7 @@
 typedef struct RingSlot
 {
 	pg_atomic_uint64 seq;		/* position + 1 when published, 0 while written */
+	uint32		len;			/* bytes of data in use */
 	char		data[FLEXIBLE_ARRAY_MEMBER];
 } RingSlot;
 
@@ -16,7 +17,6 @@ struct ShmRing
 	pg_atomic_uint64 next_write;	/* next position to claim */
 	pg_atomic_uint64 exported_upto; /* positions below were exported */
 	pg_atomic_uint64 view_base;		/* positions below were reset away */
-	pg_atomic_uint64 written;
 	pg_atomic_uint64 dropped;
 	pg_atomic_uint64 exported;
 	char		slots[FLEXIBLE_ARRAY_MEMBER];
@@ -49,7 +49,6 @@ shm_ring_init(ShmRing *ring, int capacity, Size record_size)
 	pg_atomic_init_u64(&ring->next_write, 0);
 	pg_atomic_init_u64(&ring->exported_upto, 0);
 	pg_atomic_init_u64(&ring->view_base, 0);
-	pg_atomic_init_u64(&ring->written, 0);
 	pg_atomic_init_u64(&ring->dropped, 0);
 	pg_atomic_init_u64(&ring->exported, 0);
 	for (int i = 0; i < capacity; i++)
@@ -78,30 +77,38 @@ shm_ring_write(ShmRing *ring, const void *record, Size len, bool keep_unexported
 	slot = slot_at(ring, position);
 	pg_atomic_write_u64(&slot->seq, 0);
 	pg_write_barrier();
-	memcpy(slot->data, record, Min(len, ring->record_size));
+	slot->len = Min(len, ring->record_size);
+	memcpy(slot->data, record, slot->len);
 	pg_write_barrier();
+
+	/*
+	 * A plain store publishes the record.  No locked instruction may follow
+	 * the copy: it would wait for every store to the slot's cold cache lines
+	 * (measured: most of the cost of storing a span).
+	 */
 	pg_atomic_write_u64(&slot->seq, position + 1);
-	pg_atomic_fetch_add_u64(&ring->written, 1);
 	*pending = position + 1 - pg_atomic_read_u64(&ring->exported_upto);
 	return true;
 }
 
 /*
- * Copy the record at position into buf.  False if its slot is being
- * written or was overwritten by a later position.
+ * Copy the record at position into buf and return its length; -1 if its
+ * slot is being written or was overwritten by a later position.
  */
-static bool
+static int
 read_slot(ShmRing *ring, uint64 position, void *buf)
 {
 	RingSlot   *slot = slot_at(ring, position);
 	uint64		before = pg_atomic_read_u64(&slot->seq);
+	Size		len;
 
 	if (before != position + 1)
-		return false;
+		return -1;
 	pg_read_barrier();
-	memcpy(buf, slot->data, ring->record_size);
+	len = Min(slot->len, ring->record_size);
+	memcpy(buf, slot->data, len);
 	pg_read_barrier();
-	return pg_atomic_read_u64(&slot->seq) == before;
+	return pg_atomic_read_u64(&slot->seq) == before ? (int) len : -1;
 }
 
 void
@@ -112,8 +119,12 @@ shm_ring_scan_retained(ShmRing *ring, void *buf, ShmRingVisitor visit, void *arg
 
 	start = Max(start, pg_atomic_read_u64(&ring->view_base));
 	for (uint64 position = start; position < end; position++)
-		if (read_slot(ring, position, buf) && !visit(buf, arg))
+	{
+		int			len = read_slot(ring, position, buf);
+
+		if (len >= 0 && !visit(buf, len, arg))
 			break;
+	}
 }
 
 uint64
@@ -128,10 +139,13 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 		position = end - ring->capacity;
 	for (; position < end && visited < max; position++, visited++)
 	{
+		int			len;
+
 		if (pg_atomic_read_u64(&slot_at(ring, position)->seq) == 0)
 			break;				/* a writer is mid-copy: next round */
-		if (read_slot(ring, position, buf))
-			visit(buf, arg);
+		len = read_slot(ring, position, buf);
+		if (len >= 0)
+			visit(buf, len, arg);
 	}
 	return position;
 }
@@ -162,7 +176,8 @@ shm_ring_counts(ShmRing *ring, bool keep_unexported, ShmRingCounts *counts)
 	uint64		end = pg_atomic_read_u64(&ring->next_write);
 	uint64		exported_upto = pg_atomic_read_u64(&ring->exported_upto);
 
-	counts->written = pg_atomic_read_u64(&ring->written);
+	/* Every claimed position was written: no counter shared by all writers. */
+	counts->written = end - pg_atomic_read_u64(&ring->view_base);
 	counts->dropped = pg_atomic_read_u64(&ring->dropped);
 	counts->exported = pg_atomic_read_u64(&ring->exported);
 	counts->pending = keep_unexported ?
@@ -174,7 +189,6 @@ void
 shm_ring_reset(ShmRing *ring)
 {
 	pg_atomic_write_u64(&ring->view_base, pg_atomic_read_u64(&ring->next_write));
-	pg_atomic_write_u64(&ring->written, 0);
 	pg_atomic_write_u64(&ring->dropped, 0);
 	pg_atomic_write_u64(&ring->exported, 0);
 }

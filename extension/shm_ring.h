@@ -17,7 +17,8 @@
 
 typedef struct ShmRing ShmRing;
 
-typedef bool (*ShmRingVisitor) (const void *record, void *arg);
+/* record: len bytes, as written */
+typedef bool (*ShmRingVisitor) (const void *record, Size len, void *arg);
 
 extern Size shm_ring_size(int capacity, Size record_size);
 extern void shm_ring_init(ShmRing *ring, int capacity, Size record_size);

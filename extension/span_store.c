@@ -11,6 +11,7 @@
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "storage/shmem.h"
+#include "utils/memutils.h"
 
 #include "shm_ring.h"
 #include "traceprof.h"
@@ -29,6 +30,74 @@ typedef struct SpanStore
 
 static SpanStore *store;
 static ShmRing *ring;
+
+/* The packed form starts with every field before the strings. */
+#define PACKED_FIXED offsetof(TraceprofSpan, name)
+
+static char *
+pack_string(char *out, const char *s, Size size)
+{
+	Size		len = strnlen(s, size - 1);
+
+	memcpy(out, s, len);
+	out[len] = '\0';
+	return out + len + 1;
+}
+
+/* span into out (TraceprofSpanSize() bytes suffice); returns the length. */
+static Size
+span_pack(const TraceprofSpan *span, char *out)
+{
+	char	   *p = out + PACKED_FIXED;
+
+	memcpy(out, span, PACKED_FIXED);
+	p = pack_string(p, span->name, sizeof(span->name));
+	p = pack_string(p, span->operation, sizeof(span->operation));
+	p = pack_string(p, span->collection, sizeof(span->collection));
+	p = pack_string(p, span->dbname, sizeof(span->dbname));
+	p = pack_string(p, span->username, sizeof(span->username));
+	p = pack_string(p, span->message, sizeof(span->message));
+	memcpy(p, span->query, span->query_len);
+	p[span->query_len] = '\0';
+	return p + span->query_len + 1 - out;
+}
+
+/* One string of a packed span; NULL past end (a record that cannot be). */
+static const char *
+unpack_string(const char *in, const char *end, char *s, Size size)
+{
+	const char *nul = in < end ? memchr(in, '\0', end - in) : NULL;
+	Size		len;
+
+	if (nul == NULL)
+		return NULL;
+	len = Min((Size) (nul - in), size - 1);
+	memcpy(s, in, len);
+	s[len] = '\0';
+	return nul + 1;
+}
+
+static bool
+span_unpack(const char *in, Size len, TraceprofSpan *span)
+{
+	const char *end = in + len;
+	const char *p = in + PACKED_FIXED;
+
+	if (len < PACKED_FIXED)
+		return false;
+	memcpy(span, in, PACKED_FIXED);
+	if ((p = unpack_string(p, end, span->name, sizeof(span->name))) == NULL ||
+		(p = unpack_string(p, end, span->operation, sizeof(span->operation))) == NULL ||
+		(p = unpack_string(p, end, span->collection, sizeof(span->collection))) == NULL ||
+		(p = unpack_string(p, end, span->dbname, sizeof(span->dbname))) == NULL ||
+		(p = unpack_string(p, end, span->username, sizeof(span->username))) == NULL ||
+		(p = unpack_string(p, end, span->message, sizeof(span->message))) == NULL ||
+		unpack_string(p, end, span->query, traceprof_max_query_length + 1) == NULL)
+		return false;
+	span->sqlstate[sizeof(span->sqlstate) - 1] = '\0';
+	span->query_len = strlen(span->query);
+	return true;
+}
 
 Size
 span_store_shmem_size(void)
@@ -66,12 +135,15 @@ traceprof_export_enabled(void)
 void
 span_store_write(const TraceprofSpan *span)
 {
+	static char *packed;
 	uint64		pending;
 	Latch	   *exporter;
 
 	if (store == NULL)
 		return;
-	if (!shm_ring_write(ring, span, offsetof(TraceprofSpan, query) + span->query_len + 1,
+	if (packed == NULL)
+		packed = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
+	if (!shm_ring_write(ring, packed, span_pack(span, packed),
 						traceprof_export_enabled(), &pending))
 		return;
 	/*
@@ -95,38 +167,40 @@ typedef struct SpanVisit
 {
 	SpanVisitor visit;
 	void	   *arg;
+	TraceprofSpan *span;		/* unpacked here */
 } SpanVisit;
 
-/* A copy that raced a writer was rejected by the ring; terminate anyway. */
+/* Copies that raced a writer were rejected by the ring; bound reads anyway. */
 static bool
-visit_span(const void *record, void *arg)
+visit_span(const void *record, Size len, void *arg)
 {
 	SpanVisit  *v = arg;
-	TraceprofSpan *span = (TraceprofSpan *) record;
 
-	span->query_len = Min(Max(span->query_len, 0), traceprof_max_query_length);
-	span->query[span->query_len] = '\0';
-	return v->visit(span, v->arg);
+	if (!span_unpack(record, len, v->span))
+		return true;
+	return v->visit(v->span, v->arg);
 }
 
 void
 span_store_scan_retained(SpanVisitor visit, void *arg)
 {
-	SpanVisit	v = {visit, arg};
+	SpanVisit	v = {visit, arg, palloc(TraceprofSpanSize())};
 	void	   *buf = palloc(TraceprofSpanSize());
 
 	shm_ring_scan_retained(ring, buf, visit_span, &v);
 	pfree(buf);
+	pfree(v.span);
 }
 
 uint64
 span_store_read_unexported(SpanVisitor visit, void *arg, int max)
 {
-	SpanVisit	v = {visit, arg};
+	SpanVisit	v = {visit, arg, palloc(TraceprofSpanSize())};
 	void	   *buf = palloc(TraceprofSpanSize());
 	uint64		upto = shm_ring_read_unexported(ring, buf, visit_span, &v, max);
 
 	pfree(buf);
+	pfree(v.span);
 	return upto;
 }
 

@@ -258,7 +258,9 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	if (span->record == NULL)
 		span->record = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
 	r = span->record;
-	memset(r, 0, offsetof(TraceprofSpan, query));
+	/* Every string is set below but the message, which only errors have. */
+	memset(r, 0, offsetof(TraceprofSpan, name));
+	r->message[0] = '\0';
 	memcpy(r->trace_id, parent->context.trace_id, TP_TRACE_ID_BYTES);
 	if (parent->remote || parent->nested)
 		memcpy(r->parent_span_id, parent->context.span_id, TP_SPAN_ID_BYTES);

@@ -56,8 +56,11 @@ extern tp_span_context traceprof_guc_context;
 #define SPAN_STATUS_ERROR 2
 
 /*
- * One finished span as stored in shared memory.  Fixed size apart from the
- * query text, whose room is traceprof.max_query_length bytes.
+ * One span, as a backend builds it and as readers get it back.  Shared
+ * memory keeps it packed (span_store.c): the fields before name, then the
+ * strings back to back, so a short statement's span takes a few cache lines
+ * instead of the ~900 bytes its arrays span.  The query text's room is
+ * traceprof.max_query_length bytes.
  */
 typedef struct TraceprofSpan
 {
@@ -82,6 +85,7 @@ typedef struct TraceprofSpan
 	int64		shared_blks_read;
 	int64		wal_bytes;
 	int64		planning_ns;	/* -1 when the statement was not planned */
+	int32		query_len;
 	char		sqlstate[6];
 	char		name[2 * NAMEDATALEN];
 	char		operation[NAMEDATALEN];
@@ -89,8 +93,7 @@ typedef struct TraceprofSpan
 	char		dbname[NAMEDATALEN];
 	char		username[NAMEDATALEN];
 	char		message[256];
-	int32		query_len;
-	char		query[FLEXIBLE_ARRAY_MEMBER];	/* NUL-terminated */
+	char		query[FLEXIBLE_ARRAY_MEMBER];	/* NUL-terminated, query_len bytes */
 } TraceprofSpan;
 
 #define TraceprofSpanSize() \

@@ -86,3 +86,20 @@ SET traceprof.traceparent = '';
 SELECT name, attributes->>'db.collection.name' AS collection
   FROM traceprof.spans WHERE kind = 'server' AND attributes->>'db.operation.name' = 'SELECT'
  ORDER BY start_time;
+-- Spans are stored packed: every string at its longest comes back whole
+-- (a 63-byte table name, a message cut to 255 bytes, a multibyte query
+-- text cut to traceprof.max_query_length bytes on a character boundary).
+SELECT traceprof.reset();
+CREATE TABLE t23456789_123456789_123456789_123456789_123456789_123456789_123 (x int);
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+SET traceprof.query_text = 'full';
+SELECT format('SELECT count(*) FROM t23456789_123456789_123456789_123456789_123456789_123456789_123 WHERE x::text <> %L',
+              repeat('é', 600)) \gexec
+DO $$ BEGIN RAISE EXCEPTION '%', repeat('m', 400); END $$;
+RESET traceprof.query_text;
+SET traceprof.traceparent = '';
+SELECT name, attributes->>'db.collection.name' AS collection,
+       octet_length(query) AS query_bytes, right(query, 3) AS query_end,
+       octet_length(status_message) AS message_bytes, attributes->>'error.type' AS sqlstate
+  FROM traceprof.spans WHERE kind = 'server' AND name NOT IN ('SET', 'RESET') ORDER BY start_time;
+DROP TABLE t23456789_123456789_123456789_123456789_123456789_123456789_123;
