@@ -32,7 +32,7 @@
 #define SCOPE_VERSION "0.1.0"
 
 /*
- * One request's spans: copies of their records and OTLP views of them.
+ * One request's spans: their records, unpacked, and OTLP views of them.
  * Kept for the worker's life, so a round allocates nothing per span.
  */
 typedef struct Batch
@@ -105,17 +105,6 @@ batch_reserve(int capacity)
 	return false;
 }
 
-static bool
-add_to_batch(const TraceprofSpan *span, void *arg)
-{
-	int			i = batch.count++;
-	TraceprofSpan *copy = (TraceprofSpan *) (batch.records + i * TraceprofSpanSize());
-
-	memcpy(copy, span, offsetof(TraceprofSpan, query) + span->query_len + 1);
-	span_view(copy, true, &batch.attrs[i], &batch.spans[i]);
-	batch.span_list[i] = &batch.spans[i];
-	return true;
-}
 
 static void
 batch_clear(void)
@@ -172,7 +161,13 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 
 	if (!batch_reserve(traceprof_export_batch_size))
 		return -1;
-	upto = span_store_read_unexported(add_to_batch, NULL, traceprof_export_batch_size);
+	upto = span_store_read_unexported(batch.records, traceprof_export_batch_size, &batch.count);
+	for (int i = 0; i < batch.count; i++)
+	{
+		span_view((TraceprofSpan *) (batch.records + i * TraceprofSpanSize()), true,
+				  &batch.attrs[i], &batch.spans[i]);
+		batch.span_list[i] = &batch.spans[i];
+	}
 	if (batch.count == 0)
 	{
 		span_store_mark_exported(upto, 0);	/* only skipped slots, if any */

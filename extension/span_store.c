@@ -192,15 +192,31 @@ span_store_scan_retained(SpanVisitor visit, void *arg)
 	pfree(v.span);
 }
 
-uint64
-span_store_read_unexported(SpanVisitor visit, void *arg, int max)
+typedef struct UnpackInto
 {
-	SpanVisit	v = {visit, arg, palloc(TraceprofSpanSize())};
+	char	   *spans;
+	int			count;
+} UnpackInto;
+
+static bool
+unpack_next(const void *record, Size len, void *arg)
+{
+	UnpackInto *into = arg;
+
+	if (span_unpack(record, len, (TraceprofSpan *) (into->spans + into->count * TraceprofSpanSize())))
+		into->count++;
+	return true;
+}
+
+uint64
+span_store_read_unexported(char *spans, int max, int *count)
+{
+	UnpackInto	into = {spans, 0};
 	void	   *buf = palloc(TraceprofSpanSize());
-	uint64		upto = shm_ring_read_unexported(ring, buf, visit_span, &v, max);
+	uint64		upto = shm_ring_read_unexported(ring, buf, unpack_next, &into, max);
 
 	pfree(buf);
-	pfree(v.span);
+	*count = into.count;
 	return upto;
 }
 

@@ -123,7 +123,8 @@ extern void span_store_shmem_startup(void);
 extern void span_store_write(const TraceprofSpan *span);
 extern void span_store_count_malformed(void);
 extern void span_store_scan_retained(SpanVisitor visit, void *arg);
-extern uint64 span_store_read_unexported(SpanVisitor visit, void *arg, int max);
+/* Up to max spans not yet exported, into spans (TraceprofSpanSize() bytes each). */
+extern uint64 span_store_read_unexported(char *spans, int max, int *count);
 extern void span_store_mark_exported(uint64 upto, int count);
 extern void span_store_mark_rejected(uint64 upto, int count);
 extern void span_store_export_failed(const char *message);
