@@ -26,7 +26,7 @@ static ShmRing *ring;
 Size
 sample_store_shmem_size(void)
 {
-	return add_size(MAXALIGN(sizeof(FrameCounts)),
+	return add_size(CACHELINEALIGN(sizeof(FrameCounts)),
 					shm_ring_size(traceprof_max_samples, sizeof(TraceprofSample)));
 }
 
@@ -36,7 +36,7 @@ sample_store_shmem_startup(void)
 	bool		found;
 
 	frames = ShmemInitStruct("traceprof samples", sample_store_shmem_size(), &found);
-	ring = (ShmRing *) ((char *) frames + MAXALIGN(sizeof(FrameCounts)));
+	ring = (ShmRing *) ((char *) frames + CACHELINEALIGN(sizeof(FrameCounts)));
 	if (found)
 		return;
 	pg_atomic_init_u64(&frames->named, 0);

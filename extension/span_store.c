@@ -102,7 +102,7 @@ span_unpack(const char *in, Size len, TraceprofSpan *span)
 Size
 span_store_shmem_size(void)
 {
-	return add_size(MAXALIGN(sizeof(SpanStore)),
+	return add_size(CACHELINEALIGN(sizeof(SpanStore)),
 					shm_ring_size(traceprof_max_spans, TraceprofSpanSize()));
 }
 
@@ -112,7 +112,7 @@ span_store_shmem_startup(void)
 	bool		found;
 
 	store = ShmemInitStruct("traceprof spans", span_store_shmem_size(), &found);
-	ring = (ShmRing *) ((char *) store + MAXALIGN(sizeof(SpanStore)));
+	ring = (ShmRing *) ((char *) store + CACHELINEALIGN(sizeof(SpanStore)));
 	if (found)
 		return;
 	pg_atomic_init_u64(&store->export_failures, 0);
