@@ -82,7 +82,11 @@ void		tp_sampler_resume(void);
 /* Disarm, restore the previous SIGPROF disposition and free the ring. */
 void		tp_sampler_stop(void);
 
-/* Make labels current for samples taken from now on (async-signal-safe). */
+/*
+ * Make labels current for samples taken from now on.  Call it from the
+ * sampled thread, not from a signal handler; the sampler's handler may
+ * interrupt it at any instant and reads whole labels.
+ */
 void		tp_sampler_set_labels(const tp_sample_labels *labels);
 
 /*
