@@ -92,6 +92,7 @@ static uint64 flush_named;
 static uint64 flush_total;
 
 static SamplerState state = SAMPLER_NOT_STARTED;
+static bool span_open;			/* a traced span is open (last arm_for) */
 static int	started_hz;			/* the running sampler's settings */
 static int	started_mode;
 static uint64 dropped_reported;	/* sampler ring overflows already counted */
@@ -101,11 +102,11 @@ static uint64 pc_cache_generation;	/* executor_names generation it reflects */
 static tp_jit_code *jit_code;	/* created when a frame is in no module */
 
 static bool
-want_sampling(const TraceprofSpan *innermost)
+want_sampling(int profile, bool in_span)
 {
-	if (traceprof_profile == PROFILE_OFF)
+	if (profile == PROFILE_OFF)
 		return false;
-	return traceprof_profile == PROFILE_ALL || innermost != NULL;
+	return profile == PROFILE_ALL || in_span;
 }
 
 static void
@@ -159,8 +160,10 @@ profiler_is_sampling(void)
 static void
 arm_for(const TraceprofSpan *innermost)
 {
-	bool		want = want_sampling(innermost);
+	bool		want;
 
+	span_open = innermost != NULL;
+	want = want_sampling(traceprof_profile, span_open);
 	if (state == SAMPLER_UNAVAILABLE)
 		return;
 	if (want)
@@ -173,6 +176,22 @@ arm_for(const TraceprofSpan *innermost)
 		state = SAMPLER_RUNNING;
 	}
 	else if (!want && state == SAMPLER_RUNNING)
+	{
+		tp_sampler_pause();
+		state = SAMPLER_PAUSED;
+	}
+}
+
+/*
+ * traceprof.profile is being set (SET, or its revert at transaction end).
+ * Turning sampling off takes effect now: otherwise the timer would run on
+ * until the next statement starts, sampling its parse and plan for no one.
+ * Turning it on waits for the next statement or span.
+ */
+void
+profiler_profile_assigned(int profile)
+{
+	if (state == SAMPLER_RUNNING && !want_sampling(profile, span_open))
 	{
 		tp_sampler_pause();
 		state = SAMPLER_PAUSED;

@@ -124,6 +124,12 @@ assign_traceparent(const char *newval, void *extra)
 }
 
 static void
+assign_profile(int newval, void *extra)
+{
+	profiler_profile_assigned(newval);
+}
+
+static void
 define_gucs(void)
 {
 	DefineCustomStringVariable("traceprof.traceparent",
@@ -188,7 +194,7 @@ define_gucs(void)
 	DefineCustomEnumVariable("traceprof.profile",
 							 "When backends sample their stacks: traced (while a traced span is open), all, or off.",
 							 NULL, &traceprof_profile, PROFILE_TRACED, profile_options, PGC_SUSET, 0,
-							 NULL, NULL, NULL);
+							 NULL, assign_profile, NULL);
 	DefineCustomEnumVariable("traceprof.profile_mode",
 							 "What the sampling timer counts: cpu (the backend's CPU time) or wall (elapsed time).",
 							 "Takes effect in backends that have not sampled yet.",

@@ -221,6 +221,7 @@ extern int64 function_names_overflow(void);
 
 /* backend_profiler.c: the sampler's life in a backend */
 extern void profiler_statement_start(const TraceprofSpan *innermost);
+extern void profiler_profile_assigned(int profile);
 extern void profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root);
 extern void profiler_flush(void);
 extern bool profiler_is_sampling(void);

@@ -330,17 +330,30 @@ describe('profiles in SQL (one cluster)', () => {
 		});
 
 		await t.test('after profile = all, switching back to traced (or off) stops sampling untraced statements', async () => {
+			// Immutable calls on constants are folded by the planner: all of
+			// this statement's CPU is spent before ExecutorStart.  The switch
+			// must stop the timer at once, not at the next statement's start.
+			const planTimeSql = "SELECT length(sha256(repeat('x', 20000000)::bytea)) AS n";
+			const untraced = [cpuSql(N), planTimeSql];
+			const switches = [
+				['SET traceprof.profile = traced'],
+				['SET traceprof.profile = off'],
+				['BEGIN', "SET LOCAL traceprof.profile = 'all'", 'SELECT 1', 'COMMIT'],
+			];
 			try {
-				await session.query("SET traceprof.profile = 'all'");
-				await session.query('SELECT 1');
-				await session.query('SET traceprof.profile = traced');
-				let d = await measure(() => session.query(cpuSql(N)));
-				assert.equal(d, 0, `profile = traced (after all, same backend): an untraced statement stores no sample, stored ${d}`);
-				await session.query("SET traceprof.profile = 'all'");
-				await session.query('SELECT 1');
-				await session.query('SET traceprof.profile = off');
-				d = await measure(() => session.query(cpuSql(N)));
-				assert.equal(d, 0, `profile = off (after all, same backend): nothing is sampled, stored ${d}`);
+				for (const statements of switches) {
+					for (const sql of untraced) {
+						if (statements.length === 1) {
+							await session.query("SET traceprof.profile = 'all'");
+							await session.query('SELECT 1');
+						}
+						for (const statement of statements)
+							await session.query(statement);
+						const d = await measure(() => session.query(sql));
+						assert.equal(d, 0, `after ${statements.join('; ')} (profile = all before, same backend): ` +
+							`${sql} stores no sample, stored ${d}`);
+					}
+				}
 			} finally {
 				await session.query('RESET traceprof.profile').catch(() => {});
 			}
