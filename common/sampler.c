@@ -483,6 +483,7 @@ void
 tp_sampler_get_stats(tp_sampler_stats *stats)
 {
 	stats->samples = atomic_load_explicit(&ring_head, memory_order_relaxed);
+	stats->waiting = stats->samples - atomic_load_explicit(&ring_tail, memory_order_relaxed);
 	stats->dropped = atomic_load_explicit(&stat_dropped, memory_order_relaxed);
 	stats->truncated = atomic_load_explicit(&stat_truncated, memory_order_relaxed);
 }

@@ -53,6 +53,7 @@ typedef struct tp_sample
 typedef struct tp_sampler_stats
 {
 	uint64_t	samples;		/* stored in the ring */
+	uint64_t	waiting;		/* stored, not drained yet */
 	uint64_t	dropped;		/* ring full */
 	uint64_t	truncated;		/* stack deeper than TP_SAMPLER_MAX_FRAMES */
 } tp_sampler_stats;

@@ -205,10 +205,72 @@ profiler_statement_start(const TraceprofSpan *innermost)
 	arm_for(innermost);
 }
 
+/*
+ * Samples name their span (traceprof.profile(), the span_name label), but
+ * most spans get no sample: interning every span's name would cost more
+ * than the sampler itself.  So labels carry ids only, and a span's name is
+ * interned when it stops being labelled and samples were taken meanwhile;
+ * store_sample finds it by span id.
+ */
+typedef struct SampledSpan
+{
+	uint8		span_id[TP_SPAN_ID_BYTES];	/* hash key */
+	uint32		name_id;
+} SampledSpan;
+
+static HTAB *sampled_spans;		/* since the last flush */
+static const TraceprofSpan *labelled;	/* the span samples are labelled with */
+static uint8 labelled_id[TP_SPAN_ID_BYTES];	/* its id then (the record is reused) */
+static uint64 samples_before_label; /* the sampler's count when it was labelled */
+
+static void
+remember_span_name(const TraceprofSpan *span)
+{
+	SampledSpan *entry;
+	bool		found;
+
+	if (sampled_spans == NULL)
+	{
+		HASHCTL		info;
+
+		memset(&info, 0, sizeof(info));
+		info.keysize = TP_SPAN_ID_BYTES;
+		info.entrysize = sizeof(SampledSpan);
+		info.hcxt = TopMemoryContext;
+		sampled_spans = hash_create("traceprof sampled spans", 64, &info,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	entry = hash_search(sampled_spans, span->span_id, HASH_ENTER, &found);
+	if (!found)
+		entry->name_id = function_names_intern(span->name);
+}
+
+/* The labelled span, if its record still holds it, is named for its samples. */
+static void
+name_labelled_span(void)
+{
+	if (labelled != NULL && memcmp(labelled->span_id, labelled_id, TP_SPAN_ID_BYTES) == 0)
+		remember_span_name(labelled);
+}
+
+static uint32
+sampled_span_name_id(const uint8 *span_id)
+{
+	SampledSpan *entry;
+
+	if (sampled_spans == NULL)
+		return 0;
+	entry = hash_search(sampled_spans, span_id, HASH_FIND, NULL);
+	return entry ? entry->name_id : 0;
+}
+
 void
 profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root)
 {
+	const TraceprofSpan *next = NULL;
 	tp_sample_labels labels;
+	tp_sampler_stats before;
+	tp_sampler_stats after;
 
 	arm_for(innermost);
 	if (state == SAMPLER_NOT_STARTED || state == SAMPLER_UNAVAILABLE)
@@ -216,13 +278,24 @@ profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root)
 	memset(&labels, 0, sizeof(labels));
 	if (innermost != NULL)
 	{
-		const TraceprofSpan *labelled = traceprof_profile_root_span_only && root ? root : innermost;
-
-		memcpy(labels.trace_id, labelled->trace_id, TP_TRACE_ID_BYTES);
-		memcpy(labels.span_id, labelled->span_id, TP_SPAN_ID_BYTES);
-		labels.span_name_id = function_names_intern(labelled->name);
+		next = traceprof_profile_root_span_only && root ? root : innermost;
+		memcpy(labels.trace_id, next->trace_id, TP_TRACE_ID_BYTES);
+		memcpy(labels.span_id, next->span_id, TP_SPAN_ID_BYTES);
 	}
+
+	/*
+	 * A sample between the two counts may carry either labels: both spans
+	 * count it (a name too many is harmless, a missing one is not).
+	 */
+	tp_sampler_get_stats(&before);
 	tp_sampler_set_labels(&labels);
+	tp_sampler_get_stats(&after);
+	if (after.samples != samples_before_label)
+		name_labelled_span();
+	labelled = next;
+	if (next != NULL)
+		memcpy(labelled_id, next->span_id, TP_SPAN_ID_BYTES);
+	samples_before_label = before.samples;
 }
 
 /*
@@ -338,7 +411,7 @@ store_sample(const tp_sample *sample, void *arg)
 
 	memcpy(record.trace_id, sample->labels.trace_id, TP_TRACE_ID_BYTES);
 	memcpy(record.span_id, sample->labels.span_id, TP_SPAN_ID_BYTES);
-	record.span_name_id = sample->labels.span_name_id;
+	record.span_name_id = sampled_span_name_id(sample->labels.span_id);
 	record.time_ns = (int64) sample->time_ns;
 	record.pid = MyProcPid;
 	record.weight = sample->weight;
@@ -438,6 +511,10 @@ profiler_flush(void)
 
 	if (state == SAMPLER_NOT_STARTED || state == SAMPLER_UNAVAILABLE)
 		return;
+	/* Most statements end with nothing sampled: two loads, then done. */
+	tp_sampler_get_stats(&stats);
+	if (stats.waiting == 0 && stats.dropped == dropped_reported)
+		return;
 	if (symbols == NULL)
 	{
 		HASHCTL		info;
@@ -466,10 +543,21 @@ profiler_flush(void)
 			hash_search(pc_cache, entry, HASH_REMOVE, NULL);
 		pc_cache_generation = executor_names_generation();
 	}
+	/* A flush inside a span (a changed rate): its samples need its name now. */
+	name_labelled_span();
 	flush_named = flush_total = 0;
 	tp_sampler_drain(symbols ? store_sample : discard_sample, NULL);
+	if (sampled_spans != NULL && hash_get_num_entries(sampled_spans) > 0)
+	{
+		HASH_SEQ_STATUS scan;
+		SampledSpan *entry;
+
+		hash_seq_init(&scan, sampled_spans);
+		while ((entry = hash_seq_search(&scan)) != NULL)
+			hash_search(sampled_spans, entry->span_id, HASH_REMOVE, NULL);
+	}
 	sample_store_count_frames(flush_named, flush_total);
-	tp_sampler_get_stats(&stats);
+	tp_sampler_get_stats(&stats);	/* again: drops while draining count too */
 	sample_store_count_lost(stats.dropped - dropped_reported);
 	dropped_reported = stats.dropped;
 }

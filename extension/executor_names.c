@@ -96,11 +96,14 @@ node_function(NodeTag tag)
 static void
 learn(const void *function, const char *name)
 {
+	/* Addresses learned already: every plan repeats them (no hash probe). */
+	static uintptr_t recent[64];
 	uintptr_t	start = (uintptr_t) function;
+	uintptr_t  *memo = &recent[(start >> 4) % lengthof(recent)];
 	LearnedFunction *entry;
 	bool		found;
 
-	if (start == 0)
+	if (start == 0 || *memo == start)
 		return;
 	entry = hash_search(learned, &start, HASH_ENTER, &found);
 	if (!found)
@@ -108,6 +111,7 @@ learn(const void *function, const char *name)
 		entry->name = name;
 		generation++;
 	}
+	*memo = start;
 }
 
 /* An interpreted expression runs ExecInterpExpr, unless a fast path won. */

@@ -2,10 +2,10 @@
  * function_names.c - a shared table of frame names, so stored samples hold
  * small ids instead of strings.
  *
- * Backends intern names when they store samples (never in the signal
- * handler); a backend-local cache keeps the shared lock off the common
- * path.  The table is fixed-size: once full, new names map to one overflow
- * id, counted, and the profile says so.
+ * Backends intern names when they store samples and label them with a
+ * span's name (never in the signal handler); a backend-local cache keeps
+ * the shared lock off the common path.  The table is fixed-size: once
+ * full, new names map to one overflow id, counted, and the profile says so.
  */
 #include "postgres.h"
 
@@ -13,7 +13,6 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
-#include "utils/memutils.h"
 
 #include "traceprof.h"
 
@@ -31,9 +30,22 @@ typedef struct NameTable
 	char		names[FLEXIBLE_ARRAY_MEMBER];	/* [id] -> name */
 } NameTable;
 
+/*
+ * The local cache is direct-mapped: a name's slot holds the id it had last
+ * (the shared table keeps the text, so a hit costs a hash and a compare).
+ * Names that collide just take the shared path more often.
+ */
+typedef struct CachedName
+{
+	uint32		hash;
+	uint32		id;				/* 0: empty */
+} CachedName;
+
+#define LOCAL_CACHE_SLOTS 4096	/* a power of two */
+
 static NameTable *table;
 static HTAB *shared_index;
-static HTAB *local_cache;
+static CachedName local_cache[LOCAL_CACHE_SLOTS];
 
 static Size
 names_size(void)
@@ -110,37 +122,42 @@ shared_lookup(const char *key)
 	return id;
 }
 
+/*
+ * The cache slot's hash: length, first and last eight bytes.  Weak, but a
+ * hit is confirmed by comparing the whole name, and it is a third of the
+ * cost of hashing every byte (spans are labelled three times a statement).
+ */
+static uint32
+quick_hash(const char *name, size_t len)
+{
+	uint64		head = 0;
+	uint64		tail = 0;
+
+	memcpy(&head, name, Min(len, sizeof(head)));
+	if (len > sizeof(tail))
+		memcpy(&tail, name + len - sizeof(tail), sizeof(tail));
+	return (uint32) ((head * UINT64CONST(0x9E3779B97F4A7C15) ^
+					  tail * UINT64CONST(0xC2B2AE3D27D4EB4F) ^ len) >> 32);
+}
+
+/* Names are kept to TRACEPROF_NAME_LEN - 1 bytes, as the shared index keys them. */
 uint32
 function_names_intern(const char *name)
 {
-	char		key[TRACEPROF_NAME_LEN];
-	NameEntry  *cached;
-	bool		found;
-	uint32		id;
+	size_t		len = Min(strlen(name), TRACEPROF_NAME_LEN - 1);	/* strnlen is slower */
+	uint32		hash = quick_hash(name, len);
+	CachedName *slot = &local_cache[hash & (LOCAL_CACHE_SLOTS - 1)];
 
-	memset(key, 0, sizeof(key));
-	strlcpy(key, name, sizeof(key));
-	if (local_cache == NULL)
+	if (slot->id != 0 && slot->hash == hash)
 	{
-		HASHCTL		info;
+		const char *known = function_names_get(slot->id);
 
-		memset(&info, 0, sizeof(info));
-		info.keysize = TRACEPROF_NAME_LEN;
-		info.entrysize = sizeof(NameEntry);
-		info.hcxt = TopMemoryContext;
-		local_cache = hash_create("traceprof local function names", 1024, &info,
-								  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		if (memcmp(known, name, len) == 0 && known[len] == '\0')
+			return slot->id;
 	}
-	cached = hash_search(local_cache, key, HASH_FIND, NULL);
-	if (cached != NULL)
-		return cached->id;
-	id = shared_lookup(key);
-	if (id != 0)
-	{
-		cached = hash_search(local_cache, key, HASH_ENTER, &found);
-		cached->id = id;
-	}
-	return id;
+	slot->id = shared_lookup(name);
+	slot->hash = hash;
+	return slot->id;
 }
 
 const char *

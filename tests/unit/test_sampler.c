@@ -805,8 +805,11 @@ TEST(full_ring_drops_and_counts)
 	CHECK(start(250, TP_SAMPLER_CPU, 4));
 	chain_1(0.3);
 	tp_sampler_pause();			/* as above: stats must match the drain */
+	tp_sampler_get_stats(&stats);
+	CHECK(stats.waiting == 4);
 	tp_sampler_drain(collect, &c);
 	tp_sampler_get_stats(&stats);
+	CHECK(stats.waiting == 0);
 	tp_sampler_stop();
 	printf("  capacity 4: kept %zu, dropped %llu\n", c.count,
 		   (unsigned long long) stats.dropped);
