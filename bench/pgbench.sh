@@ -565,8 +565,13 @@ fi
 # = on, which the extension enables), idle and tracing 100%.
 # Two run lengths are subtracted, so start-up cancels.  Simple protocol
 # only, no network, no exporter (no background workers in single-user
-# mode); the sampler is left out: under valgrind its CPU-clock timer runs
-# on valgrind's slowed-down clock and fires ~50x too often per statement.
+# mode).  The sampler row is its per-statement bookkeeping (arming,
+# labels, flushes): under valgrind the CPU-clock timer runs on valgrind's
+# slowed-down clock and fires ~50x too often per statement, so the sampler
+# runs at 1 Hz and the work of the samples themselves (the signal handler,
+# draining and naming them) is subtracted; the cost per sample is
+# bench/sampler.sh's.  A CPU-heavy first statement gets samples into both
+# run lengths, so loading the symbol tables (once per backend) cancels too.
 if ! want instructions; then
 	:
 elif command -v valgrind >/dev/null 2>&1; then
@@ -609,8 +614,12 @@ elif command -v valgrind >/dev/null 2>&1; then
 		queryid) opts="-c shared_preload_libraries= -c compute_query_id=on" ;;
 		idle) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=0" ;;
 		trace) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=1 -c traceprof.profile=off" ;;
+		sampler) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=1 -c traceprof.sample_hz=1" ;;
 		esac
-		head -n "$3" "$2" >"$dir/cg/input.sql"
+		{
+			echo "SELECT count(*) FROM generate_series(1, 2000000);"
+			head -n "$3" "$2"
+		} >"$dir/cg/input.sql"
 		rm -f "$dir/cg/out"
 		# Selects write nothing (the tables are vacuumed): only TPC-B needs
 		# a fresh copy.
@@ -626,11 +635,15 @@ elif command -v valgrind >/dev/null 2>&1; then
 			cat "$dir/cg/err" >&2
 			exit 1
 		}
-		awk '/^(totals|summary):/ { print $2; exit }' "$dir/cg/out"
+		total=$(awk '/^(totals|summary):/ { print $2; exit }' "$dir/cg/out")
+		samples=0
+		[ "$1" = sampler ] && samples=$(callgrind_annotate --inclusive=yes --threshold=100 "$dir/cg/out" |
+			awk '/:(sigprof_handler|tp_sampler_drain) \[/ { gsub(",", "", $1); s += $1 } END { print s + 0 }')
+		echo $((total - samples))
 	}
 	for wl in select tpcb; do
 		if [ "$wl" = select ]; then short=200 long=600 per=1; else short=350 long=1050 per=7; fi
-		for cfg in none queryid idle trace; do
+		for cfg in none queryid idle trace sampler; do
 			a=$(callgrind_ir "$cfg" "$dir/cg/$wl.sql" "$short")
 			b=$(callgrind_ir "$cfg" "$dir/cg/$wl.sql" "$long")
 			echo "$wl $cfg $a $b $(( (long - short) / per ))" >>"$dir/cg/results"
@@ -642,19 +655,25 @@ elif command -v valgrind >/dev/null 2>&1; then
 		{ ir[$1, $2] = ($4 - $3) / $5 }
 		END {
 			name["select"] = "select-only (1 statement)"; name["tpcb"] = "TPC-B-like (7 statements)"
-			printf "%-26s %13s %17s %7s %13s %7s %13s %7s\n", "transaction", "no extension",
-				"compute_query_id", "ratio", "loaded, idle", "ratio", "tracing 100%", "ratio"
+			printf "%-26s %13s %17s %7s %13s %7s %13s %7s %13s %10s\n", "transaction", "no extension",
+				"compute_query_id", "ratio", "loaded, idle", "ratio", "tracing 100%", "ratio",
+				"+ sampler", "/ tracing"
 			split("select tpcb", w, " ")
 			for (i = 1; i <= 2; i++)
-				printf "%-26s %13.0f %17.0f %7.4f %13.0f %7.4f %13.0f %7.4f\n", name[w[i]], ir[w[i], "none"],
+				printf "%-26s %13.0f %17.0f %7.4f %13.0f %7.4f %13.0f %7.4f %13.0f %10.4f\n", name[w[i]], ir[w[i], "none"],
 					ir[w[i], "queryid"], ir[w[i], "queryid"] / ir[w[i], "none"],
 					ir[w[i], "idle"], ir[w[i], "idle"] / ir[w[i], "none"],
-					ir[w[i], "trace"], ir[w[i], "trace"] / ir[w[i], "none"]
-			for (i = 1; summary != "" && i <= 2; i++)
+					ir[w[i], "trace"], ir[w[i], "trace"] / ir[w[i], "none"],
+					ir[w[i], "sampler"], ir[w[i], "sampler"] / ir[w[i], "trace"]
+			for (i = 1; summary != "" && i <= 2; i++) {
 				printf "pgbench|%s: instructions per transaction, idle / tracing, to no extension (callgrind)|%.4fx / %.4fx|\n",
 					name[w[i]], ir[w[i], "idle"] / ir[w[i], "none"], ir[w[i], "trace"] / ir[w[i], "none"] >>summary
+				printf "pgbench|%s: sampler bookkeeping per transaction, to tracing (callgrind, the work of samples excluded)|%.4fx|<= 1.01x with the per-sample cost|\n",
+					name[w[i]], ir[w[i], "sampler"] / ir[w[i], "trace"] >>summary
+			}
 		}' "$dir/cg/results"
 	echo "compute_query_id: no extension, compute_query_id = on (the extension turns it on; pg_stat_statements does too)"
+	echo "+ sampler: tracing with traceprof.profile = traced, the sampler's per-statement bookkeeping without the samples' own work (per sample: bench/sampler.sh)"
 	echo "(instructions only: no cache misses, no system calls, no exporter; a CPU-time view without machine noise)"
 else
 	echo

@@ -504,6 +504,18 @@ discard_sample(const tp_sample *sample, void *arg)
 {
 }
 
+/* Empty a table whose entries start with their key. */
+static void
+remove_all(HTAB *table)
+{
+	HASH_SEQ_STATUS scan;
+	void	   *entry;
+
+	hash_seq_init(&scan, table);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+		hash_search(table, entry, HASH_REMOVE, NULL);
+}
+
 void
 profiler_flush(void)
 {
@@ -535,27 +547,15 @@ profiler_flush(void)
 	 */
 	if (pc_cache != NULL && (refresh_jit_code() || pc_cache_generation != executor_names_generation()))
 	{
-		HASH_SEQ_STATUS scan;
-		PcEntry    *entry;
-
-		hash_seq_init(&scan, pc_cache);
-		while ((entry = hash_seq_search(&scan)) != NULL)
-			hash_search(pc_cache, entry, HASH_REMOVE, NULL);
+		remove_all(pc_cache);
 		pc_cache_generation = executor_names_generation();
 	}
 	/* A flush inside a span (a changed rate): its samples need its name now. */
 	name_labelled_span();
 	flush_named = flush_total = 0;
 	tp_sampler_drain(symbols ? store_sample : discard_sample, NULL);
-	if (sampled_spans != NULL && hash_get_num_entries(sampled_spans) > 0)
-	{
-		HASH_SEQ_STATUS scan;
-		SampledSpan *entry;
-
-		hash_seq_init(&scan, sampled_spans);
-		while ((entry = hash_seq_search(&scan)) != NULL)
-			hash_search(sampled_spans, entry->span_id, HASH_REMOVE, NULL);
-	}
+	if (sampled_spans != NULL)
+		remove_all(sampled_spans);
 	sample_store_count_frames(flush_named, flush_total);
 	tp_sampler_get_stats(&stats);	/* again: drops while draining count too */
 	sample_store_count_lost(stats.dropped - dropped_reported);

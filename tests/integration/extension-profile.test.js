@@ -415,6 +415,37 @@ describe('profiles in SQL (one cluster)', () => {
 			assert.equal(r.span_name, root.top.name);
 	});
 
+	test('3b. a rate change inside a traced statement flushes the samples taken so far, still named after their span', async () => {
+		// The nested statement changes traceprof.sample_hz first, then burns:
+		// closing it restarts the timer, which flushes its samples before
+		// the labels move back to the top-level span.
+		const N = 1000000;
+		const client = await connect(cluster);
+		const ctx = newContext();
+		try {
+			await client.query('SET traceprof.track = \'all\'');
+			await client.query(`CREATE OR REPLACE FUNCTION pg_temp.rehz_then_burn(n int) RETURNS numeric LANGUAGE plpgsql AS $$
+				DECLARE r numeric;
+				BEGIN
+					SELECT sum(g::numeric * g) INTO r
+					  FROM set_config('traceprof.sample_hz', '200', true) AS c, generate_series(1, n) AS g;
+					RETURN r;
+				END $$`);
+			const res = await traced(client, ctx, `SELECT pg_temp.rehz_then_burn(${N}) AS s`);
+			assert.equal(res.rows[0].s, cpuResult(N));
+		} finally {
+			await closeAll(client);
+		}
+		const spans = await spansOf(reader, ctx.traceId);
+		const top = serverSpan(spans, 'SELECT pg_temp.rehz_then_burn(');
+		const nested = spans.filter((s) => s.kind === 'internal' && s.parent_span_id === top.span_id && s.name !== 'plan');
+		assert.equal(nested.length, 1, `one nested statement span: ${JSON.stringify(spans.map((s) => [s.name, s.kind]))}`);
+		const ofNested = await profile(reader, ctx.traceId, nested[0].span_id);
+		assert.ok(total(ofNested) >= 10, `the nested statement's samples were stored (${total(ofNested)})`);
+		for (const r of ofNested)
+			assert.equal(r.span_name, nested[0].name, `a sample of the nested span carries its name: ${r.stack}`);
+	});
+
 	test('5. sample_hz range; wall mode samples pg_sleep (leaf: the wait event Timeout:PgSleep over epoll_wait), CPU mode does not', async () => {
 		const client = await connect(cluster);
 		try {
