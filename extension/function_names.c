@@ -2,13 +2,14 @@
  * function_names.c - a shared table of frame names, so stored samples hold
  * small ids instead of strings.
  *
- * Backends intern names when they store samples and label them with a
- * span's name (never in the signal handler); a backend-local cache keeps
- * the shared lock off the common path.  The table is fixed-size: once
- * full, new names map to one overflow id, counted, and the profile says so.
+ * Backends intern frame and span names when they store samples (never in
+ * the signal handler); a backend-local cache keeps the shared lock off the
+ * common path.  The table is fixed-size: once full, new names map to one
+ * overflow id, counted, and the profile says so.
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -122,30 +123,12 @@ shared_lookup(const char *key)
 	return id;
 }
 
-/*
- * The cache slot's hash: length, first and last eight bytes.  Weak, but a
- * hit is confirmed by comparing the whole name, and it is a third of the
- * cost of hashing every byte (spans are labelled three times a statement).
- */
-static uint32
-quick_hash(const char *name, size_t len)
-{
-	uint64		head = 0;
-	uint64		tail = 0;
-
-	memcpy(&head, name, Min(len, sizeof(head)));
-	if (len > sizeof(tail))
-		memcpy(&tail, name + len - sizeof(tail), sizeof(tail));
-	return (uint32) ((head * UINT64CONST(0x9E3779B97F4A7C15) ^
-					  tail * UINT64CONST(0xC2B2AE3D27D4EB4F) ^ len) >> 32);
-}
-
 /* Names are kept to TRACEPROF_NAME_LEN - 1 bytes, as the shared index keys them. */
 uint32
 function_names_intern(const char *name)
 {
-	size_t		len = Min(strlen(name), TRACEPROF_NAME_LEN - 1);	/* strnlen is slower */
-	uint32		hash = quick_hash(name, len);
+	size_t		len = strnlen(name, TRACEPROF_NAME_LEN - 1);
+	uint32		hash = hash_bytes((const unsigned char *) name, (int) len);
 	CachedName *slot = &local_cache[hash & (LOCAL_CACHE_SLOTS - 1)];
 
 	if (slot->id != 0 && slot->hash == hash)
