@@ -169,8 +169,9 @@ span_size(const tp_span *span, size_t *lens)
 		const tp_attr *attr = &span->attrs[i];
 		size_t	   *key_len = &lens[SPAN_FIXED_LENGTHS + 2 * i];
 
-		key_len[0] = strlen(attr->key);
-		key_len[1] = attr->type == TP_ATTR_STRING ? strlen(attr->value.s) : 0;
+		key_len[0] = attr->key_len ? attr->key_len : strlen(attr->key);
+		key_len[1] = attr->type != TP_ATTR_STRING ? 0 :
+			attr->value_len ? attr->value_len : strlen(attr->value.s);
 		size += len_field_size(SPAN_ATTRIBUTES,
 							   key_value_size(key_len[0], any_value_size(attr, key_len[1])));
 	}

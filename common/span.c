@@ -53,6 +53,8 @@ slot_for(tp_span *span, const char *key)
 	if (key_copy == NULL)
 		return NULL;
 	span->attrs[span->attr_count].key = key_copy;
+	span->attrs[span->attr_count].key_len = 0;
+	span->attrs[span->attr_count].value_len = 0;
 	return &span->attrs[span->attr_count++];
 }
 

@@ -40,6 +40,9 @@ typedef enum tp_attr_type
 typedef struct tp_attr
 {
 	char	   *key;
+	/* strlen of key and of value.s when known, else 0: the encoder measures */
+	uint32_t	key_len;
+	uint32_t	value_len;
 	tp_attr_type type;
 	union
 	{

@@ -17,26 +17,35 @@ typedef struct AttrList
 	size_t		count;
 } AttrList;
 
+/* Keys are string literals: their lengths are known here, not measured per span. */
+#define add_string(list, key, value) add_string_len(list, key, sizeof(key) - 1, value, 0)
+#define add_int(list, key, value) add_int_len(list, key, sizeof(key) - 1, value)
+
+/* value_len 0: the encoder measures the value. */
 static void
-add_string(AttrList *list, const char *key, const char *value)
+add_string_len(AttrList *list, const char *key, uint32 key_len, const char *value, uint32 value_len)
 {
 	tp_attr    *a = &list->attrs->items[list->count++];
 
 	Assert(list->count <= SPAN_MAX_ATTRIBUTES);
 	a->key = (char *) key;
+	a->key_len = key_len;
 	a->type = TP_ATTR_STRING;
 	a->value.s = (char *) value;
+	a->value_len = value_len;
 }
 
 static void
-add_int(AttrList *list, const char *key, int64 value)
+add_int_len(AttrList *list, const char *key, uint32 key_len, int64 value)
 {
 	tp_attr    *a = &list->attrs->items[list->count++];
 
 	Assert(list->count <= SPAN_MAX_ATTRIBUTES);
 	a->key = (char *) key;
+	a->key_len = key_len;
 	a->type = TP_ATTR_INT;
 	a->value.i = value;
+	a->value_len = 0;
 }
 
 /*
@@ -77,7 +86,7 @@ span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, t
 	if (r->collection[0])
 		add_string(&list, "db.collection.name", r->collection);
 	if (include_private && r->query[0])
-		add_string(&list, "db.query.text", r->query);
+		add_string_len(&list, "db.query.text", sizeof("db.query.text") - 1, r->query, r->query_len);
 	if (r->rows >= 0)
 		add_int(&list, "db.response.returned_rows", r->rows);
 	if (r->query_id != 0)

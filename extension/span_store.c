@@ -82,6 +82,7 @@ span_unpack(const char *in, Size len, TraceprofSpan *span)
 {
 	const char *end = in + len;
 	const char *p = in + PACKED_FIXED;
+	const char *after_query;
 
 	if (len < PACKED_FIXED)
 		return false;
@@ -92,10 +93,10 @@ span_unpack(const char *in, Size len, TraceprofSpan *span)
 		(p = unpack_string(p, end, span->dbname, sizeof(span->dbname))) == NULL ||
 		(p = unpack_string(p, end, span->username, sizeof(span->username))) == NULL ||
 		(p = unpack_string(p, end, span->message, sizeof(span->message))) == NULL ||
-		unpack_string(p, end, span->query, traceprof_max_query_length + 1) == NULL)
+		(after_query = unpack_string(p, end, span->query, traceprof_max_query_length + 1)) == NULL)
 		return false;
 	span->sqlstate[sizeof(span->sqlstate) - 1] = '\0';
-	span->query_len = strlen(span->query);
+	span->query_len = Min(after_query - 1 - p, traceprof_max_query_length);
 	return true;
 }
 

@@ -162,6 +162,54 @@ TEST(defaults_are_left_out)
 	traceprof__otlp__export_trace_service_request__free_unpacked(request, NULL);
 }
 
+/* Lengths given with the attributes (the extension's spans) encode as measured ones. */
+TEST(given_lengths_encode_as_measured)
+{
+	tp_span		measured;
+	tp_span		given;
+	tp_span    *list[1];
+	tp_kvlist	none = {0};
+	uint8_t    *a;
+	uint8_t    *b;
+	size_t		a_len;
+	size_t		b_len;
+
+	full_span(&measured, "SELECT * FROM orders WHERE id = $1");
+	full_span(&given, "SELECT * FROM orders WHERE id = $1");
+	for (size_t i = 0; i < given.attr_count; i++)
+	{
+		given.attrs[i].key_len = (uint32_t) strlen(given.attrs[i].key);
+		if (given.attrs[i].type == TP_ATTR_STRING)
+			given.attrs[i].value_len = (uint32_t) strlen(given.attrs[i].value.s);
+	}
+	list[0] = &measured;
+	a = tp_otlp_encode_traces(&none, NULL, NULL, list, 1, &a_len);
+	list[0] = &given;
+	b = tp_otlp_encode_traces(&none, NULL, NULL, list, 1, &b_len);
+	CHECK(a != NULL && b != NULL);
+	CHECK(a_len == b_len && a != NULL && b != NULL && memcmp(a, b, a_len) == 0);
+	free(a);
+	free(b);
+
+	/* The given length is the one used: no second measurement. */
+	for (size_t i = 0; i < given.attr_count; i++)
+		if (strcmp(given.attrs[i].key, "db.query.text") == 0)
+			given.attrs[i].value_len = 6;
+	{
+		Request    *request = encode_and_decode(&none, NULL, NULL, list, 1, &b_len);
+		const AnyValue *v = request ? attribute(request->resource_spans[0]->scope_spans[0]->spans[0],
+												"db.query.text") : NULL;
+
+		CHECK(v != NULL && v->string_value != NULL);
+		if (v != NULL && v->string_value != NULL)
+			CHECK_STR(v->string_value, "SELECT");
+		if (request != NULL)
+			traceprof__otlp__export_trace_service_request__free_unpacked(request, NULL);
+	}
+	tp_span_clear(&measured);
+	tp_span_clear(&given);
+}
+
 TEST(many_spans_in_order)
 {
 	enum { N = 300 };
@@ -208,6 +256,7 @@ main(void)
 {
 	RUN(every_field_round_trips);
 	RUN(defaults_are_left_out);
+	RUN(given_lengths_encode_as_measured);
 	RUN(many_spans_in_order);
 	return unit_summary();
 }
