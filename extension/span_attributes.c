@@ -17,9 +17,13 @@ typedef struct AttrList
 	size_t		count;
 } AttrList;
 
-/* Keys are string literals: their lengths are known here, not measured per span. */
-#define add_string(list, key, value) add_string_len(list, key, sizeof(key) - 1, value, 0)
-#define add_int(list, key, value) add_int_len(list, key, sizeof(key) - 1, value)
+/*
+ * Keys are string literals (the "" pasting refuses anything else): their
+ * lengths are known here, not measured per span.
+ */
+#define KEY_LEN(key) (sizeof("" key "") - 1)
+#define add_string(list, key, value) add_string_len(list, key, KEY_LEN(key), value, 0)
+#define add_int(list, key, value) add_int_len(list, key, KEY_LEN(key), value)
 
 /* value_len 0: the encoder measures the value. */
 static void
@@ -86,7 +90,7 @@ span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, t
 	if (r->collection[0])
 		add_string(&list, "db.collection.name", r->collection);
 	if (include_private && r->query[0])
-		add_string_len(&list, "db.query.text", sizeof("db.query.text") - 1, r->query, r->query_len);
+		add_string_len(&list, "db.query.text", KEY_LEN("db.query.text"), r->query, r->query_len);
 	if (r->rows >= 0)
 		add_int(&list, "db.response.returned_rows", r->rows);
 	if (r->query_id != 0)
