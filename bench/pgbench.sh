@@ -71,6 +71,7 @@ want() {
 }
 
 . scripts/cluster.sh
+. bench/awk_stats.sh
 pgbench_bin=$PG_BIN/pgbench
 if [ ! -x "$pgbench_bin" ]; then
 	echo "bench/pgbench.sh: $pgbench_bin not found (Debian package postgresql-15)" >&2
@@ -322,14 +323,7 @@ dirty=$(git status --porcelain -- extension common sql 2>/dev/null | head -n 1)
 awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threads" \
 	-v scale="$scale" -v ver="$server_version" -v cpus="$(nproc)" -v hz="$(getconf CLK_TCK)" \
 	-v commit="$commit" -v big="$big_spans" -v workloads="$workloads" -v configs="$configs" \
-	-v summary="${BENCH_SUMMARY:-}" '
-	function median(list, count,    i, j, t) {
-		for (i = 2; i <= count; i++)
-			for (j = i; j > 1 && list[j - 1] > list[j]; j--) {
-				t = list[j]; list[j] = list[j - 1]; list[j - 1] = t
-			}
-		return count % 2 ? list[(count + 1) / 2] : (list[count / 2] + list[count / 2 + 1]) / 2
-	}
+	-v summary="${BENCH_SUMMARY:-}" "$AWK_STATS"'
 	function minmax(list, count,    i, lo, hi) {
 		lo = list[1]; hi = list[1]
 		for (i = 2; i <= count; i++) { if (list[i] < lo) lo = list[i]; if (list[i] > hi) hi = list[i] }
@@ -439,16 +433,7 @@ if want pairs; then
 	echo
 	echo "paired runs, select-only: $pairs pairs of ${pair_secs}-second runs per comparison, the order alternating;"
 	echo "ratio = candidate / baseline within each pair; median and its 95% confidence interval (order statistics)"
-	awk -v hz="$(getconf CLK_TCK)" -v summary="${BENCH_SUMMARY:-}" '
-		function sort(list, count,    i, j, t) {
-			for (i = 2; i <= count; i++)
-				for (j = i; j > 1 && list[j - 1] > list[j]; j--) {
-					t = list[j]; list[j] = list[j - 1]; list[j - 1] = t
-				}
-		}
-		function median(list, count) {
-			return count % 2 ? list[(count + 1) / 2] : (list[count / 2] + list[count / 2 + 1]) / 2
-		}
+	awk -v hz="$(getconf CLK_TCK)" -v summary="${BENCH_SUMMARY:-}" "$AWK_STATS"'
 		$1 ~ /^pair_/ {
 			split($1, parts, "_"); base = parts[2]; cand = parts[3]
 			us = $7 / hz * 1e6 / $6

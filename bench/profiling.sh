@@ -44,6 +44,7 @@ if [ ! -x /usr/bin/time ]; then
 fi
 
 . scripts/cluster.sh
+. bench/awk_stats.sh
 
 dir=$(mktemp -d "$base/traceprof-bench-profiling.XXXXXX")
 sink_pid=
@@ -191,14 +192,7 @@ if command -v valgrind >/dev/null 2>&1; then
 fi
 
 awk -v rounds="$rounds" -v ng="$n_gen" -v nl="$n_load" -v cpus="$(nproc)" -v where="$base" \
-	-v summary="${BENCH_SUMMARY:-}" '
-	function median(list, count,    i, j, t) {
-		for (i = 2; i <= count; i++)
-			for (j = i; j > 1 && list[j - 1] > list[j]; j--) {
-				t = list[j]; list[j] = list[j - 1]; list[j - 1] = t
-			}
-		return count % 2 ? list[(count + 1) / 2] : (list[count / 2] + list[count / 2 + 1]) / 2
-	}
+	-v summary="${BENCH_SUMMARY:-}" "$AWK_STATS"'
 	function lowest(list, count,    i, lo) {
 		lo = list[1]
 		for (i = 2; i <= count; i++) if (list[i] < lo) lo = list[i]

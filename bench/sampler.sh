@@ -11,6 +11,7 @@ set -eu
 
 cd "$(dirname "$0")/.."
 . bench/summary.sh
+. bench/awk_stats.sh
 runs=${RUNS:-7}
 secs=${SECONDS_PER_RUN:-1}
 
@@ -119,14 +120,7 @@ while [ "$i" -lt "$runs" ]; do
 	done
 	i=$((i + 1))
 done
-awk '
-	function median(list, count,    i, j, t) {
-		for (i = 2; i <= count; i++)
-			for (j = i; j > 1 && list[j - 1] > list[j]; j--) {
-				t = list[j]; list[j] = list[j - 1]; list[j - 1] = t
-			}
-		return count % 2 ? list[(count + 1) / 2] : (list[count / 2] + list[count / 2 + 1]) / 2
-	}
+awk "$AWK_STATS"'
 	{ cpu[$1, $2] = $3; n[$1, $2] = $4; f[$1, $2] = $5; if ($1 + 1 > rounds) rounds = $1 + 1 }
 	END {
 		printf "%-10s %12s %14s %19s %9s %12s %17s\n", "sampling", "median cpu s", "median ratio",

@@ -1,0 +1,16 @@
+# bench/awk_stats.sh - awk functions the benchmarks share.  Sourced; put
+# the program after them:  awk "$AWK_STATS"'{ ... median(list, n) ... }'
+
+# shellcheck disable=SC2034 # used by the scripts that source this file
+AWK_STATS='
+	function sort(list, count,    i, j, t) {	# ascending, in place
+		for (i = 2; i <= count; i++)
+			for (j = i; j > 1 && list[j - 1] > list[j]; j--) {
+				t = list[j]; list[j] = list[j - 1]; list[j - 1] = t
+			}
+	}
+	function median(list, count) {	# sorts list
+		sort(list, count)
+		return count % 2 ? list[(count + 1) / 2] : (list[count / 2] + list[count / 2 + 1]) / 2
+	}
+'
