@@ -49,8 +49,10 @@ typedef struct OpenSpan
 	bool		awaiting_executor;	/* opened by the planner, not yet run */
 	bool		awaiting_xact_end;	/* COMMIT/ROLLBACK: ends when the xact does */
 	int64		cpu_start_ns;
-	BufferUsage buffers_start;
-	WalUsage	wal_start;
+	/* The three counters a span reports, not the whole usage structs. */
+	int64		shared_blks_hit_start;
+	int64		shared_blks_read_start;
+	uint64		wal_bytes_start;
 } OpenSpan;
 
 static OpenSpan open_spans[MAX_OPEN_SPANS];
@@ -297,8 +299,9 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	span->query_desc = NULL;
 	span->awaiting_executor = false;
 	span->awaiting_xact_end = false;
-	span->buffers_start = pgBufferUsage;
-	span->wal_start = pgWalUsage;
+	span->shared_blks_hit_start = pgBufferUsage.shared_blks_hit;
+	span->shared_blks_read_start = pgBufferUsage.shared_blks_read;
+	span->wal_bytes_start = pgWalUsage.wal_bytes;
 	if (same_instant != NULL)
 	{
 		r->start_ns = same_instant->record->start_ns;
@@ -326,16 +329,12 @@ close_innermost(int64 rows, int sqlerrcode, const char *message)
 {
 	OpenSpan   *span = &open_spans[open_count - 1];
 	TraceprofSpan *r = span->record;
-	BufferUsage buffers = {0};
-	WalUsage	wal = {0};
 
 	r->cpu_ns = thread_cpu_ns() - span->cpu_start_ns;
 	r->end_ns = (int64) tp_unix_now_ns();
-	BufferUsageAccumDiff(&buffers, &pgBufferUsage, &span->buffers_start);
-	WalUsageAccumDiff(&wal, &pgWalUsage, &span->wal_start);
-	r->shared_blks_hit = buffers.shared_blks_hit;
-	r->shared_blks_read = buffers.shared_blks_read;
-	r->wal_bytes = (int64) wal.wal_bytes;
+	r->shared_blks_hit = pgBufferUsage.shared_blks_hit - span->shared_blks_hit_start;
+	r->shared_blks_read = pgBufferUsage.shared_blks_read - span->shared_blks_read_start;
+	r->wal_bytes = (int64) (pgWalUsage.wal_bytes - span->wal_bytes_start);
 	r->rows = rows;
 	if (message != NULL)
 	{
@@ -501,19 +500,24 @@ statement_may_be_traced(ParseState *pstate, Query *query)
  * PostgreSQL to compute query ids (compute_query_id = auto, without
  * pg_stat_statements): jumbling every statement cost two thirds of what the
  * idle extension costs.  JumbleQuery asserts that query ids are enabled, as
- * they are for the duration of the call.
+ * they are for the duration of the call.  Its ~1.3 kB of state goes to a
+ * context of our own, reset after use: in the statement's context it pushed
+ * the planner into a new block, a malloc and a free per statement.
  */
 static JumbleState *
-jumble_traced_statement(ParseState *pstate, Query *query)
+jumble_traced_statement(ParseState *pstate, Query *query, MemoryContext context)
 {
 	bool		was_enabled = query_id_enabled;
+	MemoryContext old;
 	JumbleState *jstate;
 
 	if (compute_query_id == COMPUTE_QUERY_ID_OFF || pstate->p_sourcetext == NULL)
 		return NULL;
+	old = MemoryContextSwitchTo(context);
 	query_id_enabled = true;
 	jstate = JumbleQuery(query, pstate->p_sourcetext);
 	query_id_enabled = was_enabled;
+	MemoryContextSwitchTo(old);
 	return jstate;
 }
 
@@ -525,15 +529,24 @@ jumble_traced_statement(ParseState *pstate, Query *query)
 static void
 traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
 {
+	static MemoryContext jumble_context;
+
 	if (prev_post_parse_analyze)
 		prev_post_parse_analyze(pstate, query, jstate);
 	if (!statement_may_be_traced(pstate, query))
 		return;
 	if (query->queryId == UINT64CONST(0) && jstate == NULL)
-		jstate = jumble_traced_statement(pstate, query);
+	{
+		if (jumble_context == NULL)
+			jumble_context = AllocSetContextCreate(TopMemoryContext, "traceprof jumble",
+												   ALLOCSET_DEFAULT_SIZES);
+		jstate = jumble_traced_statement(pstate, query, jumble_context);
+	}
 	if (jstate != NULL && jstate->clocations_count > 0 &&
 		traceprof_query_text == QUERY_TEXT_NORMALIZED)
 		query_text_remember_constants(query->queryId, query->stmt_location, jstate);
+	if (jumble_context != NULL)
+		MemoryContextReset(jumble_context);
 }
 
 static PlannedStmt *

@@ -48,6 +48,14 @@ SELECT bool_and(duration_ms >= 0 AND cpu_time_ms >= 0 AND cpu_time_ms <= duratio
   FROM traceprof.spans;
 SELECT count(*) FILTER (WHERE attributes ? 'traceprof.planning_time_ns') > 0 AS planning_timed
   FROM traceprof.spans WHERE kind = 'server';
+-- the counters are each statement's own: the INSERT wrote WAL, the lookup
+-- touched pages and wrote none
+SELECT name, (attributes->>'traceprof.wal_bytes')::int8 > 0 AS wrote_wal,
+       (attributes->>'traceprof.shared_blks_hit')::int8 +
+       (attributes->>'traceprof.shared_blks_read')::int8 > 0 AS touched_pages
+  FROM traceprof.spans
+ WHERE kind = 'server' AND name IN ('INSERT orders_t', 'SELECT orders_t')
+ ORDER BY start_time;
 
 SELECT spans_created, spans_dropped, malformed_contexts FROM traceprof.stats;
 
