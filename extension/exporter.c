@@ -74,7 +74,7 @@ traceprof_register_exporter(void)
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = 10;
 	strlcpy(worker.bgw_library_name, "traceprof", BGW_MAXLEN);
@@ -148,6 +148,17 @@ build_target(tp_otlp_target *target)
 	target->cancel = &ShutdownRequestPending;
 }
 
+/*
+ * pg_stat_activity while the network is used: state active, what is sent
+ * (never the endpoint: its URL may hold a password), wait event Extension.
+ */
+static void
+report_sending(const char *what)
+{
+	pgstat_report_activity(STATE_RUNNING, what);
+	pgstat_report_wait_start(PG_WAIT_EXTENSION);
+}
+
 /* One request.  Returns the number of spans exported, -1 on failure. */
 static int
 export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
@@ -177,7 +188,9 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 								 batch.span_list, batch.count, &len);
 	exported = batch.count;
 	batch_clear();
+	report_sending("exporting spans");
 	result = body ? tp_otlp_send(target, body, len, err, sizeof(err)) : TP_EXPORT_FAILED;
+	pgstat_report_wait_end();
 	if (body == NULL)
 		strlcpy(err, "out of memory while encoding spans", sizeof(err));
 	free(body);
@@ -307,8 +320,10 @@ upload_samples(const tp_pyroscope_config *cfg)
 		return 0;
 	}
 	upto = sample_store_read_unexported(add_sample, &batch, SAMPLES_PER_UPLOAD);
+	report_sending("uploading profiles");
 	ok = upload_profile(cfg, batch.cpu, &batch, period_ns, err, sizeof(err)) &&
 		upload_profile(cfg, batch.wall, &batch, period_ns, err, sizeof(err));
+	pgstat_report_wait_end();
 	tp_profile_free(batch.cpu);
 	tp_profile_free(batch.wall);
 	if (ok)
@@ -347,6 +362,12 @@ traceprof_exporter_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
+	/*
+	 * No database: the connection only gives the worker a row in
+	 * pg_stat_activity (backend_type "traceprof exporter"), where operators
+	 * see whether it is waiting or sending.
+	 */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	tp_log_set_sink(log_to_server);
 	span_store_set_exporter_latch(MyLatch);
 
@@ -355,6 +376,7 @@ traceprof_exporter_main(Datum arg)
 	build_pyroscope(&pyroscope);
 	while (!ShutdownRequestPending)
 	{
+		pgstat_report_activity(STATE_IDLE, NULL);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 traceprof_export_interval_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

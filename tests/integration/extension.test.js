@@ -797,4 +797,25 @@ describe('retries and rejections (own cluster)', () => {
 		const withoutPlan = rows.filter((r) => r.plans !== 1).length;
 		assert.equal(withoutPlan, 0, `${withoutPlan} of ${rows.length} sampled statements have no plan span`);
 	});
+
+	test('6c. the exporter has a row in pg_stat_activity: active, "exporting spans", wait event Extension while the collector holds the request; idle after', async () => {
+		const exporterRow = async () => (await monitor.query(
+			"SELECT state, query, wait_event_type FROM pg_stat_activity WHERE backend_type = 'traceprof exporter'")).rows;
+		assert.equal((await exporterRow()).length, 1, 'one row for the exporter');
+		receiver.enqueue({ hang: true });
+		const held = await tracedSelect('held');
+		const busy = await waitFor((last) => `the exporter shown sending (last: ${JSON.stringify(last)})`, async () => {
+			const rows = await exporterRow();
+			return rows.length === 1 && rows[0].state === 'active' ? rows[0] : null;
+		});
+		assert.equal(busy.query, 'exporting spans', 'says what it sends, never the endpoint');
+		assert.equal(busy.wait_event_type, 'Extension');
+		// The request times out (otlp_timeout = 5s) and the spans go in a later round.
+		await waitForSpans(receiver, held.traceId, 2, 20000);
+		const idle = await waitFor((last) => `the exporter idle again (last: ${JSON.stringify(last)})`, async () => {
+			const rows = await exporterRow();
+			return rows.length === 1 && rows[0].state === 'idle' ? rows[0] : null;
+		});
+		assert.equal(idle.wait_event_type, 'Extension', 'waiting for its next round');
+	});
 });
