@@ -335,7 +335,7 @@ upload_samples(const tp_pyroscope_config *cfg)
 		return batch.count;
 	}
 	sample_store_mark_rejected(upto, batch.count);
-	span_store_export_failed(err);
+	span_store_upload_failed(err);
 	if (!pyroscope_failing)
 		ereport(WARNING,
 				(errmsg("traceprof exporter: cannot upload profiles: %s", err),

@@ -19,6 +19,7 @@
 typedef struct SpanStore
 {
 	pg_atomic_uint64 export_failures;
+	pg_atomic_uint64 upload_failures;
 	pg_atomic_uint64 malformed;
 	Latch	   *exporter_latch;
 	slock_t		mutex;			/* protects the fields below */
@@ -117,6 +118,7 @@ span_store_shmem_startup(void)
 	if (found)
 		return;
 	pg_atomic_init_u64(&store->export_failures, 0);
+	pg_atomic_init_u64(&store->upload_failures, 0);
 	pg_atomic_init_u64(&store->malformed, 0);
 	store->exporter_latch = NULL;
 	SpinLockInit(&store->mutex);
@@ -239,14 +241,27 @@ span_store_mark_rejected(uint64 upto, int count)
 	shm_ring_mark_rejected(ring, upto, count);
 }
 
-void
-span_store_export_failed(const char *message)
+/* last_failure and last_error are shared: the latest failure of either kind. */
+static void
+remember_failure(pg_atomic_uint64 *counter, const char *message)
 {
-	pg_atomic_fetch_add_u64(&store->export_failures, 1);
+	pg_atomic_fetch_add_u64(counter, 1);
 	SpinLockAcquire(&store->mutex);
 	store->last_failure = GetCurrentTimestamp();
 	strlcpy(store->last_error, message, sizeof(store->last_error));
 	SpinLockRelease(&store->mutex);
+}
+
+void
+span_store_export_failed(const char *message)
+{
+	remember_failure(&store->export_failures, message);
+}
+
+void
+span_store_upload_failed(const char *message)
+{
+	remember_failure(&store->upload_failures, message);
 }
 
 void
@@ -267,6 +282,7 @@ span_store_get_stats(SpanStoreStats *stats)
 	stats->pending = counts.pending;
 	stats->capacity = counts.capacity;
 	stats->export_failures = pg_atomic_read_u64(&store->export_failures);
+	stats->upload_failures = pg_atomic_read_u64(&store->upload_failures);
 	stats->malformed_contexts = pg_atomic_read_u64(&store->malformed);
 	SpinLockAcquire(&store->mutex);
 	stats->last_export = store->last_export;
@@ -282,6 +298,7 @@ span_store_reset(void)
 {
 	shm_ring_reset(ring);
 	pg_atomic_write_u64(&store->export_failures, 0);
+	pg_atomic_write_u64(&store->upload_failures, 0);
 	pg_atomic_write_u64(&store->malformed, 0);
 	SpinLockAcquire(&store->mutex);
 	store->last_error[0] = '\0';

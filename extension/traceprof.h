@@ -105,7 +105,8 @@ typedef struct SpanStoreStats
 	int64		created;
 	int64		dropped;
 	int64		exported;
-	int64		export_failures;
+	int64		export_failures;	/* OTLP span exports */
+	int64		upload_failures;	/* Pyroscope profile uploads */
 	int64		malformed_contexts;
 	int64		pending;
 	int64		capacity;
@@ -127,7 +128,9 @@ extern void span_store_scan_retained(SpanVisitor visit, void *arg);
 extern uint64 span_store_read_unexported(char *spans, int max, int *count);
 extern void span_store_mark_exported(uint64 upto, int count);
 extern void span_store_mark_rejected(uint64 upto, int count);
+/* A failed span export (OTLP) or profile upload (Pyroscope), and why. */
 extern void span_store_export_failed(const char *message);
+extern void span_store_upload_failed(const char *message);
 extern void span_store_set_exporter_latch(Latch *latch);
 extern void span_store_get_stats(SpanStoreStats *stats);
 extern void span_store_reset(void);

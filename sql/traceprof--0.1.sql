@@ -46,6 +46,7 @@ CREATE FUNCTION stats_internal(
     OUT samples_stored int8,
     OUT samples_dropped int8,
     OUT samples_exported int8,
+    OUT upload_failures int8,
     OUT named_frames_percent float8)
 RETURNS record
 AS 'MODULE_PATHNAME', 'traceprof_stats'
@@ -54,7 +55,7 @@ LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 CREATE VIEW stats AS SELECT * FROM stats_internal();
 
 COMMENT ON VIEW stats IS
-    'Span and sample counters: created, dropped when shared memory was full, exported, export failures, malformed trace contexts';
+    'Span and sample counters: created, dropped when shared memory was full, exported, span export and profile upload failures, malformed trace contexts';
 
 CREATE FUNCTION profile(
     trace_id text,

@@ -42,7 +42,7 @@ async function connect(cluster) {
 }
 
 const COUNTERS = ['spans_created', 'spans_dropped', 'spans_exported', 'export_failures', 'spans_pending',
-	'capacity', 'samples_stored', 'samples_dropped', 'samples_exported'];
+	'capacity', 'samples_stored', 'samples_dropped', 'samples_exported', 'upload_failures'];
 
 async function stats(client) {
 	const row = (await client.query('SELECT * FROM traceprof.stats')).rows[0];
@@ -285,7 +285,7 @@ test('1. endpoints down / 500 / 429 / 503 / hang / reset / trickle under pgbench
 				const during = await waitFor((x) => `drops counted at ${fault} (${x ? showStats(x) : ''})`, async () => {
 					const x = await stats(monitor);
 					return x.export_failures > before.export_failures && x.spans_dropped > before.spans_dropped &&
-						x.samples_dropped > before.samples_dropped ? x : null;
+						x.samples_dropped > before.samples_dropped && x.upload_failures > before.upload_failures ? x : null;
 				}, 20000, 100);
 				assert.ok(during.spans_pending <= during.capacity, `spans_pending ${during.spans_pending} <= capacity ${during.capacity}`);
 				const port = (u) => new URL(u).port;
@@ -428,6 +428,7 @@ test('2. exporter SIGKILLed: PostgreSQL crash-restarts (backends too), the expor
 	assert.ok(fresh.stats_reset.getTime() >= killedAt - 1000,
 		`shared memory was reinitialised: stats_reset ${fresh.stats_reset.toISOString()} is after the kill`);
 	assert.equal(fresh.export_failures, 0);
+	assert.equal(fresh.upload_failures, 0);
 	assert.equal(fresh.spans_dropped, 0);
 	assert.ok(fresh.spans_pending <= fresh.capacity);
 	assert.equal((await client.query('SELECT count(*)::int AS n FROM traceprof.spans WHERE trace_id = $1',

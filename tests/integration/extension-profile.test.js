@@ -726,6 +726,10 @@ test('4b. unreachable Pyroscope: one WARNING, statements unaffected, samples dro
 			return x.stored > 0 && x.dropped === x.stored ? x : null;
 		});
 		assert.equal(s.exported, 0, 'nothing counts as exported');
+		const failures = (await client.query('SELECT export_failures, upload_failures, last_error FROM traceprof.stats')).rows[0];
+		assert.ok(Number(failures.upload_failures) >= 1, `failed uploads are counted: ${JSON.stringify(failures)}`);
+		assert.equal(Number(failures.export_failures), 0, 'as upload failures, not as span export failures');
+		assert.ok(failures.last_error.includes(`127.0.0.1:${dead}`), `last_error says why: ${failures.last_error}`);
 		for (const ctx of ctxs)
 			assert.ok(total(await profile(client, ctx.traceId)) > 0, 'profiles stay readable in SQL');
 		const warnings = cluster.readLog().split('\n').filter((l) => /WARNING: .*cannot upload profiles/.test(l));

@@ -160,9 +160,9 @@ test('extension: https endpoints are verified; traceprof.otlp_ca_file / pyroscop
 	const stats = async () => (await admin.query('SELECT * FROM traceprof.stats')).rows[0];
 
 	await traced();
-	const failed = await waitFor('an export failure', async () => {
+	const failed = await waitFor('a failed span export and a failed profile upload', async () => {
 		const s = await stats();
-		return Number(s.export_failures) > 0 && s.last_error ? s : null;
+		return Number(s.export_failures) > 0 && Number(s.upload_failures) > 0 && s.last_error ? s : null;
 	}, 20000);
 	assert.match(failed.last_error, /certificate/i, 'the failure says why');
 	assert.equal(otlp.requests.length, 0, 'nothing sent to an endpoint whose certificate is not trusted');
