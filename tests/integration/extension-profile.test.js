@@ -74,6 +74,14 @@ function serverSpan(spans, prefix) {
 	return found[0];
 }
 
+/** The SERVER span whose query starts with prefix, and the one statement span nested directly under it. */
+function topAndNested(spans, prefix) {
+	const top = serverSpan(spans, prefix);
+	const nested = spans.filter((s) => s.kind === 'internal' && s.parent_span_id === top.span_id && s.name !== 'plan');
+	assert.equal(nested.length, 1, `one nested statement span under the top-level one: ${JSON.stringify(spans.map((s) => [s.name, s.kind, s.query]))}`);
+	return { top, nested: nested[0] };
+}
+
 /** traceprof.profile rows with numbers. */
 async function profile(client, traceId, spanId = null) {
 	const rows = (await client.query('SELECT span_name, stack, samples, nanoseconds FROM traceprof.profile($1, $2)',
@@ -375,14 +383,12 @@ describe('profiles in SQL (one cluster)', () => {
 				await closeAll(client);
 			}
 			const spans = await spansOf(reader, ctx.traceId);
-			const top = serverSpan(spans, 'SELECT burn(');
-			const nested = spans.filter((s) => s.kind === 'internal' && s.parent_span_id === top.span_id && s.name !== 'plan');
-			assert.equal(nested.length, 1, `one nested statement span under the top-level one: ${JSON.stringify(spans.map((s) => [s.name, s.kind, s.query]))}`);
+			const { top, nested } = topAndNested(spans, 'SELECT burn(');
 			const all = await profile(reader, ctx.traceId);
 			return {
-				ctx, top, nested: nested[0], all,
+				ctx, top, nested, all,
 				ofTop: await profile(reader, ctx.traceId, top.span_id),
-				ofNested: await profile(reader, ctx.traceId, nested[0].span_id),
+				ofNested: await profile(reader, ctx.traceId, nested.span_id),
 			};
 		};
 		// Inside the nested statement: plpgsql → SPI → a second executor.
@@ -437,13 +443,11 @@ describe('profiles in SQL (one cluster)', () => {
 			await closeAll(client);
 		}
 		const spans = await spansOf(reader, ctx.traceId);
-		const top = serverSpan(spans, 'SELECT pg_temp.rehz_then_burn(');
-		const nested = spans.filter((s) => s.kind === 'internal' && s.parent_span_id === top.span_id && s.name !== 'plan');
-		assert.equal(nested.length, 1, `one nested statement span: ${JSON.stringify(spans.map((s) => [s.name, s.kind]))}`);
-		const ofNested = await profile(reader, ctx.traceId, nested[0].span_id);
+		const { nested } = topAndNested(spans, 'SELECT pg_temp.rehz_then_burn(');
+		const ofNested = await profile(reader, ctx.traceId, nested.span_id);
 		assert.ok(total(ofNested) >= 10, `the nested statement's samples were stored (${total(ofNested)})`);
 		for (const r of ofNested)
-			assert.equal(r.span_name, nested[0].name, `a sample of the nested span carries its name: ${r.stack}`);
+			assert.equal(r.span_name, nested.name, `a sample of the nested span carries its name: ${r.stack}`);
 	});
 
 	test('5. sample_hz range; wall mode samples pg_sleep (leaf: the wait event Timeout:PgSleep over epoll_wait), CPU mode does not', async () => {
