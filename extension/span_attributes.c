@@ -97,7 +97,8 @@ span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, t
 		add_int(&list, "traceprof.query_id", (int64) r->query_id);
 	add_int(&list, "traceprof.backend_pid", r->pid);
 	add_string(&list, "traceprof.user", r->username);
-	add_int(&list, "traceprof.cpu_time_ns", r->cpu_ns);
+	if (r->cpu_ns >= 0)
+		add_int(&list, "traceprof.cpu_time_ns", r->cpu_ns);
 	add_int(&list, "traceprof.shared_blks_hit", r->shared_blks_hit);
 	add_int(&list, "traceprof.shared_blks_read", r->shared_blks_read);
 	add_int(&list, "traceprof.wal_bytes", r->wal_bytes);

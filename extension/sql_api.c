@@ -137,7 +137,10 @@ emit_span_row(const TraceprofSpan *r, void *arg)
 	values[i++] = TimestampTzGetDatum(unix_ns_to_timestamptz(r->start_ns));
 	values[i++] = TimestampTzGetDatum(unix_ns_to_timestamptz(r->end_ns));
 	values[i++] = Float8GetDatum((r->end_ns - r->start_ns) / 1e6);
-	values[i++] = Float8GetDatum(r->cpu_ns / 1e6);
+	if (r->cpu_ns >= 0)
+		values[i++] = Float8GetDatum(r->cpu_ns / 1e6);
+	else
+		nulls[i++] = true;
 	values[i++] = CStringGetTextDatum(r->status == SPAN_STATUS_ERROR ? "error" : "unset");
 	if (r->status == SPAN_STATUS_ERROR)
 		values[i++] = CStringGetTextDatum(visible ? r->message : HIDDEN);

@@ -20,6 +20,8 @@ PG_MODULE_MAGIC;
 void		_PG_init(void);
 
 int			traceprof_track = TRACK_TOP;
+bool		traceprof_track_planning = true;
+bool		traceprof_track_cpu_time = true;
 int			traceprof_query_text = QUERY_TEXT_NORMALIZED;
 int			traceprof_max_query_length = 1024;
 int			traceprof_max_spans = 8192;
@@ -144,6 +146,16 @@ define_gucs(void)
 	DefineCustomEnumVariable("traceprof.track",
 							 "Which statements get spans: top (client statements) or all (also those inside functions).",
 							 NULL, &traceprof_track, TRACK_TOP, track_options, PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("traceprof.track_planning",
+							 "Give a statement's planning a child span of its own.",
+							 "Off: planning time stays an attribute of the statement's span.",
+							 &traceprof_track_planning, true, PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("traceprof.track_cpu_time",
+							 "Record each span's CPU time from the thread CPU clock.",
+							 "Costs a system call at each end of a span.",
+							 &traceprof_track_cpu_time, true, PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomEnumVariable("traceprof.query_text",
 							 "Query text in spans: normalized (constants replaced), full, or off.",

@@ -31,6 +31,8 @@ typedef enum
 } QueryTextMode;
 
 extern int	traceprof_track;
+extern bool traceprof_track_planning;
+extern bool traceprof_track_cpu_time;
 extern int	traceprof_query_text;
 extern int	traceprof_max_query_length;
 extern int	traceprof_max_spans;
@@ -79,7 +81,7 @@ typedef struct TraceprofSpan
 	uint64		query_id;
 	int64		start_ns;		/* Unix epoch nanoseconds */
 	int64		end_ns;
-	int64		cpu_ns;			/* backend CPU time spent inside the span */
+	int64		cpu_ns;			/* backend CPU time inside the span; -1: not tracked */
 	int64		rows;			/* -1 when not applicable */
 	int64		shared_blks_hit;
 	int64		shared_blks_read;

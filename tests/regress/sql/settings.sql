@@ -39,3 +39,26 @@ SELECT 2 AS not_sampled;
 SELECT count(*) AS roots, bool_and(parent_span_id IS NULL) AS are_roots,
        bool_and(trace_id <> '4bf92f3577b34da6a3ce929d0e0e4736') AS new_trace
   FROM traceprof.spans WHERE kind = 'server';
+
+-- track_planning off: no plan span, planning time stays on the statement;
+-- track_cpu_time off: no CPU time (NULL, no attribute), the rest unchanged
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+SELECT 1;
+SET traceprof.track_planning = off;
+SELECT 1, 2;
+SET traceprof.track_cpu_time = off;
+SELECT 1, 2, 3;
+RESET traceprof.track_planning;
+SELECT 1, 2, 3, 4;
+RESET traceprof.track_cpu_time;
+SET traceprof.traceparent = '';
+SELECT s.query, count(p.span_id) AS plan_spans, count(p.cpu_time_ms) AS plan_cpu_times,
+       s.attributes ? 'traceprof.planning_time_ns' AS planning_timed,
+       s.cpu_time_ms IS NOT NULL AS cpu_timed,
+       s.attributes ? 'traceprof.cpu_time_ns' AS cpu_attribute,
+       s.attributes ? 'traceprof.shared_blks_hit' AS io_counted
+  FROM traceprof.spans s LEFT JOIN traceprof.spans p ON p.parent_span_id = s.span_id AND p.name = 'plan'
+ WHERE s.kind = 'server' AND s.name = 'SELECT'
+ GROUP BY s.span_id, s.query, s.attributes, s.cpu_time_ms, s.start_time
+ ORDER BY s.start_time;

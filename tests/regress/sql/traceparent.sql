@@ -29,6 +29,7 @@ SET ROLE traceprof_plain;
 SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 SET traceprof.sample_rate = 1;
 SET traceprof.query_text = 'full';
+SET traceprof.track_cpu_time = off;
 SET traceprof.otlp_endpoint = 'http://elsewhere:4318';
 SELECT traceprof.reset();
 RESET ROLE;
