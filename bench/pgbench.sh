@@ -15,7 +15,10 @@
 #   none    cluster A, no extension
 #   idle    traceprof loaded, nothing traced (sample_rate 0, no traceparent)
 #   trace   sample_rate 1 (a new trace per statement), profile off, no export
+#   lean    as trace with track_planning = off, track_cpu_time = off: one
+#           span per statement, no thread-CPU-clock system calls
 #   export  as trace + otlp_endpoint = a local sink (bench/sink.py), 200 ms
+#   leanexp as lean + the same export
 #   hz100   as trace + profile = traced, sample_hz 100, no export
 #   hz250   as trace + profile = traced, sample_hz 250 (the highest rate)
 #
@@ -34,8 +37,9 @@
 # When the rounds dropped spans, one more export run per workload on a
 # third cluster with a larger traceprof.max_spans shows whether that helps.
 #
-# pairs: the two comparisons the smallest targets are about (no extension
-# vs tracing 100%, tracing vs tracing + sampler at 100 Hz), select-only, as
+# pairs: the comparisons the smallest targets are about (no extension vs
+# tracing 100%, the same with lean tracing, tracing vs tracing + sampler at
+# 100 Hz), select-only, as
 # PAIRS pairs of short runs back to back (PAIR_SECONDS each, the order
 # alternating); the ratio of CPU per transaction is taken within each pair,
 # so drifts of the shared machine slower than a pair cancel.  Prints the
@@ -163,7 +167,7 @@ say "starting two PostgreSQL 15 clusters (pgbench scale $scale)"
 start_cluster A
 start_cluster B "shared_preload_libraries = 'traceprof'"
 
-configs="none idle trace export hz100 hz250"
+configs="none idle trace lean export leanexp hz100 hz250"
 # label: workload name; flags: pgbench options
 workloads="select select_prepared tpcb"
 workload_flags() {
@@ -174,14 +178,17 @@ workload_flags() {
 	esac
 }
 
-# Settings of configuration $1 on cluster B (sample_rate, profile, hz, endpoint).
+# Settings of configuration $1 on cluster B (sample_rate, profile, hz,
+# endpoint, track_planning and track_cpu_time).
 config_settings() {
 	case $1 in
-	idle) echo "0 traced 100 ''" ;;
-	trace) echo "1 off 100 ''" ;;
-	export) echo "1 off 100 '$sink_url'" ;;
-	hz100) echo "1 traced 100 ''" ;;
-	hz250) echo "1 traced 250 ''" ;;
+	idle) echo "0 traced 100 '' on" ;;
+	trace) echo "1 off 100 '' on" ;;
+	lean) echo "1 off 100 '' off" ;;
+	export) echo "1 off 100 '$sink_url' on" ;;
+	leanexp) echo "1 off 100 '$sink_url' off" ;;
+	hz100) echo "1 traced 100 '' on" ;;
+	hz250) echo "1 traced 250 '' on" ;;
 	esac
 }
 
@@ -189,19 +196,21 @@ applied=
 apply_config() {
 	[ "$1" = none ] && return
 	[ "$1" = "$applied" ] && return
-	# shellcheck disable=SC2046 # four words wanted
+	# shellcheck disable=SC2046 # five words wanted
 	set -- "$1" $(config_settings "$1")
 	sql -c "ALTER SYSTEM SET traceprof.sample_rate = $2" \
 		-c "ALTER SYSTEM SET traceprof.profile = $3" \
 		-c "ALTER SYSTEM SET traceprof.sample_hz = $4" \
 		-c "ALTER SYSTEM SET traceprof.otlp_endpoint = $5" \
+		-c "ALTER SYSTEM SET traceprof.track_planning = $6" \
+		-c "ALTER SYSTEM SET traceprof.track_cpu_time = $6" \
 		-c "ALTER SYSTEM SET traceprof.export_interval = '200ms'" \
 		-c "SELECT pg_reload_conf()" >/dev/null
 	# A fresh session must see the new values before pgbench starts.
-	want="$2|$3|$4|$(echo "$5" | tr -d "'")"
+	want="$2|$3|$4|$(echo "$5" | tr -d "'")|$6"
 	try=0
 	while :; do
-		got=$(SQL_OPTIONS='' sql -c "SELECT current_setting('traceprof.sample_rate') || '|' || current_setting('traceprof.profile') || '|' || current_setting('traceprof.sample_hz') || '|' || current_setting('traceprof.otlp_endpoint')")
+		got=$(SQL_OPTIONS='' sql -c "SELECT current_setting('traceprof.sample_rate') || '|' || current_setting('traceprof.profile') || '|' || current_setting('traceprof.sample_hz') || '|' || current_setting('traceprof.otlp_endpoint') || '|' || current_setting('traceprof.track_cpu_time')")
 		[ "$got" = "$want" ] && break
 		try=$((try + 1))
 		[ "$try" -lt 50 ] || { say "configuration $1 not applied (got $got, want $want)"; exit 1; }
@@ -254,7 +263,7 @@ run_one() {
 		cat "$dir/pgbench.out" >&2
 		exit 1
 	}
-	if [ "$cfg" = export ]; then
+	if [ "$cfg" = export ] || [ "$cfg" = leanexp ]; then
 		# The spans of this run are exported before the CPU is read.
 		try=0
 		while [ "$try" -lt 300 ]; do
@@ -280,7 +289,7 @@ run_one() {
 }
 
 if want tps; then
-nconfigs=6
+nconfigs=$(echo "$configs" | wc -w)
 total_runs=$((rounds * nconfigs * 3))
 say "$rounds rounds x 3 workloads x $nconfigs configurations = $total_runs runs of $secs s ($clients clients, $threads threads)"
 round=0
@@ -298,7 +307,7 @@ done
 
 # Export drops with a larger span ring: a third cluster (max_spans needs a
 # restart), once per workload, only when the rounds dropped spans.
-dropped_main=$(awk '$1 == "main" && $4 == "export" { d += $9 } END { print d + 0 }' "$dir/results")
+dropped_main=$(awk '$1 == "main" && $4 ~ /exp/ { d += $9 } END { print d + 0 }' "$dir/results")
 if [ "$dropped_main" -gt 0 ]; then
 	say "spans were dropped with the default max_spans: one more export run per workload with max_spans = $big_spans"
 	use_cluster B
@@ -347,6 +356,7 @@ awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threa
 		name["tpcb"] = "pgbench (TPC-B-like, simple protocol)"
 		label["none"] = "no extension"; label["idle"] = "loaded, idle"
 		label["trace"] = "tracing 100%"; label["export"] = "tracing 100% + OTLP export"
+		label["lean"] = "tracing, lean"; label["leanexp"] = "tracing, lean + OTLP export"
 		label["hz100"] = "tracing + sampler 100 Hz"; label["hz250"] = "tracing + sampler 250 Hz"
 		printf "\npgbench: PostgreSQL %s, %d CPUs, scale %d, %d clients / %d threads, %d s per run,\n", ver, cpus, scale, clients, threads, secs
 		printf "%d rounds interleaved (medians; ratios taken within a round), traceprof %s\n", rounds, commit
@@ -367,8 +377,8 @@ awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threa
 				mur = median(ur, rounds); mvt = median(vt, rounds); range = minmax(tr, rounds)
 				target = ""
 				if (cf == "idle") target = sprintf("TPS >= 0.99x: %s", mtr >= 0.99 ? "met" : "NOT met")
-				if (cf == "trace") target = sprintf("TPS >= 0.97x: %s", mtr >= 0.97 ? "met" : "NOT met")
-				if (cf == "export") target = sprintf("TPS >= 0.95x, 0 dropped: %s (%d dropped)",
+				if (cf == "trace" || cf == "lean") target = sprintf("TPS >= 0.97x: %s", mtr >= 0.97 ? "met" : "NOT met")
+				if (cf == "export" || cf == "leanexp") target = sprintf("TPS >= 0.95x, 0 dropped: %s (%d dropped)",
 					(mtr >= 0.95 && dropped[wl, cf] == 0) ? "met" : "NOT met", dropped[wl, cf])
 				if (cf == "hz100") target = sprintf("CPU <= 1.01x tracing: %s", mvt <= 1.01 ? "met" : "NOT met")
 				if (cf == "none")
@@ -392,7 +402,7 @@ awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threa
 				txs[wl, cf] ? (created[wl, cf] + dropped[wl, cf]) / txs[wl, cf] : 0,
 				dropped[wl, cf] / rounds, exported[wl, cf] / rounds, failures[wl, cf] / rounds,
 				samples[wl, cf] / rounds, sdropped[wl, cf] / rounds,
-				cf == "export" ? sprintf("%.1f", sink[wl, cf] / rounds) : "-"
+				cf ~ /exp/ ? sprintf("%.1f", sink[wl, cf] / rounds) : "-"
 		}
 		if (have_big) {
 			printf "\nexport with traceprof.max_spans = %d (a third cluster, one run per workload)\n", big
@@ -404,6 +414,7 @@ awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threa
 		}
 	}' "$dir/results"
 echo "TPS ratio, CPU ratio: to the same round's no-extension run; CPU vs trace: CPU us/tx to the same round's tracing-only run."
+echo "lean: traceprof.track_planning = off and traceprof.track_cpu_time = off (one span per statement, no CPU-clock system calls)."
 echo "Server CPU: utime+stime of all processes of the cluster (exporter included); the sink's own CPU is shown apart."
 fi
 
@@ -411,10 +422,10 @@ fi
 # Paired short runs: baseline and candidate back to back, the order
 # alternating, select-only; ratios within each pair.
 if want pairs; then
-	say "pairs: $pairs pairs of $pair_secs-second select-only runs for each of two comparisons"
+	say "pairs: $pairs pairs of $pair_secs-second select-only runs for each of three comparisons"
 	saved_secs=$secs
 	secs=$pair_secs
-	for comparison in "none trace" "trace hz100"; do
+	for comparison in "none trace" "none lean" "trace hz100"; do
 		# shellcheck disable=SC2086 # two words wanted
 		set -- $comparison
 		i=0
@@ -443,11 +454,13 @@ if want pairs; then
 		}
 		END {
 			printf "%-28s %6s %12s %22s %12s %22s\n", "comparison", "pairs", "CPU ratio", "95% CI", "TPS ratio", "95% CI"
-			split("pair_none_trace pair_trace_hz100", names, " ")
-			target["pair_none_trace"] = "TPS >= 0.97x"; target["pair_trace_hz100"] = "CPU <= 1.01x"
+			split("pair_none_trace pair_none_lean pair_trace_hz100", names, " ")
+			target["pair_none_trace"] = target["pair_none_lean"] = "TPS >= 0.97x"
+			target["pair_trace_hz100"] = "CPU <= 1.01x"
 			label["pair_none_trace"] = "tracing 100% / no extension"
+			label["pair_none_lean"] = "tracing, lean / no extension"
 			label["pair_trace_hz100"] = "sampler 100 Hz / tracing"
-			for (c = 1; c <= 2; c++) {
+			for (c = 1; c <= 3; c++) {
 				name = names[c]; count = n[name]
 				if (count == 0) continue
 				for (i = 0; i < count; i++) {
@@ -599,6 +612,7 @@ elif command -v valgrind >/dev/null 2>&1; then
 		queryid) opts="-c shared_preload_libraries= -c compute_query_id=on" ;;
 		idle) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=0" ;;
 		trace) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=1 -c traceprof.profile=off" ;;
+		lean) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=1 -c traceprof.profile=off -c traceprof.track_planning=off -c traceprof.track_cpu_time=off" ;;
 		sampler) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=1 -c traceprof.sample_hz=1" ;;
 		esac
 		{
@@ -628,7 +642,7 @@ elif command -v valgrind >/dev/null 2>&1; then
 	}
 	for wl in select tpcb; do
 		if [ "$wl" = select ]; then short=200 long=600 per=1; else short=350 long=1050 per=7; fi
-		for cfg in none queryid idle trace sampler; do
+		for cfg in none queryid idle trace lean sampler; do
 			a=$(callgrind_ir "$cfg" "$dir/cg/$wl.sql" "$short")
 			b=$(callgrind_ir "$cfg" "$dir/cg/$wl.sql" "$long")
 			echo "$wl $cfg $a $b $(( (long - short) / per ))" >>"$dir/cg/results"
@@ -640,19 +654,21 @@ elif command -v valgrind >/dev/null 2>&1; then
 		{ ir[$1, $2] = ($4 - $3) / $5 }
 		END {
 			name["select"] = "select-only (1 statement)"; name["tpcb"] = "TPC-B-like (7 statements)"
-			printf "%-26s %13s %17s %7s %13s %7s %13s %7s %13s %10s\n", "transaction", "no extension",
+			printf "%-26s %13s %17s %7s %13s %7s %13s %7s %13s %7s %13s %10s\n", "transaction", "no extension",
 				"compute_query_id", "ratio", "loaded, idle", "ratio", "tracing 100%", "ratio",
-				"+ sampler", "/ tracing"
+				"tracing, lean", "ratio", "+ sampler", "/ tracing"
 			split("select tpcb", w, " ")
 			for (i = 1; i <= 2; i++)
-				printf "%-26s %13.0f %17.0f %7.4f %13.0f %7.4f %13.0f %7.4f %13.0f %10.4f\n", name[w[i]], ir[w[i], "none"],
+				printf "%-26s %13.0f %17.0f %7.4f %13.0f %7.4f %13.0f %7.4f %13.0f %7.4f %13.0f %10.4f\n", name[w[i]], ir[w[i], "none"],
 					ir[w[i], "queryid"], ir[w[i], "queryid"] / ir[w[i], "none"],
 					ir[w[i], "idle"], ir[w[i], "idle"] / ir[w[i], "none"],
 					ir[w[i], "trace"], ir[w[i], "trace"] / ir[w[i], "none"],
+					ir[w[i], "lean"], ir[w[i], "lean"] / ir[w[i], "none"],
 					ir[w[i], "sampler"], ir[w[i], "sampler"] / ir[w[i], "trace"]
 			for (i = 1; summary != "" && i <= 2; i++) {
-				printf "pgbench|%s: instructions per transaction, idle / tracing, to no extension (callgrind)|%.4fx / %.4fx|\n",
-					name[w[i]], ir[w[i], "idle"] / ir[w[i], "none"], ir[w[i], "trace"] / ir[w[i], "none"] >>summary
+				printf "pgbench|%s: instructions per transaction, idle / tracing / lean tracing, to no extension (callgrind)|%.4fx / %.4fx / %.4fx|\n",
+					name[w[i]], ir[w[i], "idle"] / ir[w[i], "none"], ir[w[i], "trace"] / ir[w[i], "none"],
+					ir[w[i], "lean"] / ir[w[i], "none"] >>summary
 				printf "pgbench|%s: sampler bookkeeping per transaction, to tracing (callgrind, the work of samples excluded)|%.4fx|<= 1.01x with the per-sample cost|\n",
 					name[w[i]], ir[w[i], "sampler"] / ir[w[i], "trace"] >>summary
 			}
