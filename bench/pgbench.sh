@@ -288,6 +288,14 @@ run_one() {
 		"$(awk -v t="$((ticks1 - ticks0))" -v n="$tx" -v hz="$(getconf CLK_TCK)" 'BEGIN { print t / hz * 1e6 / n }')" >&2
 }
 
+# What a span's clock reads cost here: lean tracing's difference.
+${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -Wall -o "$dir/clock_cost" bench/clock_cost.c
+# shellcheck disable=SC2046 # two numbers wanted
+set -- $("$dir/clock_cost" 200000)
+echo "clock reads on this machine: thread CPU clock $1 ns (a system call; traceprof.track_cpu_time), wall clock $2 ns (vDSO)"
+[ -n "${BENCH_SUMMARY:-}" ] &&
+	echo "pgbench|one read of the thread CPU clock / of the wall clock (ns)|$1 / $2|" >>"$BENCH_SUMMARY"
+
 if want tps; then
 nconfigs=$(echo "$configs" | wc -w)
 total_runs=$((rounds * nconfigs * 3))

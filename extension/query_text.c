@@ -59,6 +59,7 @@ typedef struct NormalizedText
 {
 	uint64		query_id;		/* 0: empty */
 	char	   *text;			/* cut to traceprof.max_query_length, fixed at start */
+	int			len;
 } NormalizedText;
 
 static NormalizedText normalized_cache[NORMALIZED_CACHE];
@@ -201,49 +202,54 @@ normalize(const char *text, int len, uint64 query_id)
 	return out.data;
 }
 
-/* Cut to traceprof.max_query_length bytes on a character boundary. */
-static void
-cut_to_max_length(char *text)
+/* Copy len bytes of text to dest, cut to traceprof.max_query_length bytes on a character boundary. */
+static int
+copy_cut(char *dest, const char *text, int len)
 {
-	size_t		len = strlen(text);
-
-	if (len > (size_t) traceprof_max_query_length)
-		text[pg_mbcliplen(text, len, traceprof_max_query_length)] = '\0';
+	if (len > traceprof_max_query_length)
+		len = pg_mbcliplen(text, len, traceprof_max_query_length);
+	memcpy(dest, text, len);
+	dest[len] = '\0';
+	return len;
 }
 
 /*
- * The text to store for the len bytes at text (palloc'd), cut to
- * traceprof.max_query_length bytes.
+ * Store the text to keep of the len bytes at text in dest (room for
+ * traceprof.max_query_length bytes and a NUL); returns its length.  Written
+ * in place: a copy handed back cost a palloc, a strlen and a pfree a span.
  */
-char *
-query_text_for_span(const char *text, int location, int len, uint64 query_id)
+int
+query_text_for_span(const char *text, int len, uint64 query_id, char *dest)
 {
 	NormalizedText *entry;
-	char	   *result;
+	char	   *normalized;
 
-	text += location;
 	switch (traceprof_query_text)
 	{
 		case QUERY_TEXT_OFF:
-			return pstrdup("");
+			dest[0] = '\0';
+			return 0;
 		case QUERY_TEXT_FULL:
-			result = pnstrdup(text, len);
-			cut_to_max_length(result);
-			return result;
+			return copy_cut(dest, text, len);
 		default:
 			break;
 	}
 	entry = normalized_entry(query_id);
 	if (is_normalized_cached(query_id))
-		return pstrdup(entry->text);
-	result = normalize(text, len, query_id);
-	cut_to_max_length(result);
+	{
+		memcpy(dest, entry->text, entry->len + 1);
+		return entry->len;
+	}
+	normalized = normalize(text, len, query_id);
+	len = copy_cut(dest, normalized, strlen(normalized));
+	pfree(normalized);
 	if (query_id != 0)
 	{
 		if (entry->text != NULL)
 			pfree(entry->text);
-		entry->text = MemoryContextStrdup(TopMemoryContext, result);
+		entry->text = MemoryContextStrdup(TopMemoryContext, dest);
+		entry->len = len;
 		entry->query_id = query_id;
 	}
-	return result;
+	return len;
 }

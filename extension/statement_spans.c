@@ -289,14 +289,8 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	set_database_name(r);
 	set_user_name(r);
 	if (parent->statement != NULL)
-	{
-		char	   *text = query_text_for_span(parent->statement, 0, parent->statement_len,
-											   query_id);
-
-		r->query_len = strlen(text);
-		memcpy(r->query, text, r->query_len + 1);
-		pfree(text);
-	}
+		r->query_len = query_text_for_span(parent->statement, parent->statement_len, query_id,
+										   r->query);
 	else
 		r->query[0] = '\0';
 

@@ -142,7 +142,7 @@ extern void statement_spans_install_hooks(void);
 
 /* query_text.c */
 struct JumbleState;
-extern char *query_text_for_span(const char *source, int location, int len, uint64 query_id);
+extern int	query_text_for_span(const char *text, int len, uint64 query_id, char *dest);
 extern void query_text_remember_constants(uint64 query_id, int stmt_location,
 										  const struct JumbleState *jstate);
 
