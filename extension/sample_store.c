@@ -41,7 +41,7 @@ sample_store_shmem_startup(void)
 		return;
 	pg_atomic_init_u64(&frames->named, 0);
 	pg_atomic_init_u64(&frames->total, 0);
-	shm_ring_init(ring, traceprof_max_samples, sizeof(TraceprofSample));
+	shm_ring_init(ring, traceprof_max_samples, sizeof(TraceprofSample), sizeof(TraceprofSample));
 }
 
 void

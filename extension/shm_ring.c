@@ -3,12 +3,24 @@
 
 #include "shm_ring.h"
 
+/*
+ * A record takes one slot, or several consecutive ones when it is longer
+ * than a slot's data: slots are sized for the common record, not the
+ * largest (a span's slot was 1.7 kB for ~300 bytes used, and touching 14 MB
+ * of ring memory cost more than the rest of storing a span).  Every slot
+ * names its record's first position, so a reader starting anywhere skips
+ * to the next record.
+ */
 typedef struct RingSlot
 {
 	pg_atomic_uint64 seq;		/* position + 1 when published, 0 while written */
-	uint32		len;			/* bytes of data in use */
+	uint64		head;			/* position of the record's first slot */
+	uint32		len;			/* the whole record's bytes */
+	uint32		nslots;			/* slots the record takes */
 	char		data[FLEXIBLE_ARRAY_MEMBER];
 } RingSlot;
+
+StaticAssertDecl(offsetof(RingSlot, data) == SHM_RING_SLOT_OVERHEAD, "slot header size");
 
 /*
  * Every writer claims positions with a compare-and-swap on next_write: it
@@ -25,45 +37,56 @@ typedef union
 
 struct ShmRing
 {
-	int			capacity;
-	Size		record_size;
+	int			capacity;		/* slots */
+	Size		slot_data;		/* bytes of record per slot */
+	Size		max_record;
 	pg_atomic_uint64 exported_upto; /* positions below were exported */
 	pg_atomic_uint64 view_base;		/* positions below were reset away */
 	PaddedCounter next_write;	/* next position to claim */
 	pg_atomic_uint64 dropped;
 	pg_atomic_uint64 exported;
+	/* Slots claimed past records' first: written records = positions - these. */
+	pg_atomic_uint64 extra_slots;
 	char		slots[FLEXIBLE_ARRAY_MEMBER] pg_attribute_aligned(PG_CACHE_LINE_SIZE);
 };
 
 static Size
-slot_size(Size record_size)
+slot_size(Size slot_data)
 {
-	return CACHELINEALIGN(offsetof(RingSlot, data) + record_size);
+	return CACHELINEALIGN(offsetof(RingSlot, data) + slot_data);
 }
 
 static RingSlot *
 slot_at(ShmRing *ring, uint64 position)
 {
-	return (RingSlot *) (ring->slots + (position % ring->capacity) * slot_size(ring->record_size));
+	return (RingSlot *) (ring->slots + (position % ring->capacity) * slot_size(ring->slot_data));
+}
+
+static uint32
+slots_for(ShmRing *ring, Size len)
+{
+	return len <= ring->slot_data ? 1 : (uint32) ((len + ring->slot_data - 1) / ring->slot_data);
 }
 
 Size
-shm_ring_size(int capacity, Size record_size)
+shm_ring_size(int capacity, Size slot_data)
 {
 	return add_size(offsetof(ShmRing, slots),
-					mul_size(capacity, slot_size(record_size)));
+					mul_size(capacity, slot_size(slot_data)));
 }
 
 void
-shm_ring_init(ShmRing *ring, int capacity, Size record_size)
+shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record)
 {
 	ring->capacity = capacity;
-	ring->record_size = record_size;
+	ring->slot_data = slot_data;
+	ring->max_record = max_record;
 	pg_atomic_init_u64(&ring->next_write.value, 0);
 	pg_atomic_init_u64(&ring->exported_upto, 0);
 	pg_atomic_init_u64(&ring->view_base, 0);
 	pg_atomic_init_u64(&ring->dropped, 0);
 	pg_atomic_init_u64(&ring->exported, 0);
+	pg_atomic_init_u64(&ring->extra_slots, 0);
 	for (int i = 0; i < capacity; i++)
 		pg_atomic_init_u64(&slot_at(ring, i)->seq, 0);
 }
@@ -73,59 +96,95 @@ shm_ring_write(ShmRing *ring, const void *record, Size len, bool keep_unexported
 			   uint64 *pending)
 {
 	uint64		position;
-	RingSlot   *slot;
+	uint32		nslots;
+	const char *from = record;
 
+	len = Min(len, ring->max_record);
+	nslots = Min(slots_for(ring, len), (uint32) ring->capacity);
+	len = Min(len, nslots * ring->slot_data);
 	/* Fetch the line for writing at once: the CAS below needs it exclusive. */
 	__builtin_prefetch(&ring->next_write, 1);
 	position = pg_atomic_read_u64(&ring->next_write.value);
-
 	for (;;)
 	{
 		if (keep_unexported &&
-			position - pg_atomic_read_u64(&ring->exported_upto) >= (uint64) ring->capacity)
+			position + nslots - pg_atomic_read_u64(&ring->exported_upto) > (uint64) ring->capacity)
 		{
 			pg_atomic_fetch_add_u64(&ring->dropped, 1);
 			return false;
 		}
 		/* On failure, position is updated to the current value. */
-		if (pg_atomic_compare_exchange_u64(&ring->next_write.value, &position, position + 1))
+		if (pg_atomic_compare_exchange_u64(&ring->next_write.value, &position, position + nslots))
 			break;
 	}
-	slot = slot_at(ring, position);
-	pg_atomic_write_u64(&slot->seq, 0);
+	/* Rare (long texts), and before the copy: see the store below. */
+	if (nslots > 1)
+		pg_atomic_fetch_add_u64(&ring->extra_slots, nslots - 1);
+	for (uint32 i = 0; i < nslots; i++)
+		pg_atomic_write_u64(&slot_at(ring, position + i)->seq, 0);
 	pg_write_barrier();
-	slot->len = Min(len, ring->record_size);
-	memcpy(slot->data, record, slot->len);
+	for (uint32 i = 0; i < nslots; i++)
+	{
+		RingSlot   *slot = slot_at(ring, position + i);
+		Size		chunk = Min(len - i * ring->slot_data, ring->slot_data);
+
+		slot->head = position;
+		slot->len = (uint32) len;
+		slot->nslots = nslots;
+		memcpy(slot->data, from + i * ring->slot_data, chunk);
+	}
 	pg_write_barrier();
 
 	/*
-	 * A plain store publishes the record.  No locked instruction may follow
+	 * Plain stores publish the record, its first slot last: a reader that
+	 * sees it published sees all of it.  No locked instruction may follow
 	 * the copy: it would wait for every store to the slot's cold cache lines
 	 * (measured: most of the cost of storing a span).
 	 */
-	pg_atomic_write_u64(&slot->seq, position + 1);
-	*pending = position + 1 - pg_atomic_read_u64(&ring->exported_upto);
+	for (uint32 i = nslots; i-- > 0;)
+		pg_atomic_write_u64(&slot_at(ring, position + i)->seq, position + i + 1);
+	*pending = position + nslots - pg_atomic_read_u64(&ring->exported_upto);
 	return true;
 }
 
 /*
- * Copy the record at position into buf and return its length; -1 if its
- * slot is being written or was overwritten by a later position.
+ * Copy the record whose first slot is at position into buf and return its
+ * length; -1 if a slot of it is being written or was overwritten by a later
+ * position, or position is not a record's first slot.  *next gets the
+ * position after it (after this slot, when unreadable).
  */
 static int
-read_slot(ShmRing *ring, uint64 position, void *buf)
+read_record(ShmRing *ring, uint64 position, void *buf, uint64 *next)
 {
-	RingSlot   *slot = slot_at(ring, position);
-	uint64		before = pg_atomic_read_u64(&slot->seq);
+	RingSlot   *first = slot_at(ring, position);
+	uint32		nslots;
 	Size		len;
 
-	if (before != position + 1)
+	*next = position + 1;
+	if (pg_atomic_read_u64(&first->seq) != position + 1)
 		return -1;
 	pg_read_barrier();
-	len = Min(slot->len, ring->record_size);
-	memcpy(buf, slot->data, len);
+	nslots = first->nslots;
+	len = first->len;
+	if (first->head != position || nslots == 0 || nslots > (uint32) ring->capacity ||
+		len > Min(ring->max_record, nslots * ring->slot_data))
+		return -1;
+	for (uint32 i = 0; i < nslots; i++)
+	{
+		RingSlot   *slot = slot_at(ring, position + i);
+
+		if (pg_atomic_read_u64(&slot->seq) != position + i + 1)
+			return -1;
+		pg_read_barrier();
+		memcpy((char *) buf + i * ring->slot_data, slot->data,
+			   Min(len - i * ring->slot_data, ring->slot_data));
+	}
 	pg_read_barrier();
-	return pg_atomic_read_u64(&slot->seq) == before ? (int) len : -1;
+	for (uint32 i = 0; i < nslots; i++)
+		if (pg_atomic_read_u64(&slot_at(ring, position + i)->seq) != position + i + 1)
+			return -1;
+	*next = position + nslots;
+	return (int) len;
 }
 
 void
@@ -135,9 +194,9 @@ shm_ring_scan_retained(ShmRing *ring, void *buf, ShmRingVisitor visit, void *arg
 	uint64		start = end > (uint64) ring->capacity ? end - ring->capacity : 0;
 
 	start = Max(start, pg_atomic_read_u64(&ring->view_base));
-	for (uint64 position = start; position < end; position++)
+	for (uint64 position = start, next; position < end; position = next)
 	{
-		int			len = read_slot(ring, position, buf);
+		int			len = read_record(ring, position, buf, &next);
 
 		if (len >= 0 && !visit(buf, len, arg))
 			break;
@@ -154,15 +213,20 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 	/* Records overwritten while export was off are gone: skip past them. */
 	if (end - position > (uint64) ring->capacity)
 		position = end - ring->capacity;
-	for (; position < end && visited < max; position++, visited++)
+	while (position < end && visited < max)
 	{
+		uint64		next;
 		int			len;
 
 		if (pg_atomic_read_u64(&slot_at(ring, position)->seq) == 0)
 			break;				/* a writer is mid-copy: next round */
-		len = read_slot(ring, position, buf);
+		len = read_record(ring, position, buf, &next);
 		if (len >= 0)
+		{
 			visit(buf, len, arg);
+			visited++;
+		}
+		position = next;
 	}
 	return position;
 }
@@ -193,8 +257,12 @@ shm_ring_counts(ShmRing *ring, bool keep_unexported, ShmRingCounts *counts)
 	uint64		end = pg_atomic_read_u64(&ring->next_write.value);
 	uint64		exported_upto = pg_atomic_read_u64(&ring->exported_upto);
 
-	/* Every claimed position was written: no counter shared by all writers. */
-	counts->written = end - pg_atomic_read_u64(&ring->view_base);
+	/*
+	 * Every claimed position was written: no counter shared by all writers
+	 * but the rare one of records longer than a slot.
+	 */
+	counts->written = end - pg_atomic_read_u64(&ring->view_base) -
+		pg_atomic_read_u64(&ring->extra_slots);
 	counts->dropped = pg_atomic_read_u64(&ring->dropped);
 	counts->exported = pg_atomic_read_u64(&ring->exported);
 	counts->pending = keep_unexported ?
@@ -208,4 +276,5 @@ shm_ring_reset(ShmRing *ring)
 	pg_atomic_write_u64(&ring->view_base, pg_atomic_read_u64(&ring->next_write.value));
 	pg_atomic_write_u64(&ring->dropped, 0);
 	pg_atomic_write_u64(&ring->exported, 0);
+	pg_atomic_write_u64(&ring->extra_slots, 0);
 }

@@ -2,9 +2,10 @@
  * shm_ring.h - a fixed-size ring of records in shared memory that writers
  * never wait on.
  *
- * A compare-and-swap claims a position, the record is copied into its
- * slot, and the slot's sequence number publishes it; readers copy a slot and
- * check the sequence number before and after (a seqlock).  In "keep" mode
+ * A compare-and-swap claims a position (or several consecutive ones for a
+ * record longer than a slot), the record is copied into its slots, and the
+ * slots' sequence numbers publish it; readers copy the slots and check the
+ * sequence numbers before and after (a seqlock).  Positions count slots.  In "keep" mode
  * (something exports the records) writers drop and count rather than
  * overwrite records not yet exported; otherwise the ring keeps the newest.
  */
@@ -20,13 +21,17 @@ typedef struct ShmRing ShmRing;
 /* record: len bytes, as written */
 typedef bool (*ShmRingVisitor) (const void *record, Size len, void *arg);
 
-extern Size shm_ring_size(int capacity, Size record_size);
-extern void shm_ring_init(ShmRing *ring, int capacity, Size record_size);
+/* Bytes of a slot that are not record data. */
+#define SHM_RING_SLOT_OVERHEAD 24
+
+/* capacity slots of slot_data bytes; records of up to max_record bytes. */
+extern Size shm_ring_size(int capacity, Size slot_data);
+extern void shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record);
 
 /*
- * Copy len bytes (at most the record size) into the next slot.  False when
+ * Copy len bytes (at most max_record) into the next slots.  False when
  * the record was dropped because keep_unexported and the ring is full.
- * *pending gets the number of records now waiting for export.
+ * *pending gets the number of slots now waiting for export.
  */
 extern bool shm_ring_write(ShmRing *ring, const void *record, Size len,
 						   bool keep_unexported, uint64 *pending);
@@ -52,8 +57,8 @@ typedef struct ShmRingCounts
 	int64		written;
 	int64		dropped;
 	int64		exported;
-	int64		pending;		/* written, not exported, still retained */
-	int64		capacity;
+	int64		pending;		/* slots written, not exported, still retained */
+	int64		capacity;		/* slots */
 } ShmRingCounts;
 
 extern void shm_ring_counts(ShmRing *ring, bool keep_unexported, ShmRingCounts *counts);

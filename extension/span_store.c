@@ -101,11 +101,24 @@ span_unpack(const char *in, Size len, TraceprofSpan *span)
 	return true;
 }
 
+/*
+ * Slots of 512 bytes: a span of a short statement (~300 bytes packed) takes
+ * one, a long text or message a few.  There are traceprof.max_spans of them,
+ * and never fewer than the longest span needs.
+ */
+#define SPAN_SLOT_DATA (512 - SHM_RING_SLOT_OVERHEAD)
+
+static int
+span_ring_slots(void)
+{
+	return Max(traceprof_max_spans, (int) (TraceprofSpanSize() / SPAN_SLOT_DATA) + 2);
+}
+
 Size
 span_store_shmem_size(void)
 {
 	return add_size(CACHELINEALIGN(sizeof(SpanStore)),
-					shm_ring_size(traceprof_max_spans, TraceprofSpanSize()));
+					shm_ring_size(span_ring_slots(), SPAN_SLOT_DATA));
 }
 
 void
@@ -126,7 +139,7 @@ span_store_shmem_startup(void)
 	store->last_failure = 0;
 	store->stats_reset = GetCurrentTimestamp();
 	store->last_error[0] = '\0';
-	shm_ring_init(ring, traceprof_max_spans, TraceprofSpanSize());
+	shm_ring_init(ring, span_ring_slots(), SPAN_SLOT_DATA, TraceprofSpanSize());
 }
 
 bool

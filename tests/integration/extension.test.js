@@ -657,7 +657,40 @@ describe('unreachable endpoint, small ring (own cluster)', () => {
 		assert.ok(t.last_export instanceof Date);
 	});
 
-	test('5d. a password in the endpoint URL does not show in traceprof.stats (readable by every role)', async () => {
+	test('5d. spans longer than a ring slot (512 bytes) wrap around the small ring and arrive whole, each counted once', async () => {
+		assert.ok(receiver, 'test 5c ran first');
+		const before = await stats(monitor);
+		const long = newContext();
+		const STATEMENTS_LONG = 150;	/* 300 spans, a third of them 3 slots long: the 128-slot ring wraps */
+		const textOf = (i) => `SELECT ${i} AS n, '${'x'.repeat(900)}' AS pad`;	/* under max_query_length */
+		const su = await connect(cluster);
+		try {
+			await su.query("SET traceprof.query_text = 'full'");
+			await su.query(`SET traceprof.traceparent = '${long.header}'`);
+			for (let i = 0; i < STATEMENTS_LONG; i++)
+				await su.query(textOf(i));
+		} finally {
+			await su.end();
+		}
+		const s = await waitFor((last) => `the ring to drain (stats: ${JSON.stringify(last)})`, async () => {
+			const x = await stats(monitor);
+			return x.spans_pending === 0 && x.spans_created + x.spans_dropped >=
+				before.spans_created + before.spans_dropped + 2 * STATEMENTS_LONG ? x : null;
+		});
+		assert.equal(s.spans_created + s.spans_dropped - before.spans_created - before.spans_dropped, 2 * STATEMENTS_LONG,
+			`every span counted once, created or dropped: ${JSON.stringify(s)}`);
+		const arrived = await waitForSpans(receiver, long.traceId, s.spans_created - before.spans_created);
+		const statements = arrived.filter((x) => x.attributes['db.query.text']);
+		assert.ok(statements.length > 0, 'statement spans arrived');
+		for (const x of statements) {
+			const n = Number(/^SELECT (\d+) AS n/.exec(x.attributes['db.query.text'])[1]);
+			assert.equal(x.attributes['db.query.text'], textOf(n), 'the text spread over three slots comes back whole');
+		}
+		assert.equal(new Set(statements.map((x) => x.attributes['db.query.text'])).size, statements.length,
+			'no span arrives twice');
+	});
+
+	test('5e. a password in the endpoint URL does not show in traceprof.stats (readable by every role)', async () => {
 		const password = `pw${hex(6)}`;
 		const failuresBefore = (await stats(monitor)).export_failures;
 		await monitor.query(`ALTER SYSTEM SET traceprof.otlp_endpoint = 'http://tpuser:${password}@127.0.0.1:${closedPort}'`);
