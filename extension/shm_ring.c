@@ -218,8 +218,13 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 		uint64		next;
 		int			len;
 
-		if (pg_atomic_read_u64(&slot_at(ring, position)->seq) == 0)
-			break;				/* a writer is mid-copy: next round */
+		/*
+		 * Not published yet: a writer is between its claim and its last
+		 * store (the slot holds 0, or still the previous lap's number).
+		 * Next round; skipping it would lose it.
+		 */
+		if (pg_atomic_read_u64(&slot_at(ring, position)->seq) != position + 1)
+			break;
 		len = read_record(ring, position, buf, &next);
 		if (len >= 0)
 		{
