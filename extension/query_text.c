@@ -202,7 +202,10 @@ normalize(const char *text, int len, uint64 query_id)
 	return out.data;
 }
 
-/* Copy len bytes of text to dest, cut to traceprof.max_query_length bytes on a character boundary. */
+/*
+ * Copy len bytes of text to dest, cut to traceprof.max_query_length bytes
+ * on a character boundary.
+ */
 static int
 copy_cut(char *dest, const char *text, int len)
 {

@@ -62,10 +62,13 @@ slot_at(ShmRing *ring, uint64 position)
 	return (RingSlot *) (ring->slots + (position % ring->capacity) * slot_size(ring->slot_data));
 }
 
-static uint32
-slots_for(ShmRing *ring, Size len)
+uint32
+shm_ring_slots(ShmRing *ring, Size len)
 {
-	return len <= ring->slot_data ? 1 : (uint32) ((len + ring->slot_data - 1) / ring->slot_data);
+	len = Min(len, ring->max_record);
+	if (len <= ring->slot_data)
+		return 1;
+	return Min((uint32) ((len + ring->slot_data - 1) / ring->slot_data), (uint32) ring->capacity);
 }
 
 Size
@@ -99,9 +102,8 @@ shm_ring_write(ShmRing *ring, const void *record, Size len, bool keep_unexported
 	uint32		nslots;
 	const char *from = record;
 
-	len = Min(len, ring->max_record);
-	nslots = Min(slots_for(ring, len), (uint32) ring->capacity);
-	len = Min(len, nslots * ring->slot_data);
+	nslots = shm_ring_slots(ring, len);
+	len = Min(Min(len, ring->max_record), nslots * ring->slot_data);
 	/* Fetch the line for writing at once: the CAS below needs it exclusive. */
 	__builtin_prefetch(&ring->next_write, 1);
 	position = pg_atomic_read_u64(&ring->next_write.value);

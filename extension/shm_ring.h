@@ -5,9 +5,10 @@
  * A compare-and-swap claims a position (or several consecutive ones for a
  * record longer than a slot), the record is copied into its slots, and the
  * slots' sequence numbers publish it; readers copy the slots and check the
- * sequence numbers before and after (a seqlock).  Positions count slots.  In "keep" mode
- * (something exports the records) writers drop and count rather than
- * overwrite records not yet exported; otherwise the ring keeps the newest.
+ * sequence numbers before and after (a seqlock).  Positions count slots.
+ * In "keep" mode (something exports the records) writers drop and count
+ * rather than overwrite records not yet exported; otherwise the ring keeps
+ * the newest.
  */
 #ifndef TRACEPROF_SHM_RING_H
 #define TRACEPROF_SHM_RING_H
@@ -31,10 +32,14 @@ extern void shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_
 /*
  * Copy len bytes (at most max_record) into the next slots.  False when
  * the record was dropped because keep_unexported and the ring is full.
- * *pending gets the number of slots now waiting for export.
+ * *pending gets the number of slots now waiting for export, this record's
+ * shm_ring_slots() included.
  */
 extern bool shm_ring_write(ShmRing *ring, const void *record, Size len,
 						   bool keep_unexported, uint64 *pending);
+
+/* Slots a record of len bytes takes. */
+extern uint32 shm_ring_slots(ShmRing *ring, Size len);
 
 /* Visit retained records, oldest first; buf holds one record. */
 extern void shm_ring_scan_retained(ShmRing *ring, void *buf,

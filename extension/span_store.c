@@ -152,23 +152,26 @@ void
 span_store_write(const TraceprofSpan *span)
 {
 	static char *packed;
+	Size		len;
 	uint64		pending;
+	uint64		wake_at = Max(traceprof_max_spans / 4, 1);
 	Latch	   *exporter;
 
 	if (store == NULL)
 		return;
 	if (packed == NULL)
 		packed = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
-	if (!shm_ring_write(ring, packed, span_pack(span, packed),
-						traceprof_export_enabled(), &pending))
+	len = span_pack(span, packed);
+	if (!shm_ring_write(ring, packed, len, traceprof_export_enabled(), &pending))
 		return;
 	/*
-	 * Wake the exporter early when a quarter of the ring waits for it.  The
-	 * latch is read once: an exiting exporter clears it at any moment.
+	 * Wake the exporter early when a quarter of the ring waits for it: when
+	 * this span crossed that mark (a long one takes several slots at once).
+	 * The latch is read once: an exiting exporter clears it at any moment.
 	 */
 	exporter = ((volatile SpanStore *) store)->exporter_latch;
 	if (traceprof_export_enabled() && exporter != NULL &&
-		pending == (uint64) Max(traceprof_max_spans / 4, 1))
+		pending >= wake_at && pending - shm_ring_slots(ring, len) < wake_at)
 		SetLatch(exporter);
 }
 
