@@ -462,13 +462,13 @@ if want pairs; then
 		}
 		END {
 			printf "%-28s %6s %12s %22s %12s %22s\n", "comparison", "pairs", "CPU ratio", "95% CI", "TPS ratio", "95% CI"
-			split("pair_none_trace pair_none_lean pair_trace_hz100", names, " ")
+			ncomparisons = split("pair_none_trace pair_none_lean pair_trace_hz100", names, " ")
 			target["pair_none_trace"] = target["pair_none_lean"] = "TPS >= 0.97x"
 			target["pair_trace_hz100"] = "CPU <= 1.01x"
 			label["pair_none_trace"] = "tracing 100% / no extension"
 			label["pair_none_lean"] = "tracing, lean / no extension"
 			label["pair_trace_hz100"] = "sampler 100 Hz / tracing"
-			for (c = 1; c <= 3; c++) {
+			for (c = 1; c <= ncomparisons; c++) {
 				name = names[c]; count = n[name]
 				if (count == 0) continue
 				for (i = 0; i < count; i++) {
