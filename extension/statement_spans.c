@@ -514,8 +514,16 @@ jumble_traced_statement(ParseState *pstate, Query *query, MemoryContext context)
 		return NULL;
 	old = MemoryContextSwitchTo(context);
 	query_id_enabled = true;
-	jstate = JumbleQuery(query, pstate->p_sourcetext);
-	query_id_enabled = was_enabled;
+	/* Should it fail (out of memory), query ids must not stay on for all. */
+	PG_TRY();
+	{
+		jstate = JumbleQuery(query, pstate->p_sourcetext);
+	}
+	PG_FINALLY();
+	{
+		query_id_enabled = was_enabled;
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(old);
 	return jstate;
 }
