@@ -478,82 +478,29 @@ utility_collection(Node *stmt)
 	return rel ? rel->relname : NULL;
 }
 
-/* Could this statement be traced?  Its own comment, the session or sampling. */
-static bool
-statement_may_be_traced(ParseState *pstate, Query *query)
+/*
+ * Post-parse analysis: which tokens are constants, when PostgreSQL jumbled
+ * the statement for its query id (compute_query_id), for statements that
+ * may be traced: their normalized text then follows pg_stat_statements'
+ * rules.  We never jumble ourselves (2.8% of a select-only transaction).
+ */
+static void
+traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
 {
 	const char *statement;
 	int			len;
 	tp_span_context ignored;
 
-	if (traceprof_guc_context_valid || traceprof_sample_rate > 0)
-		return true;
-	if (pstate->p_sourcetext == NULL)
-		return false;
-	statement = statement_text(pstate->p_sourcetext, query->stmt_location, query->stmt_len, &len);
-	return tp_sqlcomment_traceparent(statement, len, &ignored) != TP_COMMENT_NONE;
-}
-
-/*
- * The query id of a statement that may be traced, when nobody asked
- * PostgreSQL to compute query ids (compute_query_id = auto, without
- * pg_stat_statements): jumbling every statement cost two thirds of what the
- * idle extension costs.  JumbleQuery asserts that query ids are enabled, as
- * they are for the duration of the call.  Its ~1.3 kB of state goes to a
- * context of our own, reset after use: in the statement's context it pushed
- * the planner into a new block, a malloc and a free per statement.
- */
-static JumbleState *
-jumble_traced_statement(ParseState *pstate, Query *query, MemoryContext context)
-{
-	bool		was_enabled = query_id_enabled;
-	MemoryContext old;
-	JumbleState *jstate;
-
-	if (compute_query_id == COMPUTE_QUERY_ID_OFF || pstate->p_sourcetext == NULL)
-		return NULL;
-	old = MemoryContextSwitchTo(context);
-	query_id_enabled = true;
-	/* Should it fail (out of memory), query ids must not stay on for all. */
-	PG_TRY();
-	{
-		jstate = JumbleQuery(query, pstate->p_sourcetext);
-	}
-	PG_FINALLY();
-	{
-		query_id_enabled = was_enabled;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(old);
-	return jstate;
-}
-
-/*
- * Post-parse analysis: the query id and which tokens are constants (the
- * query jumble, pg_stat_statements' rules), for statements that may be
- * traced only: untraced statements pay nothing.
- */
-static void
-traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
-{
-	static MemoryContext jumble_context;
-
 	if (prev_post_parse_analyze)
 		prev_post_parse_analyze(pstate, query, jstate);
-	if (!statement_may_be_traced(pstate, query))
+	if (jstate == NULL || jstate->clocations_count == 0 || pstate->p_sourcetext == NULL ||
+		traceprof_query_text != QUERY_TEXT_NORMALIZED)
 		return;
-	if (query->queryId == UINT64CONST(0) && jstate == NULL)
-	{
-		if (jumble_context == NULL)
-			jumble_context = AllocSetContextCreate(TopMemoryContext, "traceprof jumble",
-												   ALLOCSET_DEFAULT_SIZES);
-		jstate = jumble_traced_statement(pstate, query, jumble_context);
-	}
-	if (jstate != NULL && jstate->clocations_count > 0 &&
-		traceprof_query_text == QUERY_TEXT_NORMALIZED)
-		query_text_remember_constants(query->queryId, query->stmt_location, jstate);
-	if (jumble_context != NULL)
-		MemoryContextReset(jumble_context);
+	statement = statement_text(pstate->p_sourcetext, query->stmt_location, query->stmt_len, &len);
+	if (traceprof_guc_context_valid || traceprof_sample_rate > 0 ||
+		tp_sqlcomment_traceparent(statement, len, &ignored) != TP_COMMENT_NONE)
+		query_text_remember_constants(query->queryId, statement, len,
+									  (int) (statement - pstate->p_sourcetext), jstate);
 }
 
 static PlannedStmt *

@@ -143,8 +143,8 @@ extern void statement_spans_install_hooks(void);
 /* query_text.c */
 struct JumbleState;
 extern int	query_text_for_span(const char *text, int len, uint64 query_id, char *dest);
-extern void query_text_remember_constants(uint64 query_id, int stmt_location,
-										  const struct JumbleState *jstate);
+extern void query_text_remember_constants(uint64 query_id, const char *text, int len,
+										  int text_location, const struct JumbleState *jstate);
 
 /* exporter.c */
 extern void traceprof_register_exporter(void);

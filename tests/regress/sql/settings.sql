@@ -12,8 +12,15 @@ SET traceprof.query_text = 'off';
 SELECT 'secret literal' AS v;
 SET traceprof.query_text = 'normalized';
 SELECT 'secret literal' AS v, $$dollar$$ AS w, 1.5 AS x, B'101' AS y;
--- constants as the query jumble sees them: a signed number is one, a typmod none
+-- without a query id from PostgreSQL, every literal token is a constant
 SELECT -5 AS neg, 'x'::varchar(10) AS typmod;
+-- with compute_query_id = on, those the query jumble saw, as in
+-- pg_stat_statements: a signed number is one, a typmod none, true one;
+-- also in the second statement of a string of several
+SET compute_query_id = on;
+SELECT -5 AS neg, 'x'::varchar(10) AS typmod;
+SELECT 1 AS first \;   SELECT -2 AS second, '4.5'::numeric(4,1) AS third, true AS fourth;
+RESET compute_query_id;
 
 -- track = top: the function's inner statement has no span of its own
 SELECT count_below(10);

@@ -59,18 +59,23 @@ SELECT name, (attributes->>'traceprof.wal_bytes')::int8 > 0 AS wrote_wal,
 
 SELECT spans_created, spans_dropped, malformed_contexts FROM traceprof.stats;
 
--- Query ids without compute_query_id = on: computed for traced statements
--- (the same id for the same statement with other constants).
+-- Query ids are PostgreSQL's: none while compute_query_id leaves them off
+-- (traceprof does not jumble statements itself); with it on, the same id
+-- for the same statement with other constants.
 SHOW compute_query_id;
 SELECT traceprof.reset();
 SELECT note FROM orders_t WHERE id = 11;
 SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 SELECT note FROM orders_t WHERE id = 12;
+SET compute_query_id = on;
 SELECT note FROM orders_t WHERE id = 13;
+SELECT note FROM orders_t WHERE id = 14;
+RESET compute_query_id;
 SET traceprof.traceparent = '';
-SELECT count(*) AS spans, count(DISTINCT attributes->>'traceprof.query_id') AS query_ids,
+SELECT count(*) AS spans, count(attributes->>'traceprof.query_id') AS with_query_id,
+       count(DISTINCT attributes->>'traceprof.query_id') AS query_ids,
        bool_and((attributes->>'traceprof.query_id')::int8 <> 0) AS nonzero,
-       min(query) AS query
+       min(query) AS query, max(query) AS same_query
 FROM traceprof.spans WHERE name = 'SELECT orders_t';
 -- A normalized text remembered for its query id does not stand in for the
 -- full text.
