@@ -20,8 +20,9 @@ PG_MODULE_MAGIC;
 void		_PG_init(void);
 
 int			traceprof_track = TRACK_TOP;
-bool		traceprof_track_planning = true;
-bool		traceprof_track_cpu_time = true;
+/* Off by default, as pg_stat_statements.track_planning and track_io_timing. */
+bool		traceprof_track_planning = false;
+bool		traceprof_track_cpu_time = false;
 int			traceprof_query_text = QUERY_TEXT_NORMALIZED;
 int			traceprof_max_query_length = 1024;
 int			traceprof_max_spans = 8192;
@@ -150,12 +151,12 @@ define_gucs(void)
 	DefineCustomBoolVariable("traceprof.track_planning",
 							 "Give a statement's planning a child span of its own.",
 							 "Off: planning time stays an attribute of the statement's span.",
-							 &traceprof_track_planning, true, PGC_SUSET, 0,
+							 &traceprof_track_planning, false, PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("traceprof.track_cpu_time",
 							 "Record each span's CPU time from the thread CPU clock.",
-							 "Costs a system call at each end of a span.",
-							 &traceprof_track_cpu_time, true, PGC_SUSET, 0,
+							 "Costs a system call at each end of a span, which may cost more than the rest of tracing.",
+							 &traceprof_track_cpu_time, false, PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomEnumVariable("traceprof.query_text",
 							 "Query text in spans: normalized (constants replaced), full, or off.",

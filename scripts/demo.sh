@@ -41,14 +41,17 @@ echo "listening at $endpoint${user_otlp:+, forwarding to $user_otlp}"
 
 step "PostgreSQL 15 with traceprof"
 # The highest sampling rate the kernel delivers (see docs): a demo-sized
-# COPY takes a fraction of a second of CPU.
+# COPY takes a fraction of a second of CPU.  The demo traces a handful of
+# statements: spans in full detail (plan spans, CPU time; off by default).
 cluster_start "shared_preload_libraries = 'traceprof'" \
 	"traceprof.otlp_endpoint = '$endpoint'" \
 	"traceprof.export_interval = 200" \
 	"traceprof.service_name = 'postgresql'" \
 	"traceprof.pyroscope_url = '$user_pyroscope'" \
 	"traceprof.upload_interval = 500" \
-	"traceprof.sample_hz = 250"
+	"traceprof.sample_hz = 250" \
+	"traceprof.track_planning = on" \
+	"traceprof.track_cpu_time = on"
 PSQL_DB=app psql_app -q -c "CREATE EXTENSION traceprof"
 echo "cluster on port $CLUSTER_PORT (data in $CLUSTER_DIR), extension created, sampling at 250 Hz of CPU time"
 

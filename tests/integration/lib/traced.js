@@ -42,9 +42,20 @@ async function waitFor(what, fn, timeoutMs = 15000, intervalMs = 25) {
 	}
 }
 
-/** A cluster with traceprof preloaded (plus settings) and created in the app database. */
+/**
+ * A cluster with traceprof preloaded (plus settings) and created in the app
+ * database.  Spans in full detail (plan spans, CPU time: both off by
+ * default) unless settings say otherwise: the suites check them.
+ */
 async function startTraced(settings = {}) {
-	const cluster = await startCluster({ settings: { shared_preload_libraries: 'traceprof', ...settings } });
+	const cluster = await startCluster({
+		settings: {
+			shared_preload_libraries: 'traceprof',
+			'traceprof.track_planning': 'on',
+			'traceprof.track_cpu_time': 'on',
+			...settings,
+		},
+	});
 	try {
 		await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
 	} catch (err) {

@@ -47,6 +47,10 @@ SELECT count(*) AS roots, bool_and(parent_span_id IS NULL) AS are_roots,
        bool_and(trace_id <> '4bf92f3577b34da6a3ce929d0e0e4736') AS new_trace
   FROM traceprof.spans WHERE kind = 'server';
 
+-- shipped off, as pg_stat_statements.track_planning and track_io_timing
+-- (traceprof.conf turns them on for these suites)
+SELECT name, boot_val, setting FROM pg_settings
+ WHERE name IN ('traceprof.track_planning', 'traceprof.track_cpu_time') ORDER BY name;
 -- track_planning off: no plan span, planning time stays on the statement;
 -- track_cpu_time off: no CPU time (NULL, no attribute), the rest unchanged
 SELECT traceprof.reset();
