@@ -14,11 +14,13 @@
 #
 #   none    cluster A, no extension
 #   idle    traceprof loaded, nothing traced (sample_rate 0, no traceparent)
-#   trace   sample_rate 1 (a new trace per statement), profile off, no export
-#   lean    as trace with track_planning = off, track_cpu_time = off: one
-#           span per statement, no thread-CPU-clock system calls
+#   trace   sample_rate 1 (a new trace per statement), profile off, no
+#           export, the other settings at their defaults (no plan span, no
+#           CPU time: one span per statement, no system call of its own)
+#   full    as trace with track_planning = on, track_cpu_time = on: a plan
+#           span, and two thread-CPU-clock system calls a span
 #   export  as trace + otlp_endpoint = a local sink (bench/sink.py), 200 ms
-#   leanexp as lean + the same export
+#   fullexp as full + the same export
 #   hz100   as trace + profile = traced, sample_hz 100, no export
 #   hz250   as trace + profile = traced, sample_hz 250 (the highest rate)
 #
@@ -38,8 +40,8 @@
 # third cluster with a larger traceprof.max_spans shows whether that helps.
 #
 # pairs: the comparisons the smallest targets are about (no extension vs
-# tracing 100%, the same with lean tracing, tracing vs tracing + sampler at
-# 100 Hz), select-only, as
+# loaded and idle, no extension vs tracing 100%, tracing vs tracing +
+# sampler at 100 Hz), select-only, as
 # PAIRS pairs of short runs back to back (PAIR_SECONDS each, the order
 # alternating); the ratio of CPU per transaction is taken within each pair,
 # so drifts of the shared machine slower than a pair cancel.  Prints the
@@ -167,7 +169,7 @@ say "starting two PostgreSQL 15 clusters (pgbench scale $scale)"
 start_cluster A
 start_cluster B "shared_preload_libraries = 'traceprof'"
 
-configs="none idle trace lean export leanexp hz100 hz250"
+configs="none idle trace full export fullexp hz100 hz250"
 # label: workload name; flags: pgbench options
 workloads="select select_prepared tpcb"
 workload_flags() {
@@ -182,13 +184,13 @@ workload_flags() {
 # endpoint, track_planning and track_cpu_time).
 config_settings() {
 	case $1 in
-	idle) echo "0 traced 100 '' on" ;;
-	trace) echo "1 off 100 '' on" ;;
-	lean) echo "1 off 100 '' off" ;;
-	export) echo "1 off 100 '$sink_url' on" ;;
-	leanexp) echo "1 off 100 '$sink_url' off" ;;
-	hz100) echo "1 traced 100 '' on" ;;
-	hz250) echo "1 traced 250 '' on" ;;
+	idle) echo "0 traced 100 '' off" ;;
+	trace) echo "1 off 100 '' off" ;;
+	full) echo "1 off 100 '' on" ;;
+	export) echo "1 off 100 '$sink_url' off" ;;
+	fullexp) echo "1 off 100 '$sink_url' on" ;;
+	hz100) echo "1 traced 100 '' off" ;;
+	hz250) echo "1 traced 250 '' off" ;;
 	esac
 }
 
@@ -263,7 +265,7 @@ run_one() {
 		cat "$dir/pgbench.out" >&2
 		exit 1
 	}
-	if [ "$cfg" = export ] || [ "$cfg" = leanexp ]; then
+	if [ "$cfg" = export ] || [ "$cfg" = fullexp ]; then
 		# The spans of this run are exported before the CPU is read.
 		try=0
 		while [ "$try" -lt 300 ]; do
@@ -288,7 +290,7 @@ run_one() {
 		"$(awk -v t="$((ticks1 - ticks0))" -v n="$tx" -v hz="$(getconf CLK_TCK)" 'BEGIN { print t / hz * 1e6 / n }')" >&2
 }
 
-# What a span's clock reads cost here: lean tracing's difference.
+# What a span's clock reads cost here: traceprof.track_cpu_time's price.
 ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -Wall -o "$dir/clock_cost" bench/clock_cost.c
 # shellcheck disable=SC2046 # two numbers wanted
 set -- $("$dir/clock_cost" 200000)
@@ -364,7 +366,7 @@ awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threa
 		name["tpcb"] = "pgbench (TPC-B-like, simple protocol)"
 		label["none"] = "no extension"; label["idle"] = "loaded, idle"
 		label["trace"] = "tracing 100%"; label["export"] = "tracing 100% + OTLP export"
-		label["lean"] = "tracing, lean"; label["leanexp"] = "tracing, lean + OTLP export"
+		label["full"] = "tracing, full detail"; label["fullexp"] = "tracing, full + OTLP export"
 		label["hz100"] = "tracing + sampler 100 Hz"; label["hz250"] = "tracing + sampler 250 Hz"
 		printf "\npgbench: PostgreSQL %s, %d CPUs, scale %d, %d clients / %d threads, %d s per run,\n", ver, cpus, scale, clients, threads, secs
 		printf "%d rounds interleaved (medians; ratios taken within a round), traceprof %s\n", rounds, commit
@@ -385,8 +387,8 @@ awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threa
 				mur = median(ur, rounds); mvt = median(vt, rounds); range = minmax(tr, rounds)
 				target = ""
 				if (cf == "idle") target = sprintf("TPS >= 0.99x: %s", mtr >= 0.99 ? "met" : "NOT met")
-				if (cf == "trace" || cf == "lean") target = sprintf("TPS >= 0.97x: %s", mtr >= 0.97 ? "met" : "NOT met")
-				if (cf == "export" || cf == "leanexp") target = sprintf("TPS >= 0.95x, 0 dropped: %s (%d dropped)",
+				if (cf == "trace") target = sprintf("TPS >= 0.97x: %s", mtr >= 0.97 ? "met" : "NOT met")
+				if (cf == "export") target = sprintf("TPS >= 0.95x, 0 dropped: %s (%d dropped)",
 					(mtr >= 0.95 && dropped[wl, cf] == 0) ? "met" : "NOT met", dropped[wl, cf])
 				if (cf == "hz100") target = sprintf("CPU <= 1.01x tracing: %s", mvt <= 1.01 ? "met" : "NOT met")
 				if (cf == "none")
@@ -422,7 +424,7 @@ awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threa
 		}
 	}' "$dir/results"
 echo "TPS ratio, CPU ratio: to the same round's no-extension run; CPU vs trace: CPU us/tx to the same round's tracing-only run."
-echo "lean: traceprof.track_planning = off and traceprof.track_cpu_time = off (one span per statement, no CPU-clock system calls)."
+echo "tracing: the defaults (one span per statement, no CPU-clock system calls); full detail: traceprof.track_planning = on and traceprof.track_cpu_time = on."
 echo "Server CPU: utime+stime of all processes of the cluster (exporter included); the sink's own CPU is shown apart."
 fi
 
@@ -433,7 +435,7 @@ if want pairs; then
 	say "pairs: $pairs pairs of $pair_secs-second select-only runs for each of three comparisons"
 	saved_secs=$secs
 	secs=$pair_secs
-	for comparison in "none trace" "none lean" "trace hz100"; do
+	for comparison in "none idle" "none trace" "trace hz100"; do
 		# shellcheck disable=SC2086 # two words wanted
 		set -- $comparison
 		i=0
@@ -462,11 +464,11 @@ if want pairs; then
 		}
 		END {
 			printf "%-28s %6s %12s %22s %12s %22s\n", "comparison", "pairs", "CPU ratio", "95% CI", "TPS ratio", "95% CI"
-			ncomparisons = split("pair_none_trace pair_none_lean pair_trace_hz100", names, " ")
-			target["pair_none_trace"] = target["pair_none_lean"] = "TPS >= 0.97x"
+			ncomparisons = split("pair_none_idle pair_none_trace pair_trace_hz100", names, " ")
+			target["pair_none_idle"] = "TPS >= 0.99x"; target["pair_none_trace"] = "TPS >= 0.97x"
 			target["pair_trace_hz100"] = "CPU <= 1.01x"
 			label["pair_none_trace"] = "tracing 100% / no extension"
-			label["pair_none_lean"] = "tracing, lean / no extension"
+			label["pair_none_idle"] = "loaded, idle / no extension"
 			label["pair_trace_hz100"] = "sampler 100 Hz / tracing"
 			for (c = 1; c <= ncomparisons; c++) {
 				name = names[c]; count = n[name]
@@ -568,7 +570,8 @@ fi
 # Instructions per statement, which machine noise cannot touch: callgrind
 # on a single-user backend (postgres --single) over cluster A's pgbench
 # tables, the same statements with no extension (also with compute_query_id
-# = on, which the extension enables), idle and tracing 100%.
+# = on, for scale: what pg_stat_statements' query ids cost), idle, tracing
+# 100% and tracing 100% in full detail.
 # Two run lengths are subtracted, so start-up cancels.  Simple protocol
 # only, no network, no exporter (no background workers in single-user
 # mode).  The sampler row is its per-statement bookkeeping (arming,
@@ -620,7 +623,7 @@ elif command -v valgrind >/dev/null 2>&1; then
 		queryid) opts="-c shared_preload_libraries= -c compute_query_id=on" ;;
 		idle) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=0" ;;
 		trace) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=1 -c traceprof.profile=off" ;;
-		lean) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=1 -c traceprof.profile=off -c traceprof.track_planning=off -c traceprof.track_cpu_time=off" ;;
+		full) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=1 -c traceprof.profile=off -c traceprof.track_planning=on -c traceprof.track_cpu_time=on" ;;
 		sampler) opts="-c shared_preload_libraries=traceprof -c traceprof.sample_rate=1 -c traceprof.sample_hz=1" ;;
 		esac
 		{
@@ -650,7 +653,7 @@ elif command -v valgrind >/dev/null 2>&1; then
 	}
 	for wl in select tpcb; do
 		if [ "$wl" = select ]; then short=200 long=600 per=1; else short=350 long=1050 per=7; fi
-		for cfg in none queryid idle trace lean sampler; do
+		for cfg in none queryid idle trace full sampler; do
 			a=$(callgrind_ir "$cfg" "$dir/cg/$wl.sql" "$short")
 			b=$(callgrind_ir "$cfg" "$dir/cg/$wl.sql" "$long")
 			echo "$wl $cfg $a $b $(( (long - short) / per ))" >>"$dir/cg/results"
@@ -664,24 +667,25 @@ elif command -v valgrind >/dev/null 2>&1; then
 			name["select"] = "select-only (1 statement)"; name["tpcb"] = "TPC-B-like (7 statements)"
 			printf "%-26s %13s %17s %7s %13s %7s %13s %7s %13s %7s %13s %10s\n", "transaction", "no extension",
 				"compute_query_id", "ratio", "loaded, idle", "ratio", "tracing 100%", "ratio",
-				"tracing, lean", "ratio", "+ sampler", "/ tracing"
+				"tracing, full", "ratio", "+ sampler", "/ tracing"
 			split("select tpcb", w, " ")
 			for (i = 1; i <= 2; i++)
 				printf "%-26s %13.0f %17.0f %7.4f %13.0f %7.4f %13.0f %7.4f %13.0f %7.4f %13.0f %10.4f\n", name[w[i]], ir[w[i], "none"],
 					ir[w[i], "queryid"], ir[w[i], "queryid"] / ir[w[i], "none"],
 					ir[w[i], "idle"], ir[w[i], "idle"] / ir[w[i], "none"],
 					ir[w[i], "trace"], ir[w[i], "trace"] / ir[w[i], "none"],
-					ir[w[i], "lean"], ir[w[i], "lean"] / ir[w[i], "none"],
+					ir[w[i], "full"], ir[w[i], "full"] / ir[w[i], "none"],
 					ir[w[i], "sampler"], ir[w[i], "sampler"] / ir[w[i], "trace"]
 			for (i = 1; summary != "" && i <= 2; i++) {
-				printf "pgbench|%s: instructions per transaction, idle / tracing / lean tracing, to no extension (callgrind)|%.4fx / %.4fx / %.4fx|\n",
+				printf "pgbench|%s: instructions per transaction, idle / tracing / tracing in full detail, to no extension (callgrind)|%.4fx / %.4fx / %.4fx|\n",
 					name[w[i]], ir[w[i], "idle"] / ir[w[i], "none"], ir[w[i], "trace"] / ir[w[i], "none"],
-					ir[w[i], "lean"] / ir[w[i], "none"] >>summary
+					ir[w[i], "full"] / ir[w[i], "none"] >>summary
 				printf "pgbench|%s: sampler bookkeeping per transaction, to tracing (callgrind, the work of samples excluded)|%.4fx|<= 1.01x with the per-sample cost|\n",
 					name[w[i]], ir[w[i], "sampler"] / ir[w[i], "trace"] >>summary
 			}
 		}' "$dir/cg/results"
-	echo "compute_query_id: no extension, compute_query_id = on (the extension turns it on; pg_stat_statements does too)"
+	echo "compute_query_id: no extension, compute_query_id = on (pg_stat_statements turns it on; traceprof uses its query ids when computed, never jumbles itself)"
+	echo "tracing: the defaults; full: traceprof.track_planning = on, traceprof.track_cpu_time = on (a plan span; the clock's system calls are not counted here)"
 	echo "+ sampler: tracing with traceprof.profile = traced, the sampler's per-statement bookkeeping without the samples' own work (per sample: bench/sampler.sh)"
 	echo "(instructions only: no cache misses, no system calls, no exporter; a CPU-time view without machine noise)"
 else
