@@ -138,19 +138,22 @@ block_comment_end(const scanner *sc, size_t p)
 static void
 skip_blanks(scanner *sc)
 {
-	while (sc->pos < sc->len)
-	{
-		char		c = sc->s[sc->pos];
+	size_t		p = sc->pos;
 
-		if (has_class(c, CHAR_BLANK))
-			sc->pos++;
-		else if (c == '-' && at(sc, sc->pos + 1) == '-')
-			sc->pos = line_comment_end(sc, sc->pos);
-		else if (c == '/' && at(sc, sc->pos + 1) == '*')
-			sc->pos = block_comment_end(sc, sc->pos);
+	for (;;)
+	{
+		while (p < sc->len && has_class(sc->s[p], CHAR_BLANK))
+			p++;
+		if (p + 1 >= sc->len)
+			break;
+		if (sc->s[p] == '-' && sc->s[p + 1] == '-')
+			p = line_comment_end(sc, p);
+		else if (sc->s[p] == '/' && sc->s[p + 1] == '*')
+			p = block_comment_end(sc, p);
 		else
 			break;
 	}
+	sc->pos = p;
 }
 
 /*
@@ -284,7 +287,15 @@ dollar_token(const scanner *sc, size_t p)
 	return t;
 }
 
-/* A token starting with a letter: a prefixed string, or a word. */
+static size_t
+word_end(const scanner *sc, size_t p)
+{
+	while (p < sc->len && has_class(sc->s[p], CHAR_IDENT_CONT))
+		p++;
+	return p;
+}
+
+/* A letter followed by a quote or '&': a prefixed string, or a word. */
 static token
 word_token(const scanner *sc, size_t p)
 {
@@ -321,8 +332,7 @@ word_token(const scanner *sc, size_t p)
 		t.end = p + 1;
 		return t;
 	}
-	for (t.end = p + 1; t.end < sc->len && has_class(sc->s[t.end], CHAR_IDENT_CONT); t.end++)
-		;
+	t.end = word_end(sc, p + 1);
 	return t;
 }
 
@@ -333,15 +343,28 @@ next_token(scanner *sc)
 	size_t		p;
 	char		c;
 
-	skip_blanks(sc);
+	/* Blanks and words are most of a statement: their loops are here. */
 	p = sc->pos;
+	while (p < sc->len && has_class(sc->s[p], CHAR_BLANK))
+		p++;
+	if (p + 1 < sc->len && ((sc->s[p] == '-' && sc->s[p + 1] == '-') ||
+							(sc->s[p] == '/' && sc->s[p + 1] == '*')))
+	{
+		sc->pos = p;
+		skip_blanks(sc);
+		p = sc->pos;
+	}
 	if (p >= sc->len)
 		return t;
 	c = sc->s[p];
 	t.start = p;
 	t.end = p + 1;
 	t.kind = TOKEN_OTHER;
-	if (c == '\'')
+	if (is_ident_start(c) && at(sc, p + 1) != '\'' && at(sc, p + 1) != '&')
+		t.end = word_end(sc, p + 1);
+	else if (is_ident_start(c))
+		t = word_token(sc, p);
+	else if (c == '\'')
 	{
 		t.kind = TOKEN_LITERAL;
 		t.end = string_end(sc, p + 1, sc->standard_conforming_strings ?
@@ -356,8 +379,6 @@ next_token(scanner *sc)
 		t.kind = TOKEN_LITERAL;
 		t.end = number_end(sc, c == '.' ? p + 1 : p);
 	}
-	else if (is_ident_start(c))
-		t = word_token(sc, p);
 	else if (c == '-')
 		t.kind = TOKEN_MINUS;
 	else if (c == '.' && at(sc, p + 1) == '.')
