@@ -102,13 +102,22 @@ query_text_remember_constants(uint64 query_id, const char *text, int len, int te
 	slot->text_len = len;
 }
 
+/* len bytes of text cut to fit in max_query_length bytes, on a character boundary. */
+static int
+cut_length(const char *text, int len)
+{
+	return len >= traceprof_max_query_length ?
+		pg_mbcliplen(text, len, traceprof_max_query_length) : len;
+}
+
 /*
- * Store the text to keep of the len bytes at text in dest (room for
- * traceprof.max_query_length bytes and a NUL), cut to that length on a
- * character boundary; returns its length.
+ * The span's text from the len bytes of its statement at text.  Normalized
+ * by the jumble's constants, these are replaced now (they are known only
+ * here); by literal tokens, the statement's text is kept and replaced where
+ * it is read (query_text_normalize_literals).
  */
-int
-query_text_for_span(const char *text, int len, uint64 query_id, char *dest)
+void
+query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *span)
 {
 	const RememberedConstants *known;
 
@@ -118,17 +127,40 @@ query_text_for_span(const char *text, int len, uint64 query_id, char *dest)
 			len = 0;
 			break;
 		case QUERY_TEXT_FULL:
-			memcpy(dest, text, Min(len, traceprof_max_query_length));
+			len = cut_length(text, len);
+			memcpy(span->query, text, len);
 			break;
 		case QUERY_TEXT_NORMALIZED:
 			known = remembered_for(query_id, text, len);
-			len = (int) tp_sql_normalize(text, len, standard_conforming_strings,
-										 known ? &known->constants : NULL,
-										 dest, traceprof_max_query_length);
+			if (known != NULL)
+			{
+				len = (int) tp_sql_normalize(text, len, standard_conforming_strings,
+											 &known->constants, span->query,
+											 traceprof_max_query_length);
+				len = cut_length(span->query, len);
+				break;
+			}
+			len = cut_length(text, len);
+			memcpy(span->query, text, len);
+			span->query_form = standard_conforming_strings ?
+				QUERY_FORM_LITERALS : QUERY_FORM_LITERALS_ESCAPED;
 			break;
 	}
-	if (len >= traceprof_max_query_length)
-		len = pg_mbcliplen(dest, traceprof_max_query_length, traceprof_max_query_length);
+	span->query[len] = '\0';
+	span->query_len = len;
+}
+
+/*
+ * A span's text kept as its statement wrote it (len bytes at text), with
+ * every literal token replaced, into dest (max_query_length bytes and a
+ * NUL); returns its length.
+ */
+int
+query_text_normalize_literals(const char *text, int len, QueryForm form, char *dest)
+{
+	len = (int) tp_sql_normalize(text, len, form == QUERY_FORM_LITERALS, NULL,
+								 dest, traceprof_max_query_length);
+	len = cut_length(dest, len);
 	dest[len] = '\0';
 	return len;
 }

@@ -93,10 +93,21 @@ span_unpack(const char *in, Size len, TraceprofSpan *span)
 		(p = unpack_string(p, end, span->collection, sizeof(span->collection))) == NULL ||
 		(p = unpack_string(p, end, span->dbname, sizeof(span->dbname))) == NULL ||
 		(p = unpack_string(p, end, span->username, sizeof(span->username))) == NULL ||
-		(p = unpack_string(p, end, span->message, sizeof(span->message))) == NULL ||
-		(after_query = unpack_string(p, end, span->query, traceprof_max_query_length + 1)) == NULL)
+		(p = unpack_string(p, end, span->message, sizeof(span->message))) == NULL)
 		return false;
 	span->sqlstate[sizeof(span->sqlstate) - 1] = '\0';
+	if (span->query_form != QUERY_FORM_FINAL)
+	{
+		const char *nul = p < end ? memchr(p, '\0', end - p) : NULL;
+
+		if (nul == NULL)
+			return false;
+		span->query_len = query_text_normalize_literals(p, nul - p, span->query_form, span->query);
+		span->query_form = QUERY_FORM_FINAL;
+		return true;
+	}
+	if ((after_query = unpack_string(p, end, span->query, traceprof_max_query_length + 1)) == NULL)
+		return false;
 	span->query_len = Min(after_query - 1 - p, traceprof_max_query_length);
 	return true;
 }

@@ -289,8 +289,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	set_database_name(r);
 	set_user_name(r);
 	if (parent->statement != NULL)
-		r->query_len = query_text_for_span(parent->statement, parent->statement_len, query_id,
-										   r->query);
+		query_text_for_span(parent->statement, parent->statement_len, query_id, r);
 	else
 		r->query[0] = '\0';
 

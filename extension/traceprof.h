@@ -74,6 +74,7 @@ typedef struct TraceprofSpan
 	uint8		status;
 	bool		remote_parent;	/* parent came from the client */
 	bool		profiled;		/* the sampler ran while it was open */
+	uint8		query_form;		/* QueryForm: what readers do with query */
 	uint8		profile_span_id[TP_SPAN_ID_BYTES];	/* its samples' span_id label */
 	int32		pid;
 	Oid			userid;
@@ -97,6 +98,18 @@ typedef struct TraceprofSpan
 	char		message[256];
 	char		query[FLEXIBLE_ARRAY_MEMBER];	/* NUL-terminated, query_len bytes */
 } TraceprofSpan;
+
+/*
+ * A normalized text whose constants are every literal token is written as
+ * the statement's own text and normalized where it is read (span_unpack):
+ * off the statement's path, and not at all for spans nobody reads.
+ */
+typedef enum QueryForm
+{
+	QUERY_FORM_FINAL,			/* query is what readers see */
+	QUERY_FORM_LITERALS,		/* replace literal tokens when read */
+	QUERY_FORM_LITERALS_ESCAPED,	/* the same, standard_conforming_strings off */
+} QueryForm;
 
 #define TraceprofSpanSize() \
 	(offsetof(TraceprofSpan, query) + traceprof_max_query_length + 1)
@@ -142,7 +155,8 @@ extern void statement_spans_install_hooks(void);
 
 /* query_text.c */
 struct JumbleState;
-extern int	query_text_for_span(const char *text, int len, uint64 query_id, char *dest);
+extern void query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *span);
+extern int	query_text_normalize_literals(const char *text, int len, QueryForm form, char *dest);
 extern void query_text_remember_constants(uint64 query_id, const char *text, int len,
 										  int text_location, const struct JumbleState *jstate);
 

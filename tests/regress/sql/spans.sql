@@ -116,3 +116,15 @@ SELECT name, attributes->>'db.collection.name' AS collection,
        octet_length(status_message) AS message_bytes, attributes->>'error.type' AS sqlstate
   FROM traceprof.spans WHERE kind = 'server' AND name NOT IN ('SET', 'RESET') ORDER BY start_time;
 DROP TABLE t23456789_123456789_123456789_123456789_123456789_123456789_123;
+-- A normalized text longer than traceprof.max_query_length is cut before
+-- its literals are replaced (where it is read): a string cut in its middle
+-- is still one constant, and no part of it shows.
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+SELECT format('SELECT 1 AS one, %L AS long_literal, 2 AS two', repeat('s', 2000)) \gexec
+SELECT format('SELECT %s AS many', string_agg(g::text, ' + ')) FROM generate_series(1, 400) g \gexec
+SET traceprof.traceparent = '';
+SELECT left(query, 40) AS query_start, right(query, 12) AS query_end, octet_length(query) AS query_bytes,
+       query !~ 's{2}' AS no_literal
+  FROM traceprof.spans WHERE kind = 'server' AND name = 'SELECT' AND query NOT LIKE 'SELECT format%'
+ ORDER BY start_time;
