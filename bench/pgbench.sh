@@ -48,6 +48,14 @@
 # median ratio and a 95% confidence interval of that median (order
 # statistics, no assumption about the noise's distribution).
 #
+# mixed: traced and untraced transactions in one pgbench run, the same
+# connection choosing between two scripts at random (the same statements,
+# each with a sqlcommenter traceparent, sampled or not), one client, so
+# that a drift of the shared machine hits both alike; their mean latencies
+# from pgbench's per-transaction log give what tracing adds to a
+# transaction's round trip (with 1 client, latency ratio = 1 / TPS ratio),
+# with and without export.  MIXED_ROUNDS runs of MIXED_SECONDS each.
+#
 # Then two sections that machine noise does not touch:
 # - frames: a hash join, a sort and a seq scan traced at 250 Hz on cluster
 #   B; the share of frames in traceprof.profile() that carry a function
@@ -67,10 +75,13 @@ threads=${THREADS:-2}
 # cluster is started for it).
 big_spans=${DROPCHECK_MAX_SPANS:-65536}
 # Parts to run (all by default): tps (the pgbench rounds), pairs (paired
-# short runs), frames (named frames in a profile), instructions (callgrind).
-sections=${SECTIONS:-tps pairs frames instructions}
+# short runs), mixed (traced and untraced in one run), frames (named frames
+# in a profile), instructions (callgrind).
+sections=${SECTIONS:-tps mixed pairs frames instructions}
 pairs=${PAIRS:-30}
 pair_secs=${PAIR_SECONDS:-2}
+mixed_rounds=${MIXED_ROUNDS:-5}
+mixed_secs=${MIXED_SECONDS:-10}
 want() {
 	case " $sections " in *" $1 "*) return 0 ;; esac
 	return 1
@@ -191,6 +202,8 @@ config_settings() {
 	fullexp) echo "1 off 100 '$sink_url' on" ;;
 	hz100) echo "1 traced 100 '' off" ;;
 	hz250) echo "1 traced 250 '' off" ;;
+	mixed) echo "0 off 100 '' off" ;;
+	mixedexp) echo "0 off 100 '$sink_url' off" ;;
 	esac
 }
 
@@ -426,6 +439,112 @@ awk -v rounds="$rounds" -v secs="$secs" -v clients="$clients" -v threads="$threa
 echo "TPS ratio, CPU ratio: to the same round's no-extension run; CPU vs trace: CPU us/tx to the same round's tracing-only run."
 echo "tracing: the defaults (one span per statement, no CPU-clock system calls); full detail: traceprof.track_planning = on and traceprof.track_cpu_time = on."
 echo "Server CPU: utime+stime of all processes of the cluster (exporter included); the sink's own CPU is shown apart."
+fi
+
+# ---------------------------------------------------------------------------
+# Traced and untraced transactions mixed in one run (see the header).
+if want mixed; then
+	say "mixed: $mixed_rounds rounds of $mixed_secs s, 1 client, traced and untraced scripts at random, 3 workloads x 2 configurations"
+	context=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7
+	mkdir -p "$dir/mixed"
+	# mixed_script WORKLOAD FLAGS: pgbench's own transaction, every statement
+	# carrying the traceparent with flags FLAGS (01 sampled, 00 not).
+	mixed_script() {
+		c="/*traceparent='$context-$2'*/"
+		printf '\\set aid random(1, 100000 * %d)\n' "$scale"
+		if [ "$1" = tpcb ]; then
+			printf '\\set bid random(1, %d)\n\\set tid random(1, 10 * %d)\n' "$scale" "$scale"
+			printf '\\set delta random(-5000, 5000)\n'
+			echo "BEGIN $c;"
+			echo "UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid $c;"
+			echo "SELECT abalance FROM pgbench_accounts WHERE aid = :aid $c;"
+			echo "UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid $c;"
+			echo "UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid $c;"
+			echo "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP) $c;"
+			echo "END $c;"
+		else
+			echo "SELECT abalance FROM pgbench_accounts WHERE aid = :aid $c;"
+		fi
+	}
+	for wl in select tpcb; do
+		mixed_script "$wl" 01 >"$dir/mixed/$wl-traced.sql"
+		mixed_script "$wl" 00 >"$dir/mixed/$wl-untraced.sql"
+	done
+	chmod 755 "$dir" "$dir/mixed"
+	chmod 644 "$dir"/mixed/*.sql
+	[ "$(id -u)" = 0 ] && chown postgres: "$dir/mixed"
+	use_cluster B
+	SQL_OPTIONS="-c traceprof.sample_rate=0"
+	applied=
+	r=0
+	while [ "$r" -lt "$mixed_rounds" ]; do
+		for wl in select select_prepared tpcb; do
+			script=${wl%_prepared}
+			[ "$script" = tpcb ] && sql -c "TRUNCATE pgbench_history" -c "VACUUM pgbench_branches, pgbench_tellers"
+			for cfg in mixed mixedexp; do
+				apply_config "$cfg"
+				settle
+				rm -f "$dir"/mixed/log.*
+				stats0=$(stats_line)
+				# shellcheck disable=SC2046 # pgbench options are several words
+				as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n -c 1 -j 1 \
+					-T "$mixed_secs" $( [ "$wl" = select_prepared ] && echo "-M prepared" ) \
+					-l --log-prefix="$dir/mixed/log" \
+					-f "$dir/mixed/$script-traced.sql@1" -f "$dir/mixed/$script-untraced.sql@1" app \
+					>"$dir/pgbench.out" 2>&1 || {
+					say "pgbench failed (mixed $wl)"
+					cat "$dir/pgbench.out" >&2
+					exit 1
+				}
+				stats1=$(stats_line)
+				# Log lines: client, transaction, latency (us), script (0: traced), ...
+				awk -v r="$r" -v wl="$wl" -v cfg="$cfg" -v s0="$stats0" -v s1="$stats1" '
+					{ n[$4]++; us[$4] += $3 }
+					END {
+						split(s0, a, " "); split(s1, b, " ")
+						printf "mixed %s %s %s %d %.3f %d %.3f %d %d\n", r, wl, cfg, n[0], us[0] / n[0],
+							n[1], us[1] / n[1], b[2] - a[2], b[1] - a[1]
+					}' "$dir"/mixed/log.* >>"$dir/results"
+				tail -n 1 "$dir/results" | awk '{ printf "  round %d  %-16s %-9s traced %8.2f us  untraced %8.2f us  ratio %.4f\n", $2, $3, $4, $6, $8, $6 / $8 }' >&2
+			done
+		done
+		r=$((r + 1))
+	done
+	echo
+	echo "mixed runs: traced and untraced transactions at random in one pgbench run (1 client, $mixed_rounds rounds of ${mixed_secs} s),"
+	echo "mean latency of each from pgbench's transaction log; medians over rounds (range)"
+	awk -v summary="${BENCH_SUMMARY:-}" "$AWK_STATS"'
+		$1 == "mixed" {
+			k = $3 SUBSEP $4; i = ++count[k]
+			tr[k, i] = $6; un[k, i] = $8; ratio[k, i] = $6 / $8; added[k, i] = $6 - $8
+			dropped[k] += $9
+		}
+		END {
+			name["select"] = "select-only"; name["select_prepared"] = "select-only, prepared"; name["tpcb"] = "TPC-B-like"
+			label["mixed"] = "tracing"; label["mixedexp"] = "tracing + OTLP export"
+			printf "%-22s %-22s %11s %11s %9s %17s %11s %9s %9s\n", "workload", "configuration", "traced us",
+				"untraced us", "ratio", "ratio range", "added us", "TPS eqv", "dropped"
+			split("select select_prepared tpcb", w, " "); split("mixed mixedexp", c, " ")
+			for (i = 1; i <= 3; i++) for (j = 1; j <= 2; j++) {
+				k = w[i] SUBSEP c[j]; m = count[k]
+				if (m == 0) continue
+				for (x = 1; x <= m; x++) { a[x] = tr[k, x]; b[x] = un[k, x]; q[x] = ratio[k, x]; d[x] = added[k, x] }
+				mt = median(a, m); mu = median(b, m); md = median(d, m)
+				sort(q, m); mr = median(q, m)
+				target = c[j] == "mixed" ? 0.97 : 0.95
+				printf "%-22s %-22s %11.2f %11.2f %9.4f %8.4f..%-8.4f %11.2f %9.4f %9d  TPS >= %.2fx: %s\n", name[w[i]], label[c[j]],
+					mt, mu, mr, q[1], q[m], md, 1 / mr, dropped[k], target,
+					(1 / mr >= target && dropped[k] == 0) ? "met" : "NOT met"
+				if (summary != "")
+					printf "pgbench|mixed runs, %s, %s: traced / untraced latency (1 client), median (range)|%.4fx (%.4f..%.4f), +%.2f us|TPS eqv >= %.2fx\n",
+						name[w[i]], label[c[j]], mr, q[1], q[m], md, target >>summary
+			}
+		}' "$dir/results"
+	echo "ratio: traced / untraced mean latency within a run; TPS eqv: 1 / ratio (one client: TPS is 1 / latency); added: traced - untraced"
+	echo "both scripts carry the same sqlcommenter comment (flags 01 / 00), so reading it is paid by both; dropped: spans the ring dropped"
+	SQL_OPTIONS="-c traceprof.sample_rate=0"
+	sql -c "ALTER SYSTEM RESET ALL" -c "SELECT pg_reload_conf()" >/dev/null
+	applied=
 fi
 
 # ---------------------------------------------------------------------------

@@ -7,8 +7,9 @@
  * constants: when PostgreSQL computed a query id (compute_query_id = on, or
  * a module such as pg_stat_statements asked for it), those its query jumble
  * recorded, as pg_stat_statements does ("-5" is one constant, a typmod
- * stays); otherwise every literal token (common/sql_normalize.c).  We do
- * not jumble statements ourselves: that alone cost 2.8% of a select-only
+ * stays), replaced as the span is made; otherwise every literal token
+ * (common/sql_normalize.c), replaced where the span is read.  We do not
+ * jumble statements ourselves: that alone cost 2.8% of a select-only
  * transaction.  Text after the last token (the trailing sqlcommenter
  * comment with its per-request ids) is dropped too.
  */
