@@ -48,13 +48,14 @@
 # median ratio and a 95% confidence interval of that median (order
 # statistics, no assumption about the noise's distribution).
 #
-# mixed: traced and untraced transactions in one pgbench run, the same
+# mixed: traced and untraced transactions in one pgbench run, each
 # connection choosing between two scripts at random (the same statements,
-# each with a sqlcommenter traceparent, sampled or not), one client, so
-# that a drift of the shared machine hits both alike; their mean latencies
-# from pgbench's per-transaction log give what tracing adds to a
-# transaction's round trip (with 1 client, latency ratio = 1 / TPS ratio),
-# with and without export.  MIXED_ROUNDS runs of MIXED_SECONDS each.
+# each with a sqlcommenter traceparent, sampled or not), so that a drift of
+# the shared machine hits both alike; their mean latencies from pgbench's
+# per-transaction log give what tracing adds to a transaction, with and
+# without export, at 1 client (TPS ratio = 1 / latency ratio) and at the
+# rounds' clients (TPS with every transaction traced estimated from the
+# added time and the run's TPS).  MIXED_ROUNDS runs of MIXED_SECONDS each.
 #
 # Then two sections that machine noise does not touch:
 # - frames: a hash join, a sort and a seq scan traced at 250 Hz on cluster
@@ -444,7 +445,7 @@ fi
 # ---------------------------------------------------------------------------
 # Traced and untraced transactions mixed in one run (see the header).
 if want mixed; then
-	say "mixed: $mixed_rounds rounds of $mixed_secs s, 1 client, traced and untraced scripts at random, 3 workloads x 2 configurations"
+	say "mixed: $mixed_rounds rounds of $mixed_secs s, traced and untraced scripts at random, 3 workloads x 2 configurations x 1 and $clients clients"
 	context=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7
 	mkdir -p "$dir/mixed"
 	# mixed_script WORKLOAD FLAGS: pgbench's own transaction, every statement
@@ -480,68 +481,75 @@ if want mixed; then
 	while [ "$r" -lt "$mixed_rounds" ]; do
 		for wl in select select_prepared tpcb; do
 			script=${wl%_prepared}
-			[ "$script" = tpcb ] && sql -c "TRUNCATE pgbench_history" -c "VACUUM pgbench_branches, pgbench_tellers"
 			for cfg in mixed mixedexp; do
 				apply_config "$cfg"
-				settle
-				rm -f "$dir"/mixed/log.*
-				stats0=$(stats_line)
-				# shellcheck disable=SC2046 # pgbench options are several words
-				as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n -c 1 -j 1 \
-					-T "$mixed_secs" $( [ "$wl" = select_prepared ] && echo "-M prepared" ) \
-					-l --log-prefix="$dir/mixed/log" \
-					-f "$dir/mixed/$script-traced.sql@1" -f "$dir/mixed/$script-untraced.sql@1" app \
-					>"$dir/pgbench.out" 2>&1 || {
-					say "pgbench failed (mixed $wl)"
-					cat "$dir/pgbench.out" >&2
-					exit 1
-				}
-				stats1=$(stats_line)
-				# Log lines: client, transaction, latency (us), script (0: traced), ...
-				awk -v r="$r" -v wl="$wl" -v cfg="$cfg" -v s0="$stats0" -v s1="$stats1" '
-					{ n[$4]++; us[$4] += $3 }
-					END {
-						split(s0, a, " "); split(s1, b, " ")
-						printf "mixed %s %s %s %d %.3f %d %.3f %d %d\n", r, wl, cfg, n[0], us[0] / n[0],
-							n[1], us[1] / n[1], b[2] - a[2], b[1] - a[1]
-					}' "$dir"/mixed/log.* >>"$dir/results"
-				tail -n 1 "$dir/results" | awk '{ printf "  round %d  %-16s %-9s traced %8.2f us  untraced %8.2f us  ratio %.4f\n", $2, $3, $4, $6, $8, $6 / $8 }' >&2
+				for nc in 1 "$clients"; do
+					[ "$script" = tpcb ] && sql -c "TRUNCATE pgbench_history" -c "VACUUM pgbench_branches, pgbench_tellers"
+					settle
+					rm -f "$dir"/mixed/log.*
+					stats0=$(stats_line)
+					# shellcheck disable=SC2046 # pgbench options are several words
+					as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
+						-c "$nc" -j "$( [ "$nc" = 1 ] && echo 1 || echo "$threads" )" -T "$mixed_secs" \
+						$( [ "$wl" = select_prepared ] && echo "-M prepared" ) -l --log-prefix="$dir/mixed/log" \
+						-f "$dir/mixed/$script-traced.sql@1" -f "$dir/mixed/$script-untraced.sql@1" app \
+						>"$dir/pgbench.out" 2>&1 || {
+						say "pgbench failed (mixed $wl)"
+						cat "$dir/pgbench.out" >&2
+						exit 1
+					}
+					stats1=$(stats_line)
+					# Log lines: client, transaction, latency (us), script (0: traced), ...
+					awk -v r="$r" -v wl="$wl" -v cfg="$cfg" -v nc="$nc" -v secs="$mixed_secs" -v s0="$stats0" -v s1="$stats1" '
+						{ n[$4]++; us[$4] += $3 }
+						END {
+							split(s0, a, " "); split(s1, b, " ")
+							printf "mixed %s %s %s %d %.3f %d %.3f %d %d %.1f\n", r, wl, cfg, n[0], us[0] / n[0],
+								n[1], us[1] / n[1], b[2] - a[2], nc, (n[0] + n[1]) / secs
+						}' "$dir"/mixed/log.* >>"$dir/results"
+					tail -n 1 "$dir/results" | awk '{ printf "  round %d  %-16s %-9s %d client(s)  traced %8.2f us  untraced %8.2f us  ratio %.4f\n", $2, $3, $4, $10, $6, $8, $6 / $8 }' >&2
+				done
 			done
 		done
 		r=$((r + 1))
 	done
 	echo
-	echo "mixed runs: traced and untraced transactions at random in one pgbench run (1 client, $mixed_rounds rounds of ${mixed_secs} s),"
+	echo "mixed runs: traced and untraced transactions at random in one pgbench run ($mixed_rounds rounds of ${mixed_secs} s),"
 	echo "mean latency of each from pgbench's transaction log; medians over rounds (range)"
-	awk -v summary="${BENCH_SUMMARY:-}" "$AWK_STATS"'
+	awk -v summary="${BENCH_SUMMARY:-}" -v cpus="$(nproc)" -v clients="$clients" "$AWK_STATS"'
 		$1 == "mixed" {
-			k = $3 SUBSEP $4; i = ++count[k]
-			tr[k, i] = $6; un[k, i] = $8; ratio[k, i] = $6 / $8; added[k, i] = $6 - $8
+			k = $3 SUBSEP $4 SUBSEP $10; i = ++count[k]
+			ratio[k, i] = $6 / $8; added[k, i] = $6 - $8; tps[k, i] = $11
+			# Every transaction traced, all CPUs busy: each costs added us more of cpus x 1 s.
+			eqv[k, i] = 1 / (1 + ($6 - $8) * $11 / (cpus * 1e6))
 			dropped[k] += $9
 		}
 		END {
 			name["select"] = "select-only"; name["select_prepared"] = "select-only, prepared"; name["tpcb"] = "TPC-B-like"
 			label["mixed"] = "tracing"; label["mixedexp"] = "tracing + OTLP export"
-			printf "%-22s %-22s %11s %11s %9s %17s %11s %9s %9s\n", "workload", "configuration", "traced us",
-				"untraced us", "ratio", "ratio range", "added us", "TPS eqv", "dropped"
-			split("select select_prepared tpcb", w, " "); split("mixed mixedexp", c, " ")
-			for (i = 1; i <= 3; i++) for (j = 1; j <= 2; j++) {
-				k = w[i] SUBSEP c[j]; m = count[k]
+			printf "%-22s %-22s %7s %9s %9s %17s %9s %11s %8s\n", "workload", "configuration", "clients",
+				"TPS", "ratio", "ratio range", "added us", "TPS eqv", "dropped"
+			split("select select_prepared tpcb", w, " "); split("mixed mixedexp", c, " "); split("1 " clients, ncs, " ")
+			for (i = 1; i <= 3; i++) for (j = 1; j <= 2; j++) for (h = 1; h <= 2; h++) {
+				k = w[i] SUBSEP c[j] SUBSEP ncs[h]; m = count[k]
 				if (m == 0) continue
-				for (x = 1; x <= m; x++) { a[x] = tr[k, x]; b[x] = un[k, x]; q[x] = ratio[k, x]; d[x] = added[k, x] }
-				mt = median(a, m); mu = median(b, m); md = median(d, m)
-				sort(q, m); mr = median(q, m)
+				for (x = 1; x <= m; x++) { q[x] = ratio[k, x]; d[x] = added[k, x]; t[x] = tps[k, x]; e[x] = eqv[k, x] }
+				md = median(d, m); mt = median(t, m); sort(q, m); mr = median(q, m)
+				# 1 client: TPS is 1 / latency; more: the estimate above.
+				te = ncs[h] == 1 ? 1 / mr : median(e, m)
 				target = c[j] == "mixed" ? 0.97 : 0.95
-				printf "%-22s %-22s %11.2f %11.2f %9.4f %8.4f..%-8.4f %11.2f %9.4f %9d  TPS >= %.2fx: %s\n", name[w[i]], label[c[j]],
-					mt, mu, mr, q[1], q[m], md, 1 / mr, dropped[k], target,
-					(1 / mr >= target && dropped[k] == 0) ? "met" : "NOT met"
+				printf "%-22s %-22s %7d %9.0f %9.4f %8.4f..%-8.4f %9.2f %11.4f %8d  TPS >= %.2fx: %s\n", name[w[i]], label[c[j]],
+					ncs[h], mt, mr, q[1], q[m], md, te, dropped[k], target,
+					(te >= target && dropped[k] == 0) ? "met" : "NOT met"
 				if (summary != "")
-					printf "pgbench|mixed runs, %s, %s: traced / untraced latency (1 client), median (range)|%.4fx (%.4f..%.4f), +%.2f us|TPS eqv >= %.2fx\n",
-						name[w[i]], label[c[j]], mr, q[1], q[m], md, target >>summary
+					printf "pgbench|mixed runs, %s, %s, %d client(s): traced / untraced latency, median (range); TPS all traced|%.4fx (%.4f..%.4f), %.4fx|TPS >= %.2fx\n",
+						name[w[i]], label[c[j]], ncs[h], mr, q[1], q[m], te, target >>summary
 			}
 		}' "$dir/results"
-	echo "ratio: traced / untraced mean latency within a run; TPS eqv: 1 / ratio (one client: TPS is 1 / latency); added: traced - untraced"
-	echo "both scripts carry the same sqlcommenter comment (flags 01 / 00), so reading it is paid by both; dropped: spans the ring dropped"
+	echo "ratio: traced / untraced mean latency within a run; added: traced - untraced (us); dropped: spans the ring dropped"
+	echo "TPS eqv, TPS with every transaction traced: 1 / ratio with 1 client (TPS is 1 / latency); with $clients clients,"
+	echo "  1 / (1 + added x TPS / (CPUs x 1 s)): each traced transaction takes 'added' more of the busy CPUs (an estimate)"
+	echo "both scripts carry the same sqlcommenter comment (flags 01 / 00), so reading it is paid by both"
 	SQL_OPTIONS="-c traceprof.sample_rate=0"
 	sql -c "ALTER SYSTEM RESET ALL" -c "SELECT pg_reload_conf()" >/dev/null
 	applied=
