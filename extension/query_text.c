@@ -55,16 +55,11 @@ compare_ints(const void *a, const void *b)
 }
 
 static RememberedConstants *
-remembered_for(uint64 query_id, const char *text, int len)
+find_remembered(uint64 query_id, uint32 text_hash, int text_len)
 {
-	uint32		hash;
-
-	if (query_id == 0)
-		return NULL;
-	hash = hash_bytes((const unsigned char *) text, len);
 	for (int i = 0; i < REMEMBERED; i++)
-		if (remembered[i].query_id == query_id && remembered[i].text_hash == hash &&
-			remembered[i].text_len == len)
+		if (remembered[i].query_id == query_id && remembered[i].text_hash == text_hash &&
+			remembered[i].text_len == text_len)
 			return &remembered[i];
 	return NULL;
 }
@@ -77,10 +72,11 @@ void
 query_text_remember_constants(uint64 query_id, const char *text, int len, int text_location,
 							  const JumbleState *jstate)
 {
+	uint32		hash = hash_bytes((const unsigned char *) text, len);
 	RememberedConstants *slot;
 	int		   *offsets;
 
-	if (query_id == 0 || remembered_for(query_id, text, len) != NULL)
+	if (query_id == 0 || find_remembered(query_id, hash, len) != NULL)
 		return;
 	slot = &remembered[next_slot];
 	next_slot = (next_slot + 1) % REMEMBERED;
@@ -99,7 +95,7 @@ query_text_remember_constants(uint64 query_id, const char *text, int len, int te
 	slot->constants.count = jstate->clocations_count;
 	slot->constants.highest_param = jstate->highest_extern_param_id;
 	slot->query_id = query_id;
-	slot->text_hash = hash_bytes((const unsigned char *) text, len);
+	slot->text_hash = hash;
 	slot->text_len = len;
 }
 
@@ -132,7 +128,8 @@ query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *s
 			memcpy(span->query, text, len);
 			break;
 		case QUERY_TEXT_NORMALIZED:
-			known = remembered_for(query_id, text, len);
+			known = query_id == 0 ? NULL :
+				find_remembered(query_id, hash_bytes((const unsigned char *) text, len), len);
 			if (known != NULL)
 			{
 				len = (int) tp_sql_normalize(text, len, standard_conforming_strings,
