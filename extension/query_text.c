@@ -80,13 +80,17 @@ query_text_remember_constants(uint64 query_id, const char *text, int len, int te
 		return;
 	slot = &remembered[next_slot];
 	next_slot = (next_slot + 1) % REMEMBERED;
+	slot->query_id = 0;			/* free until filled: the allocation may fail */
 	if (slot->capacity < jstate->clocations_count)
 	{
+		int			capacity = Max(jstate->clocations_count, 8);
+
 		if (slot->constants.offsets != NULL)
 			pfree((void *) slot->constants.offsets);
-		slot->capacity = Max(jstate->clocations_count, 8);
-		slot->constants.offsets = MemoryContextAlloc(TopMemoryContext,
-													 sizeof(int) * slot->capacity);
+		slot->constants.offsets = NULL;
+		slot->capacity = 0;
+		slot->constants.offsets = MemoryContextAlloc(TopMemoryContext, sizeof(int) * capacity);
+		slot->capacity = capacity;
 	}
 	offsets = (int *) slot->constants.offsets;
 	for (int i = 0; i < jstate->clocations_count; i++)
