@@ -111,6 +111,16 @@ cut_length(const char *text, int len)
 		pg_mbcliplen(text, len, traceprof_max_query_length) : len;
 }
 
+/* text normalized into dest (max_query_length bytes), cut on a character boundary. */
+static int
+normalize_into(const char *text, int len, bool standard_strings,
+			   const tp_sql_constants *constants, char *dest)
+{
+	len = (int) tp_sql_normalize(text, len, standard_strings, constants, dest,
+								 traceprof_max_query_length);
+	return cut_length(dest, len);
+}
+
 /*
  * The span's text from the len bytes of its statement at text.  Normalized
  * by the jumble's constants, these are replaced now (they are known only
@@ -127,25 +137,21 @@ query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *s
 		case QUERY_TEXT_OFF:
 			len = 0;
 			break;
-		case QUERY_TEXT_FULL:
-			len = cut_length(text, len);
-			memcpy(span->query, text, len);
-			break;
 		case QUERY_TEXT_NORMALIZED:
 			known = query_id == 0 ? NULL :
 				find_remembered(query_id, hash_bytes((const unsigned char *) text, len), len);
 			if (known != NULL)
 			{
-				len = (int) tp_sql_normalize(text, len, standard_conforming_strings,
-											 &known->constants, span->query,
-											 traceprof_max_query_length);
-				len = cut_length(span->query, len);
+				len = normalize_into(text, len, standard_conforming_strings, &known->constants,
+									 span->query);
 				break;
 			}
-			len = cut_length(text, len);
-			memcpy(span->query, text, len);
 			span->query_form = standard_conforming_strings ?
 				QUERY_FORM_LITERALS : QUERY_FORM_LITERALS_ESCAPED;
+			/* FALLTHROUGH */
+		case QUERY_TEXT_FULL:
+			len = cut_length(text, len);
+			memcpy(span->query, text, len);
 			break;
 	}
 	span->query[len] = '\0';
@@ -160,9 +166,7 @@ query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *s
 int
 query_text_normalize_literals(const char *text, int len, QueryForm form, char *dest)
 {
-	len = (int) tp_sql_normalize(text, len, form == QUERY_FORM_LITERALS, NULL,
-								 dest, traceprof_max_query_length);
-	len = cut_length(dest, len);
+	len = normalize_into(text, len, form == QUERY_FORM_LITERALS, NULL, dest);
 	dest[len] = '\0';
 	return len;
 }
