@@ -250,6 +250,19 @@ maintain() {
 	done
 }
 
+# run_pgbench WHAT OPTIONS...: pgbench on the current cluster's app
+# database, its output in $dir/pgbench.out; a failure ends the benchmark.
+run_pgbench() {
+	what=$1
+	shift
+	as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n "$@" app \
+		>"$dir/pgbench.out" 2>&1 || {
+		say "pgbench failed ($what)"
+		cat "$dir/pgbench.out" >&2
+		exit 1
+	}
+}
+
 # run_one ROUND WORKLOAD CONFIG [TAG]: one pgbench run; appends a line to
 # $dir/results: tag round workload config tps transactions cpu_ticks
 # created dropped exported failures samples samples_dropped sink_ticks sink_requests
@@ -273,12 +286,7 @@ run_one() {
 	req0=$(curl -s "$sink_url/stats" | cut -d' ' -f1)
 	ticks0=$(server_ticks)
 	# shellcheck disable=SC2046 # pgbench options are several words
-	as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
-		-c "$clients" -j "$threads" -T "$secs" $(workload_flags "$wl") app >"$dir/pgbench.out" 2>&1 || {
-		say "pgbench failed ($wl, $cfg)"
-		cat "$dir/pgbench.out" >&2
-		exit 1
-	}
+	run_pgbench "$wl, $cfg" -c "$clients" -j "$threads" -T "$secs" $(workload_flags "$wl")
 	if [ "$cfg" = export ] || [ "$cfg" = fullexp ]; then
 		# The spans of this run are exported before the CPU is read.
 		try=0
@@ -489,15 +497,10 @@ if want mixed; then
 					rm -f "$dir"/mixed/log.*
 					stats0=$(stats_line)
 					# shellcheck disable=SC2046 # pgbench options are several words
-					as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
-						-c "$nc" -j "$( [ "$nc" = 1 ] && echo 1 || echo "$threads" )" -T "$mixed_secs" \
-						$( [ "$wl" = select_prepared ] && echo "-M prepared" ) -l --log-prefix="$dir/mixed/log" \
-						-f "$dir/mixed/$script-traced.sql@1" -f "$dir/mixed/$script-untraced.sql@1" app \
-						>"$dir/pgbench.out" 2>&1 || {
-						say "pgbench failed (mixed $wl)"
-						cat "$dir/pgbench.out" >&2
-						exit 1
-					}
+					run_pgbench "mixed $wl" -c "$nc" -j "$( [ "$nc" = 1 ] && echo 1 || echo "$threads" )" \
+						-T "$mixed_secs" $( [ "$wl" = select_prepared ] && echo "-M prepared" ) \
+						-l --log-prefix="$dir/mixed/log" \
+						-f "$dir/mixed/$script-traced.sql@1" -f "$dir/mixed/$script-untraced.sql@1"
 					stats1=$(stats_line)
 					# Log lines: client, transaction, latency (us), script (0: traced), ...
 					awk -v r="$r" -v wl="$wl" -v cfg="$cfg" -v nc="$nc" -v secs="$mixed_secs" -v s0="$stats0" -v s1="$stats1" '
