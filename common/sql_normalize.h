@@ -5,10 +5,10 @@
  * that decides where a token starts and ends: strings in all their forms
  * (E'', B'', X'', U&'', N'', dollar quotes, quoted continuation across
  * newlines), quoted identifiers, nested comments, numbers and parameters.
- * It runs in a backend on every traced statement, so it makes one pass,
- * allocates nothing and stops once the output is full: a few instructions
- * a byte, where PostgreSQL's own lexer plus the query jumble cost thousands
- * a statement.
+ * It runs once per span (in the backend or in the span's reader), so it
+ * makes one pass, allocates nothing and stops once the output is full: a
+ * few instructions a byte, where PostgreSQL's own lexer plus the query
+ * jumble cost thousands a statement.
  */
 #ifndef TP_SQL_NORMALIZE_H
 #define TP_SQL_NORMALIZE_H
