@@ -36,10 +36,8 @@ static ShmRing *ring;
 #define PACKED_FIXED offsetof(TraceprofSpan, name)
 
 static char *
-pack_string(char *out, const char *s, Size size)
+pack_string(char *out, const char *s, Size len)
 {
-	Size		len = strnlen(s, size - 1);
-
 	memcpy(out, s, len);
 	out[len] = '\0';
 	return out + len + 1;
@@ -52,29 +50,27 @@ span_pack(const TraceprofSpan *span, char *out)
 	char	   *p = out + PACKED_FIXED;
 
 	memcpy(out, span, PACKED_FIXED);
-	p = pack_string(p, span->name, sizeof(span->name));
-	p = pack_string(p, span->operation, sizeof(span->operation));
-	p = pack_string(p, span->collection, sizeof(span->collection));
-	p = pack_string(p, span->dbname, sizeof(span->dbname));
-	p = pack_string(p, span->username, sizeof(span->username));
-	p = pack_string(p, span->message, sizeof(span->message));
-	memcpy(p, span->query, span->query_len);
-	p[span->query_len] = '\0';
-	return p + span->query_len + 1 - out;
+	p = pack_string(p, span->name, span->name_len);
+	p = pack_string(p, span->operation, span->operation_len);
+	p = pack_string(p, span->collection, span->collection_len);
+	p = pack_string(p, span->dbname, span->dbname_len);
+	p = pack_string(p, span->username, span->username_len);
+	p = pack_string(p, span->message, span->message_len);
+	p = pack_string(p, span->query, span->query_len);
+	return p - out;
 }
 
-/* One string of a packed span; NULL past end (a record that cannot be). */
+/* One string of a packed span and its length; NULL past end (a record that cannot be). */
 static const char *
-unpack_string(const char *in, const char *end, char *s, Size size)
+unpack_string(const char *in, const char *end, char *s, Size size, uint8 *len)
 {
 	const char *nul = in < end ? memchr(in, '\0', end - in) : NULL;
-	Size		len;
 
 	if (nul == NULL)
 		return NULL;
-	len = Min((Size) (nul - in), size - 1);
-	memcpy(s, in, len);
-	s[len] = '\0';
+	*len = (uint8) Min((Size) (nul - in), size - 1);
+	memcpy(s, in, *len);
+	s[*len] = '\0';
 	return nul + 1;
 }
 
@@ -83,32 +79,29 @@ span_unpack(const char *in, Size len, TraceprofSpan *span)
 {
 	const char *end = in + len;
 	const char *p = in + PACKED_FIXED;
-	const char *after_query;
+	const char *nul;
 
 	if (len < PACKED_FIXED)
 		return false;
 	memcpy(span, in, PACKED_FIXED);
-	if ((p = unpack_string(p, end, span->name, sizeof(span->name))) == NULL ||
-		(p = unpack_string(p, end, span->operation, sizeof(span->operation))) == NULL ||
-		(p = unpack_string(p, end, span->collection, sizeof(span->collection))) == NULL ||
-		(p = unpack_string(p, end, span->dbname, sizeof(span->dbname))) == NULL ||
-		(p = unpack_string(p, end, span->username, sizeof(span->username))) == NULL ||
-		(p = unpack_string(p, end, span->message, sizeof(span->message))) == NULL)
+	if ((p = unpack_string(p, end, span->name, sizeof(span->name), &span->name_len)) == NULL ||
+		(p = unpack_string(p, end, span->operation, sizeof(span->operation), &span->operation_len)) == NULL ||
+		(p = unpack_string(p, end, span->collection, sizeof(span->collection), &span->collection_len)) == NULL ||
+		(p = unpack_string(p, end, span->dbname, sizeof(span->dbname), &span->dbname_len)) == NULL ||
+		(p = unpack_string(p, end, span->username, sizeof(span->username), &span->username_len)) == NULL ||
+		(p = unpack_string(p, end, span->message, sizeof(span->message), &span->message_len)) == NULL ||
+		(nul = memchr(p, '\0', end - p)) == NULL)
 		return false;
 	span->sqlstate[sizeof(span->sqlstate) - 1] = '\0';
 	if (span->query_form != QUERY_FORM_FINAL)
 	{
-		const char *nul = p < end ? memchr(p, '\0', end - p) : NULL;
-
-		if (nul == NULL)
-			return false;
 		span->query_len = query_text_normalize_literals(p, nul - p, span->query_form, span->query);
 		span->query_form = QUERY_FORM_FINAL;
 		return true;
 	}
-	if ((after_query = unpack_string(p, end, span->query, traceprof_max_query_length + 1)) == NULL)
-		return false;
-	span->query_len = Min(after_query - 1 - p, traceprof_max_query_length);
+	span->query_len = Min(nul - p, traceprof_max_query_length);
+	memcpy(span->query, p, span->query_len);
+	span->query[span->query_len] = '\0';
 	return true;
 }
 
@@ -167,13 +160,14 @@ span_store_write(const TraceprofSpan *span)
 	uint64		pending;
 	uint64		wake_at = Max(traceprof_max_spans / 4, 1);
 	Latch	   *exporter;
+	bool		exporting = traceprof_export_enabled();
 
 	if (store == NULL)
 		return;
 	if (packed == NULL)
 		packed = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
 	len = span_pack(span, packed);
-	if (!shm_ring_write(ring, packed, len, traceprof_export_enabled(), &pending))
+	if (!shm_ring_write(ring, packed, len, exporting, &pending))
 		return;
 	/*
 	 * Wake the exporter early when a quarter of the ring waits for it: when
@@ -181,7 +175,7 @@ span_store_write(const TraceprofSpan *span)
 	 * The latch is read once: an exiting exporter clears it at any moment.
 	 */
 	exporter = ((volatile SpanStore *) store)->exporter_latch;
-	if (traceprof_export_enabled() && exporter != NULL &&
+	if (exporting && exporter != NULL &&
 		pending >= wake_at && pending - shm_ring_slots(ring, len) < wake_at)
 		SetLatch(exporter);
 }

@@ -89,6 +89,13 @@ typedef struct TraceprofSpan
 	int64		wal_bytes;
 	int64		planning_ns;	/* -1 when the statement was not planned */
 	int32		query_len;
+	/* strlen of the strings below, so that packing copies without measuring */
+	uint8		name_len;
+	uint8		operation_len;
+	uint8		collection_len;
+	uint8		dbname_len;
+	uint8		username_len;
+	uint8		message_len;
 	char		sqlstate[6];
 	char		name[2 * NAMEDATALEN];
 	char		operation[NAMEDATALEN];
