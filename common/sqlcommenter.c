@@ -8,17 +8,19 @@
 /* Longest value we decode: a traceparent plus room for future fields. */
 #define MAX_VALUE 256
 
+/* Where the last comment opener in [start, end) is, or NULL. */
 static const char *
-find_last(const char *start, const char *end, const char *needle)
+find_last_comment_open(const char *start, const char *end)
 {
-	size_t		n = strlen(needle);
+	const char *slash;
 
-	if ((size_t) (end - start) < n)
-		return NULL;
-	/* counted down by index: a pointer before start would be undefined */
-	for (size_t i = (size_t) (end - start) - n + 1; i-- > 0;)
-		if (memcmp(start + i, needle, n) == 0)
-			return start + i;
+	/* memrchr, not a byte loop: every statement ending in a comment runs this. */
+	while ((slash = memrchr(start, '/', (size_t) (end - start))) != NULL)
+	{
+		if (slash + 1 < end && slash[1] == '*')
+			return slash;
+		end = slash;
+	}
 	return NULL;
 }
 
@@ -30,8 +32,18 @@ find_last(const char *start, const char *end, const char *needle)
 static const char *
 decode_value(const char *p, const char *end, char *out, size_t *out_len)
 {
+	const char *quote = memchr(p, '\'', (size_t) (end - p));
 	size_t		n = 0;
 
+	/* Values rarely hold escapes: a traceparent never does.  Copied at once. */
+	if (quote != NULL && quote - p <= MAX_VALUE &&
+		memchr(p, '\\', (size_t) (quote - p)) == NULL &&
+		memchr(p, '%', (size_t) (quote - p)) == NULL)
+	{
+		memcpy(out, p, (size_t) (quote - p));
+		*out_len = (size_t) (quote - p);
+		return quote + 1;
+	}
 	while (p < end && *p != '\'')
 	{
 		char		c = *p++;
@@ -77,7 +89,7 @@ tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
 	if (end - sql < 4 || end[-2] != '*' || end[-1] != '/')
 		return TP_COMMENT_NONE;
 	close = end - 2;
-	open = find_last(sql, close, "/*");
+	open = find_last_comment_open(sql, close);
 	if (open == NULL)
 		return TP_COMMENT_NONE;
 	p = open + 2;

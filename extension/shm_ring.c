@@ -28,12 +28,15 @@ StaticAssertDecl(offsetof(RingSlot, data) == SHM_RING_SLOT_OVERHEAD, "slot heade
  * slots start on cache lines, so that backends on different CPUs do not
  * take lines from each other (measured: about half of the time spent
  * storing a span waited for that line).  The ring starts cache-aligned.
+ * The alignment matters as much as the padding: unaligned, next_write
+ * shared its first line with capacity and slot_data, and every writer's
+ * read of those waited for the line another writer had just taken.
  */
 typedef union
 {
 	pg_atomic_uint64 value;
 	char		pad[PG_CACHE_LINE_SIZE];
-} PaddedCounter;
+} PaddedCounter pg_attribute_aligned(PG_CACHE_LINE_SIZE);
 
 struct ShmRing
 {
@@ -49,6 +52,10 @@ struct ShmRing
 	pg_atomic_uint64 extra_slots;
 	char		slots[FLEXIBLE_ARRAY_MEMBER] pg_attribute_aligned(PG_CACHE_LINE_SIZE);
 };
+
+StaticAssertDecl(offsetof(ShmRing, next_write) % PG_CACHE_LINE_SIZE == 0 &&
+				 offsetof(ShmRing, dropped) - offsetof(ShmRing, next_write) == PG_CACHE_LINE_SIZE,
+				 "next_write alone on its cache line");
 
 static Size
 slot_size(Size slot_data)
