@@ -127,7 +127,7 @@ shm_ring_write(ShmRing *ring, const void *record, Size len, bool keep_unexported
 			break;
 	}
 	/* Rare (long texts), and before the copy: see the store below. */
-	if (nslots > 1)
+	if (unlikely(nslots > 1))
 		pg_atomic_fetch_add_u64(&ring->extra_slots, nslots - 1);
 	for (uint32 i = 0; i < nslots; i++)
 		pg_atomic_write_u64(&slot_at(ring, position + i)->seq, 0);

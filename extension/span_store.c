@@ -164,7 +164,7 @@ span_store_write(const TraceprofSpan *span)
 
 	if (store == NULL)
 		return;
-	if (packed == NULL)
+	if (unlikely(packed == NULL))
 		packed = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
 	len = span_pack(span, packed);
 	if (!shm_ring_write(ring, packed, len, exporting, &pending))

@@ -142,7 +142,7 @@ choose_root_context(const char *text, int len, tp_span_context *parent, bool *re
  * keeps (PostgreSQL's strlcpy goes byte by byte: ~160 instructions of
  * every traced statement).
  */
-static uint8
+static pg_noinline uint8
 copy_string(char *dest, const char *src, size_t size)
 {
 	size_t		len = strnlen(src, size - 1);
@@ -193,7 +193,7 @@ set_database_name(TraceprofSpan *record)
 	static bool known;
 
 	StaticAssertStmt(sizeof(name) == sizeof(record->dbname), "dbname size");
-	if (!known)
+	if (unlikely(!known))
 	{
 		char	   *db = get_database_name(MyDatabaseId);
 
@@ -212,7 +212,7 @@ set_user_name(TraceprofSpan *record)
 	static uint8 cached_len;
 
 	StaticAssertStmt(sizeof(cached_name) == sizeof(record->username), "username size");
-	if (cached_user != GetUserId())
+	if (unlikely(cached_user != GetUserId()))
 	{
 		char	   *name = GetUserNameFromId(GetUserId(), true);
 
@@ -255,7 +255,7 @@ static bool
 choose_parent(bool top_level, const char *source, int location, int len, SpanParent *parent)
 {
 	memset(parent, 0, sizeof(*parent));
-	if (IsParallelWorker() || open_count == MAX_OPEN_SPANS)
+	if (unlikely(IsParallelWorker() || open_count == MAX_OPEN_SPANS))
 		return false;
 	if (!top_level)
 	{
@@ -292,7 +292,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	TraceprofSpan *r;
 
 	span = &open_spans[open_count];
-	if (span->record == NULL)
+	if (unlikely(span->record == NULL))
 		span->record = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
 	r = span->record;
 	/* Every string is set below but the message, which only errors have. */
@@ -301,7 +301,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	memcpy(r->trace_id, parent->context.trace_id, TP_TRACE_ID_BYTES);
 	if (parent->remote || parent->nested)
 		memcpy(r->parent_span_id, parent->context.span_id, TP_SPAN_ID_BYTES);
-	if (!tp_id_random(r->span_id, TP_SPAN_ID_BYTES))
+	if (unlikely(!tp_id_random(r->span_id, TP_SPAN_ID_BYTES)))
 		return NULL;
 	r->flags = parent->context.flags | TP_FLAG_SAMPLED;
 	r->remote_parent = parent->remote;
@@ -360,7 +360,7 @@ close_innermost(int64 rows, int sqlerrcode, const char *message)
 	r->shared_blks_read = pgBufferUsage.shared_blks_read - span->shared_blks_read_start;
 	r->wal_bytes = (int64) (pgWalUsage.wal_bytes - span->wal_bytes_start);
 	r->rows = rows;
-	if (message != NULL)
+	if (unlikely(message != NULL))
 	{
 		r->status = SPAN_STATUS_ERROR;
 		strlcpy(r->sqlstate, unpack_sql_state(sqlerrcode), sizeof(r->sqlstate));
