@@ -10,6 +10,7 @@ WARNINGS  := -Wall -Wextra -Werror -Wno-missing-field-initializers
 CFLAGS    ?= -O2 -g
 CPPFLAGS  += -D_GNU_SOURCE -Icommon -I$(BUILD)/proto -I$(shell $(PG_CONFIG) --includedir)
 # Frame pointers: our own profiles need them (the sampler walks the chain).
+# -fno-plt: the extension links this code too (see extension/Makefile).
 ALL_CFLAGS = -std=c11 -fPIC -fno-omit-frame-pointer -fno-plt $(WARNINGS) $(CFLAGS)
 LDLIBS    := -lcurl -lprotobuf-c -lunwind -lz -lm
 
