@@ -394,7 +394,7 @@ traceprof_exporter_main(Datum arg)
 			build_pyroscope(&pyroscope);
 		}
 		/* Drain full batches; stop at the first failure until next round. */
-		while (traceprof_export_enabled() && !ShutdownRequestPending &&
+		while (traceprof_exporting && !ShutdownRequestPending &&
 			   export_one_batch(&resource, &target) == traceprof_export_batch_size)
 			;
 		if (pyroscope.enabled &&

@@ -146,12 +146,6 @@ span_store_shmem_startup(void)
 	shm_ring_init(ring, span_ring_slots(), SPAN_SLOT_DATA, TraceprofSpanSize());
 }
 
-bool
-traceprof_export_enabled(void)
-{
-	return traceprof_otlp_endpoint != NULL && traceprof_otlp_endpoint[0] != '\0';
-}
-
 void
 span_store_write(const TraceprofSpan *span)
 {
@@ -160,7 +154,7 @@ span_store_write(const TraceprofSpan *span)
 	uint64		pending;
 	uint64		wake_at = Max(traceprof_max_spans / 4, 1);
 	Latch	   *exporter;
-	bool		exporting = traceprof_export_enabled();
+	bool		exporting = traceprof_exporting;
 
 	if (store == NULL)
 		return;
@@ -296,7 +290,7 @@ span_store_get_stats(SpanStoreStats *stats)
 {
 	ShmRingCounts counts;
 
-	shm_ring_counts(ring, traceprof_export_enabled(), &counts);
+	shm_ring_counts(ring, traceprof_exporting, &counts);
 	stats->created = counts.written;
 	stats->dropped = counts.dropped;
 	stats->exported = counts.exported;

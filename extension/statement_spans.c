@@ -509,23 +509,29 @@ utility_collection(Node *stmt)
  * may be traced: their normalized text then follows pg_stat_statements'
  * rules.  We never jumble ourselves (2.8% of a select-only transaction).
  */
-static void
-traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
+static pg_noinline void
+remember_constants_if_traced(ParseState *pstate, Query *query, JumbleState *jstate)
 {
 	const char *statement;
 	int			len;
 	tp_span_context ignored;
 
-	if (prev_post_parse_analyze)
-		prev_post_parse_analyze(pstate, query, jstate);
-	if (jstate == NULL || jstate->clocations_count == 0 || pstate->p_sourcetext == NULL ||
-		traceprof_query_text != QUERY_TEXT_NORMALIZED)
-		return;
 	statement = statement_text(pstate->p_sourcetext, query->stmt_location, query->stmt_len, &len);
 	if (traceprof_guc_context_valid || traceprof_sample_rate > 0 ||
 		tp_sqlcomment_traceparent(statement, len, &ignored) != TP_COMMENT_NONE)
 		query_text_remember_constants(query->queryId, statement, len,
 									  (int) (statement - pstate->p_sourcetext), jstate);
+}
+
+static void
+traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
+{
+	if (prev_post_parse_analyze)
+		prev_post_parse_analyze(pstate, query, jstate);
+	/* Out of line: without compute_query_id, the statement's path stops here. */
+	if (jstate != NULL && jstate->clocations_count > 0 && pstate->p_sourcetext != NULL &&
+		traceprof_query_text == QUERY_TEXT_NORMALIZED)
+		remember_constants_if_traced(pstate, query, jstate);
 }
 
 static PlannedStmt *

@@ -28,6 +28,7 @@ int			traceprof_max_query_length = 1024;
 int			traceprof_max_spans = 8192;
 double		traceprof_sample_rate = 0.0;
 char	   *traceprof_otlp_endpoint = NULL;
+bool		traceprof_exporting = false;
 char	   *traceprof_otlp_ca_file = NULL;
 int			traceprof_otlp_protocol = 0;
 char	   *traceprof_service_name = NULL;
@@ -126,6 +127,13 @@ assign_traceparent(const char *newval, void *extra)
 		traceprof_guc_context = *(tp_span_context *) extra;
 }
 
+/* Every span asks whether to keep it for export: a bool, not the string. */
+static void
+assign_otlp_endpoint(const char *newval, void *extra)
+{
+	traceprof_exporting = newval != NULL && newval[0] != '\0';
+}
+
 static void
 assign_profile(int newval, void *extra)
 {
@@ -174,7 +182,7 @@ define_gucs(void)
 							   "OTLP endpoint spans are exported to; empty disables export.",
 							   "http/protobuf: base URL, v1/traces is appended; grpc: http://host:port.",
 							   &traceprof_otlp_endpoint, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
-							   NULL, NULL, NULL);
+							   NULL, assign_otlp_endpoint, NULL);
 	DefineCustomStringVariable("traceprof.otlp_ca_file",
 							   "PEM file of the CA certificates that verify an https OTLP endpoint; empty: the system's.",
 							   "Certificates and host names are always verified.",

@@ -38,6 +38,7 @@ extern int	traceprof_max_query_length;
 extern int	traceprof_max_spans;
 extern double traceprof_sample_rate;
 extern char *traceprof_otlp_endpoint;
+extern bool traceprof_exporting;	/* otlp_endpoint is set */
 extern char *traceprof_otlp_ca_file;
 extern int	traceprof_otlp_protocol;
 extern char *traceprof_service_name;
@@ -140,7 +141,6 @@ typedef struct SpanStoreStats
 
 typedef bool (*SpanVisitor) (const TraceprofSpan *span, void *arg);
 
-extern bool traceprof_export_enabled(void);
 extern Size span_store_shmem_size(void);
 extern void span_store_shmem_startup(void);
 extern void span_store_write(const TraceprofSpan *span);
