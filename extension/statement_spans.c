@@ -235,14 +235,30 @@ statement_text(const char *source, int location, int len, int *text_len)
 	return text;
 }
 
+/*
+ * The statement's bytes within source, as PostgreSQL locates them, blanks
+ * included: enough to find its trailing comment, without CleanQuerytext's
+ * trimming (which only the text a span keeps needs).
+ */
+static const char *
+statement_bytes(const char *source, int location, int len, int *text_len)
+{
+	/* An unknown location makes the length unknown too, as in CleanQuerytext. */
+	const char *text = location >= 0 ? source + location : source;
+
+	*text_len = location >= 0 && len > 0 ? len : (int) strlen(text);
+	return text;
+}
+
 /* Where a span about to open belongs: decided before anything is looked up. */
 typedef struct SpanParent
 {
 	tp_span_context context;
 	bool		remote;			/* the caller's span, not one of ours */
 	bool		nested;			/* under our innermost open span */
-	const char *statement;		/* this statement's text, or NULL */
-	int			statement_len;
+	const char *source;			/* the statement's source text, or NULL */
+	int			location;		/* the statement within it, as in a Query */
+	int			len;
 } SpanParent;
 
 /*
@@ -269,11 +285,18 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 		memcpy(parent->context.span_id, innermost->span_id, TP_SPAN_ID_BYTES);
 		parent->context.flags = innermost->flags;
 	}
-	if (source != NULL)
-		parent->statement = statement_text(source, location, len, &parent->statement_len);
+	parent->source = source;
+	parent->location = location;
+	parent->len = len;
 	if (top_level)
-		return choose_root_context(parent->statement, parent->statement_len,
-								   &parent->context, &parent->remote);
+	{
+		const char *text = NULL;
+		int			text_len = 0;
+
+		if (source != NULL)
+			text = statement_bytes(source, location, len, &text_len);
+		return choose_root_context(text, text_len, &parent->context, &parent->remote);
+	}
 	return true;
 }
 
@@ -314,8 +337,13 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	set_names(r, name, operation, collection);
 	set_database_name(r);
 	set_user_name(r);
-	if (parent->statement != NULL)
-		query_text_for_span(parent->statement, parent->statement_len, query_id, r);
+	if (parent->source != NULL)
+	{
+		int			len;
+		const char *text = statement_text(parent->source, parent->location, parent->len, &len);
+
+		query_text_for_span(text, len, query_id, r);
+	}
 	else
 		r->query[0] = '\0';
 
@@ -608,12 +636,25 @@ was_decided_by_planner(const PlannedStmt *stmt)
 }
 
 static void
+call_ExecutorStart(QueryDesc *query_desc, int eflags)
+{
+	if (prev_ExecutorStart)
+		prev_ExecutorStart(query_desc, eflags);
+	else
+		standard_ExecutorStart(query_desc, eflags);
+}
+
+/*
+ * ExecutorStart and ExecutorEnd catch errors only when the query has a
+ * span of ours to close: spans opened inside close in their own hooks, and
+ * a PG_TRY costs every untraced statement a sigsetjmp.
+ */
+static void
 traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
 	PlannedStmt *stmt = query_desc->plannedstmt;
 	OpenSpan   *span = NULL;
 	SpanParent	parent;
-	int			entry = open_count;
 
 	if (nesting_level == 0)
 		profiler_statement_start(innermost_record());
@@ -633,25 +674,22 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 						 NULL, CreateCommandName((Node *) stmt), statement_collection(stmt),
 						 stmt->queryId, NULL);
 	}
-	if (span != NULL)
+	if (span == NULL)
+		call_ExecutorStart(query_desc, eflags);
+	else
 	{
 		span->query_desc = query_desc;
-		entry = index_of(span);
+		PG_TRY();
+		{
+			call_ExecutorStart(query_desc, eflags);
+		}
+		PG_CATCH();
+		{
+			fail_from(index_of(span));
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 	}
-
-	PG_TRY();
-	{
-		if (prev_ExecutorStart)
-			prev_ExecutorStart(query_desc, eflags);
-		else
-			standard_ExecutorStart(query_desc, eflags);
-	}
-	PG_CATCH();
-	{
-		fail_from(entry);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
 	if (profiler_is_sampling() && query_desc->planstate != NULL)
 		executor_names_learn(query_desc->planstate);
 }
@@ -716,26 +754,36 @@ traceprof_ExecutorFinish(QueryDesc *query_desc)
 }
 
 static void
+call_ExecutorEnd(QueryDesc *query_desc)
+{
+	if (prev_ExecutorEnd)
+		prev_ExecutorEnd(query_desc);
+	else
+		standard_ExecutorEnd(query_desc);
+}
+
+static void
 traceprof_ExecutorEnd(QueryDesc *query_desc)
 {
 	int			owner = index_of_query(query_desc);
 	int64		rows = query_desc->estate ? (int64) query_desc->estate->es_processed : -1;
 
-	PG_TRY();
+	if (owner < 0)
+		call_ExecutorEnd(query_desc);
+	else
 	{
-		if (prev_ExecutorEnd)
-			prev_ExecutorEnd(query_desc);
-		else
-			standard_ExecutorEnd(query_desc);
-	}
-	PG_CATCH();
-	{
-		fail_from(owner >= 0 ? owner : open_count);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	if (owner >= 0)
+		PG_TRY();
+		{
+			call_ExecutorEnd(query_desc);
+		}
+		PG_CATCH();
+		{
+			fail_from(owner);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 		close_from(owner, rows, 0, NULL);
+	}
 	if (nesting_level == 0 && open_count == 0)
 		profiler_flush();
 }
