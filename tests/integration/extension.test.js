@@ -356,7 +356,7 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			const statements = [
 				['simple SELECT', () => client.query("SELECT 1 AS m1 /*traceparent='00-zz'*/")],
 				['extended SELECT', () => client.query({ text: "SELECT $1::int AS m2 /*traceparent='00-zz'*/", values: [1] })],
-				['uppercase ids', () => client.query(`SELECT 3 AS m3 /*traceparent='00-${hex(16).toUpperCase()}-${hex(8)}-01'*/`)],
+				['uppercase ids', () => client.query(`SELECT 3 AS m3 /*traceparent='00-${hex(16).slice(1)}A-${hex(8)}-01'*/`)],
 				['utility', () => client.query("CREATE TABLE malformed_t (id int) /*traceparent='garbage'*/")],
 				['INSERT', () => client.query({ text: "INSERT INTO malformed_t VALUES ($1) /*traceparent='00-zz'*/", values: [1] })],
 			];
