@@ -112,16 +112,21 @@ TEST(random_ids_are_nonzero_and_differ)
 	CHECK(!tp_id_is_zero(a, sizeof(a)));
 	CHECK(memcmp(a, b, sizeof(a)) != 0);
 
-	/* Lengths that are no multiple of a word: the tail is filled too. */
-	for (size_t len = 1; len <= sizeof(a); len++)
+	/*
+	 * Lengths that are no multiple of a word: the tail is filled too, and
+	 * nothing past it is written.
+	 */
+	for (size_t len = 1; len < sizeof(a); len++)
 	{
 		int			tail_set = 0;
 
 		for (int round = 0; round < 64; round++)
 		{
 			memset(a, 0, sizeof(a));
+			a[len] = 0xa5;
 			CHECK(tp_id_random(a, len));
 			CHECK(!tp_id_is_zero(a, len));
+			CHECK(a[len] == 0xa5);
 			tail_set |= a[len - 1] != 0;
 		}
 		CHECK(tail_set);
