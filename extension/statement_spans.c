@@ -882,8 +882,16 @@ traceprof_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			decided.pending = false;
 			close_stale();		/* a ROLLBACK ends well */
-			nesting_level = 0;
-			plan_nesting = 0;
+
+			/*
+			 * Inside a statement, this is a procedure's own ROLLBACK: the
+			 * statement goes on, and so do its span and our nesting.  An
+			 * error reaches here only once our hooks' catches have unwound
+			 * the nesting to 0; what is still open then (a cursor's query)
+			 * ends with the transaction.
+			 */
+			if (nesting_level > 0)
+				break;
 			close_from(0, -1, ERRCODE_IN_FAILED_SQL_TRANSACTION, "transaction aborted");
 			profiler_flush();	/* the failed statement's samples, now */
 			break;

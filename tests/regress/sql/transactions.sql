@@ -1,0 +1,48 @@
+-- Transaction control inside procedures, and errors caught by exception
+-- blocks: spans stay right, and the session keeps tracing afterwards.
+CREATE TABLE tx_t (id int);
+CREATE PROCEDURE tx_commit_rollback() LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO tx_t VALUES (1);
+  COMMIT;
+  INSERT INTO tx_t VALUES (2);
+  ROLLBACK;
+END $$;
+CREATE FUNCTION tx_catch() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  BEGIN
+    PERFORM 1 / (SELECT count(*) FROM tx_t WHERE id < 0);
+  EXCEPTION WHEN division_by_zero THEN
+    RETURN 'caught';
+  END;
+  RETURN 'not caught';
+END $$;
+
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+CALL tx_commit_rollback();
+SELECT 'after the procedure' AS next;
+SELECT tx_catch();
+SELECT 'after the caught error' AS next;
+SET traceprof.track = 'all';
+CALL tx_commit_rollback();
+SELECT tx_catch();
+SELECT 'after both, nested' AS next;
+RESET traceprof.track;
+BEGIN;
+SAVEPOINT s;
+SELECT 1 / 0;
+ROLLBACK TO SAVEPOINT s;
+SELECT 'after the savepoint' AS next;
+COMMIT;
+SET traceprof.traceparent = '';
+SELECT id FROM tx_t ORDER BY id;
+
+-- One span per statement, in order; the nested ones under their caller.
+SELECT s.kind, s.name, s.status, s.status_message, s.query, p.query AS parent
+  FROM traceprof.spans s LEFT JOIN traceprof.spans p ON p.span_id = s.parent_span_id
+ WHERE s.name NOT IN ('plan', 'SET', 'RESET')
+ ORDER BY s.start_time, s.kind DESC;
+DROP PROCEDURE tx_commit_rollback();
+DROP FUNCTION tx_catch();
+DROP TABLE tx_t;
