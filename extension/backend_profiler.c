@@ -28,14 +28,6 @@
 #include "traceprof.h"
 
 
-typedef enum SamplerState
-{
-	SAMPLER_NOT_STARTED,
-	SAMPLER_RUNNING,
-	SAMPLER_PAUSED,
-	SAMPLER_UNAVAILABLE,		/* could not start: warned once */
-} SamplerState;
-
 typedef struct PcEntry
 {
 	uintptr_t	pc;				/* hash key (with the flag below) */
@@ -91,7 +83,7 @@ static CapturedPath captured_paths[CALL_PATH_COUNT];
 static uint64 flush_named;
 static uint64 flush_total;
 
-static SamplerState state = SAMPLER_NOT_STARTED;
+SamplerState profiler_state = SAMPLER_NOT_STARTED;
 static bool span_open;			/* a traced span is open (set at every statement and span) */
 static int	started_hz;			/* the running sampler's settings */
 static int	started_mode;
@@ -109,7 +101,7 @@ static tp_jit_code *jit_code;	/* created when a frame is in no module */
 static inline bool
 dormant(void)
 {
-	return state == SAMPLER_NOT_STARTED && traceprof_profile == PROFILE_OFF;
+	return profiler_state == SAMPLER_NOT_STARTED && traceprof_profile == PROFILE_OFF;
 }
 
 static bool
@@ -129,13 +121,13 @@ start_sampler(void)
 						  traceprof_profile_mode == PROFILE_MODE_WALL ? TP_SAMPLER_WALL : TP_SAMPLER_CPU,
 						  traceprof_backend_samples, err, sizeof(err)))
 	{
-		state = SAMPLER_UNAVAILABLE;
+		profiler_state = SAMPLER_UNAVAILABLE;
 		ereport(WARNING,
 				(errmsg("traceprof: cannot start the sampler in this backend: %s", err),
 				 errdetail("Spans are still recorded; their samples are not.")));
 		return;
 	}
-	state = SAMPLER_RUNNING;
+	profiler_state = SAMPLER_RUNNING;
 	dropped_reported = 0;
 	/* Wall time spent waiting shows as a leaf frame naming the wait event. */
 	tp_sampler_set_wait_source(traceprof_profile_mode == PROFILE_MODE_WALL ?
@@ -148,23 +140,17 @@ start_sampler(void)
 static void
 restart_if_settings_changed(void)
 {
-	if ((state != SAMPLER_RUNNING && state != SAMPLER_PAUSED) ||
+	if ((profiler_state != SAMPLER_RUNNING && profiler_state != SAMPLER_PAUSED) ||
 		(started_hz == traceprof_sample_hz && started_mode == traceprof_profile_mode))
 		return;
 	profiler_flush();
 	tp_sampler_stop();
 	start_sampler();
-	if (state == SAMPLER_RUNNING)
+	if (profiler_state == SAMPLER_RUNNING)
 	{
 		tp_sampler_pause();
-		state = SAMPLER_PAUSED;
+		profiler_state = SAMPLER_PAUSED;
 	}
-}
-
-bool
-profiler_is_sampling(void)
-{
-	return state == SAMPLER_RUNNING;
 }
 
 /* Run or pause the timer as the settings and the open spans require. */
@@ -173,21 +159,21 @@ arm_for(void)
 {
 	bool		want = want_sampling(traceprof_profile, span_open);
 
-	if (state == SAMPLER_UNAVAILABLE)
+	if (profiler_state == SAMPLER_UNAVAILABLE)
 		return;
 	if (want)
 		restart_if_settings_changed();
-	if (want && state == SAMPLER_NOT_STARTED)
+	if (want && profiler_state == SAMPLER_NOT_STARTED)
 		start_sampler();
-	else if (want && state == SAMPLER_PAUSED)
+	else if (want && profiler_state == SAMPLER_PAUSED)
 	{
 		tp_sampler_resume();
-		state = SAMPLER_RUNNING;
+		profiler_state = SAMPLER_RUNNING;
 	}
-	else if (!want && state == SAMPLER_RUNNING)
+	else if (!want && profiler_state == SAMPLER_RUNNING)
 	{
 		tp_sampler_pause();
-		state = SAMPLER_PAUSED;
+		profiler_state = SAMPLER_PAUSED;
 	}
 }
 
@@ -200,16 +186,16 @@ arm_for(void)
 void
 profiler_profile_assigned(int profile)
 {
-	if (state == SAMPLER_RUNNING && !want_sampling(profile, span_open))
+	if (profiler_state == SAMPLER_RUNNING && !want_sampling(profile, span_open))
 	{
 		tp_sampler_pause();
-		state = SAMPLER_PAUSED;
+		profiler_state = SAMPLER_PAUSED;
 	}
 }
 
-/* A statement starts: outside spans the timer runs only with profile = all. */
+/* profiler_statement_start's work, when it has any. */
 void
-profiler_statement_start(const TraceprofSpan *innermost)
+profiler_arm_for_statement(const TraceprofSpan *innermost)
 {
 	span_open = innermost != NULL;
 	if (!dormant())
@@ -284,7 +270,7 @@ relabel(const TraceprofSpan *innermost, const TraceprofSpan *root)
 	tp_sampler_stats after;
 
 	arm_for();
-	if (state == SAMPLER_NOT_STARTED || state == SAMPLER_UNAVAILABLE)
+	if (profiler_state == SAMPLER_NOT_STARTED || profiler_state == SAMPLER_UNAVAILABLE)
 		return;
 	memset(&labels, 0, sizeof(labels));
 	if (innermost != NULL)
@@ -473,7 +459,7 @@ profiler_learn_call_path(CallPath path)
 	tp_stack_regs regs;
 	bool		truncated;
 
-	if (captured->done || captured->depth > 0 || state != SAMPLER_RUNNING)
+	if (captured->done || captured->depth > 0 || profiler_state != SAMPLER_RUNNING)
 		return;
 	if (bounds.high == 0 && !tp_stack_bounds_current(&bounds))
 	{
@@ -535,9 +521,12 @@ remove_all(HTAB *table)
 		hash_search(table, entry, HASH_REMOVE, NULL);
 }
 
-/* Move the sampler's samples, named, into the sample store. */
-static pg_noinline void
-store_samples(void)
+/*
+ * Move the sampler's samples, named, into the sample store (profiler_flush,
+ * once the sampler was started).
+ */
+void
+profiler_store_samples(void)
 {
 	tp_sampler_stats stats;
 
@@ -578,11 +567,4 @@ store_samples(void)
 	tp_sampler_get_stats(&stats);	/* again: drops while draining count too */
 	sample_store_count_lost(stats.dropped - dropped_reported);
 	dropped_reported = stats.dropped;
-}
-
-void
-profiler_flush(void)
-{
-	if (state != SAMPLER_NOT_STARTED && state != SAMPLER_UNAVAILABLE)
-		store_samples();
 }

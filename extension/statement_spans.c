@@ -451,7 +451,7 @@ index_of_query(const QueryDesc *query_desc)
  * Close spans left waiting: planned but never executed (an unused Bind), or
  * a COMMIT/ROLLBACK whose transaction end we were waiting for.
  */
-static void
+static inline void
 close_stale(void)
 {
 	while (open_count > 0 && (open_spans[open_count - 1].awaiting_executor ||
@@ -562,6 +562,44 @@ traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jsta
 		remember_constants_if_traced(pstate, query, jstate);
 }
 
+/*
+ * A top-level statement about to be planned: its span when it is traced,
+ * and its planning's when that is tracked.  Out of line, as is
+ * end_planning: an untraced statement's planning fetches neither.
+ */
+static pg_noinline OpenSpan *
+open_for_planning(Query *parse, const char *query_string, OpenSpan **planning)
+{
+	SpanParent	parent;
+	OpenSpan   *statement = NULL;
+
+	if (choose_parent(true, query_string, parse->stmt_location, parse->stmt_len, &parent))
+		statement = open_span(&parent, SPAN_KIND_SERVER, NULL, CreateCommandName((Node *) parse),
+							  query_collection(parse), parse->queryId, NULL);
+	if (statement != NULL)
+	{
+		statement->awaiting_executor = true;
+		if (traceprof_track_planning && choose_parent(false, NULL, 0, 0, &parent))
+			*planning = open_span(&parent, SPAN_KIND_INTERNAL, "plan", NULL, NULL, parse->queryId,
+								  statement);
+	}
+	return statement;
+}
+
+/* Planning's time on its statement's span, and the planning span's end. */
+static pg_noinline void
+end_planning(OpenSpan *statement, OpenSpan *planning)
+{
+	if (planning != NULL)
+	{
+		close_from(index_of(planning), -1, 0, NULL);
+		/* The closed span's record stays in its slot until the next open. */
+		statement->record->planning_ns = planning->record->end_ns - planning->record->start_ns;
+	}
+	else
+		statement->record->planning_ns = (int64) tp_unix_now_ns() - statement->record->start_ns;
+}
+
 static PlannedStmt *
 traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 				  ParamListInfo bound_params)
@@ -569,7 +607,6 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	int			entry = open_count;
 	OpenSpan   *statement = NULL;
 	OpenSpan   *planning = NULL;
-	SpanParent	parent;
 	PlannedStmt *result;
 	bool		deciding = plan_nesting == 0 && nesting_level == 0 && query_string != NULL;
 
@@ -577,16 +614,7 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	{
 		close_stale();
 		entry = open_count;
-		if (choose_parent(true, query_string, parse->stmt_location, parse->stmt_len, &parent))
-			statement = open_span(&parent, SPAN_KIND_SERVER, NULL, CreateCommandName((Node *) parse),
-								  query_collection(parse), parse->queryId, NULL);
-		if (statement != NULL)
-		{
-			statement->awaiting_executor = true;
-			if (traceprof_track_planning && choose_parent(false, NULL, 0, 0, &parent))
-				planning = open_span(&parent, SPAN_KIND_INTERNAL, "plan", NULL, NULL, parse->queryId,
-									 statement);
-		}
+		statement = open_for_planning(parse, query_string, &planning);
 	}
 
 	plan_nesting++;
@@ -613,14 +641,8 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 		decided.location = result->stmt_location;
 		decided.len = result->stmt_len;
 	}
-	if (planning != NULL)
-	{
-		close_from(index_of(planning), -1, 0, NULL);
-		/* The closed span's record stays in its slot until the next open. */
-		statement->record->planning_ns = planning->record->end_ns - planning->record->start_ns;
-	}
-	else if (statement != NULL)
-		statement->record->planning_ns = (int64) tp_unix_now_ns() - statement->record->start_ns;
+	if (statement != NULL)
+		end_planning(statement, planning);
 	return result;
 }
 
@@ -644,21 +666,50 @@ call_ExecutorStart(QueryDesc *query_desc, int eflags)
 		standard_ExecutorStart(query_desc, eflags);
 }
 
+/* A statement's span opened at ExecutorStart (not planned just now), if traced. */
+static pg_noinline OpenSpan *
+open_for_executor(QueryDesc *query_desc)
+{
+	PlannedStmt *stmt = query_desc->plannedstmt;
+	SpanParent	parent;
+
+	if (!choose_parent(nesting_level == 0, query_desc->sourceText,
+					   stmt->stmt_location, stmt->stmt_len, &parent))
+		return NULL;
+	return open_span(&parent, nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
+					 NULL, CreateCommandName((Node *) stmt), statement_collection(stmt),
+					 stmt->queryId, NULL);
+}
+
 /*
  * ExecutorStart and ExecutorEnd catch errors only when the query has a
  * span of ours to close: spans opened inside close in their own hooks, and
  * a PG_TRY costs every untraced statement a sigsetjmp.
  */
+static pg_noinline void
+start_with_span(OpenSpan *span, QueryDesc *query_desc, int eflags)
+{
+	span->query_desc = query_desc;
+	PG_TRY();
+	{
+		call_ExecutorStart(query_desc, eflags);
+	}
+	PG_CATCH();
+	{
+		fail_from(index_of(span));
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
 static void
 traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
-	PlannedStmt *stmt = query_desc->plannedstmt;
 	OpenSpan   *span = NULL;
-	SpanParent	parent;
 
 	if (nesting_level == 0)
 		profiler_statement_start(innermost_record());
-	if (nesting_level == 0 && was_decided_by_planner(stmt))
+	if (nesting_level == 0 && was_decided_by_planner(query_desc->plannedstmt))
 	{
 		if (open_count > 0 && open_spans[open_count - 1].awaiting_executor)
 		{
@@ -666,30 +717,12 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 			span->awaiting_executor = false;
 		}
 	}
-	else if ((nesting_level == 0 || traceprof_track == TRACK_ALL) &&
-			 choose_parent(nesting_level == 0, query_desc->sourceText,
-						   stmt->stmt_location, stmt->stmt_len, &parent))
-	{
-		span = open_span(&parent, nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
-						 NULL, CreateCommandName((Node *) stmt), statement_collection(stmt),
-						 stmt->queryId, NULL);
-	}
+	else if (nesting_level == 0 || traceprof_track == TRACK_ALL)
+		span = open_for_executor(query_desc);
 	if (span == NULL)
 		call_ExecutorStart(query_desc, eflags);
 	else
-	{
-		span->query_desc = query_desc;
-		PG_TRY();
-		{
-			call_ExecutorStart(query_desc, eflags);
-		}
-		PG_CATCH();
-		{
-			fail_from(index_of(span));
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-	}
+		start_with_span(span, query_desc, eflags);
 	if (profiler_is_sampling() && query_desc->planstate != NULL)
 		executor_names_learn(query_desc->planstate);
 }
@@ -762,30 +795,80 @@ call_ExecutorEnd(QueryDesc *query_desc)
 		standard_ExecutorEnd(query_desc);
 }
 
+/* ExecutorEnd of a query whose span (at owner) then closes. */
+static pg_noinline void
+end_with_span(int owner, QueryDesc *query_desc)
+{
+	int64		rows = query_desc->estate ? (int64) query_desc->estate->es_processed : -1;
+
+	PG_TRY();
+	{
+		call_ExecutorEnd(query_desc);
+	}
+	PG_CATCH();
+	{
+		fail_from(owner);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	close_from(owner, rows, 0, NULL);
+}
+
 static void
 traceprof_ExecutorEnd(QueryDesc *query_desc)
 {
 	int			owner = index_of_query(query_desc);
-	int64		rows = query_desc->estate ? (int64) query_desc->estate->es_processed : -1;
 
 	if (owner < 0)
 		call_ExecutorEnd(query_desc);
 	else
-	{
-		PG_TRY();
-		{
-			call_ExecutorEnd(query_desc);
-		}
-		PG_CATCH();
-		{
-			fail_from(owner);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		close_from(owner, rows, 0, NULL);
-	}
+		end_with_span(owner, query_desc);
 	if (nesting_level == 0 && open_count == 0)
 		profiler_flush();
+}
+
+/* A utility statement's span when it is traced; out of line as in the planner. */
+static pg_noinline OpenSpan *
+open_for_utility(PlannedStmt *pstmt, const char *query_string)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+	SpanParent	parent;
+
+	if (nesting_level == 0)
+		close_stale();
+	if (!choose_parent(nesting_level == 0, query_string, pstmt->stmt_location, pstmt->stmt_len,
+					   &parent))
+		return NULL;
+	return open_span(&parent, nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
+					 NULL, CreateCommandName(stmt), utility_collection(stmt), pstmt->queryId, NULL);
+}
+
+/*
+ * COMMIT and ROLLBACK only mark the transaction block here; the work (WAL
+ * flush, lock release) happens when the statement's transaction command
+ * finishes, so their span ends in the transaction callback.
+ */
+static pg_noinline void
+end_utility(OpenSpan *span, Node *stmt, QueryCompletion *qc)
+{
+	if (IsA(stmt, TransactionStmt) && nesting_level == 0 &&
+		(((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT ||
+		 ((TransactionStmt *) stmt)->kind == TRANS_STMT_ROLLBACK))
+		span->awaiting_xact_end = true;
+	else
+		close_from(index_of(span), qc && command_tag_display_rowcount(qc->commandTag) ?
+				   (int64) qc->nprocessed : -1, 0, NULL);
+}
+
+/* The profiler's static callers of a top-level utility statement. */
+static pg_noinline void
+learn_utility_callers(const DestReceiver *dest)
+{
+	learn_protocol_caller(dest);
+	if (ActivePortal->strategy == PORTAL_MULTI_QUERY)
+		profiler_learn_call_path(CALL_PATH_MULTI_QUERY_UTILITY);
+	else if (ActivePortal->strategy == PORTAL_UTIL_SELECT)
+		profiler_learn_call_path(CALL_PATH_STORED_UTILITY);
 }
 
 static void
@@ -796,7 +879,6 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 {
 	Node	   *stmt = pstmt->utilityStmt;
 	OpenSpan   *span = NULL;
-	SpanParent	parent;
 	int			entry = open_count;
 
 	/*
@@ -811,24 +893,12 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 		profiler_statement_start(innermost_record());
 	if (!transparent && (nesting_level == 0 || traceprof_track == TRACK_ALL))
 	{
-		if (nesting_level == 0)
-			close_stale();
-		if (choose_parent(nesting_level == 0, query_string,
-						  pstmt->stmt_location, pstmt->stmt_len, &parent))
-			span = open_span(&parent, nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
-							 NULL, CreateCommandName(stmt), utility_collection(stmt),
-							 pstmt->queryId, NULL);
+		span = open_for_utility(pstmt, query_string);
 		entry = index_of(span);
 	}
 	if (nesting_level == 0 && context == PROCESS_UTILITY_TOPLEVEL && profiler_is_sampling() &&
 		ActivePortal != NULL)
-	{
-		learn_protocol_caller(dest);
-		if (ActivePortal->strategy == PORTAL_MULTI_QUERY)
-			profiler_learn_call_path(CALL_PATH_MULTI_QUERY_UTILITY);
-		else if (ActivePortal->strategy == PORTAL_UTIL_SELECT)
-			profiler_learn_call_path(CALL_PATH_STORED_UTILITY);
-	}
+		learn_utility_callers(dest);
 
 	if (!transparent)
 		nesting_level++;
@@ -851,19 +921,8 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	PG_END_TRY();
 	if (!transparent)
 		nesting_level--;
-
-	/*
-	 * COMMIT and ROLLBACK only mark the transaction block here; the work
-	 * (WAL flush, lock release) happens when the statement's transaction
-	 * command finishes, so their span ends in the transaction callback.
-	 */
-	if (span != NULL && IsA(stmt, TransactionStmt) && nesting_level == 0 &&
-		(((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT ||
-		 ((TransactionStmt *) stmt)->kind == TRANS_STMT_ROLLBACK))
-		span->awaiting_xact_end = true;
-	else if (span != NULL)
-		close_from(entry, qc && command_tag_display_rowcount(qc->commandTag) ?
-				   (int64) qc->nprocessed : -1, 0, NULL);
+	if (span != NULL)
+		end_utility(span, stmt, qc);
 	if (nesting_level == 0 && open_count == 0)
 		profiler_flush();
 }

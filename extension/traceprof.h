@@ -245,12 +245,49 @@ extern uint32 function_names_intern(const char *name);
 extern const char *function_names_get(uint32 id);
 extern int64 function_names_overflow(void);
 
-/* backend_profiler.c: the sampler's life in a backend */
-extern void profiler_statement_start(const TraceprofSpan *innermost);
+/*
+ * backend_profiler.c: the sampler's life in a backend.  The hooks call in
+ * on every statement; the inline checks below keep a statement that gives
+ * the profiler nothing to do from fetching its code.
+ */
+typedef enum SamplerState
+{
+	SAMPLER_NOT_STARTED,
+	SAMPLER_RUNNING,
+	SAMPLER_PAUSED,
+	SAMPLER_UNAVAILABLE,		/* could not start: warned once */
+} SamplerState;
+
+extern SamplerState profiler_state;
+extern void profiler_arm_for_statement(const TraceprofSpan *innermost);
 extern void profiler_profile_assigned(int profile);
 extern void profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root);
-extern void profiler_flush(void);
-extern bool profiler_is_sampling(void);
+extern void profiler_store_samples(void);
+
+static inline bool
+profiler_is_sampling(void)
+{
+	return profiler_state == SAMPLER_RUNNING;
+}
+
+/*
+ * A statement starts: outside spans the timer runs only with profile = all,
+ * so without a span there is work only to pause it or to start it for all.
+ */
+static inline void
+profiler_statement_start(const TraceprofSpan *innermost)
+{
+	if (innermost != NULL || profiler_state == SAMPLER_RUNNING || traceprof_profile == PROFILE_ALL)
+		profiler_arm_for_statement(innermost);
+}
+
+/* The samples of what ended, into the sample store. */
+static inline void
+profiler_flush(void)
+{
+	if (profiler_state == SAMPLER_RUNNING || profiler_state == SAMPLER_PAUSED)
+		profiler_store_samples();
+}
 
 /* Where a hook was called from, when the hook alone can tell. */
 typedef enum CallPath
