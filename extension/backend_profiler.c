@@ -93,17 +93,6 @@ static HTAB *pc_cache;
 static uint64 pc_cache_generation;	/* executor_names generation it reflects */
 static tp_jit_code *jit_code;	/* created when a frame is in no module */
 
-/*
- * Profile off and the timer never started in this backend: the profiler's
- * entry points return at once.  Tracing alone then fetches none of the
- * profiler's code (it was a tenth of tracing's instruction-cache misses).
- */
-static inline bool
-dormant(void)
-{
-	return profiler_state == SAMPLER_NOT_STARTED && traceprof_profile == PROFILE_OFF;
-}
-
 static bool
 want_sampling(int profile, bool in_span)
 {
@@ -198,7 +187,7 @@ void
 profiler_arm_for_statement(const TraceprofSpan *innermost)
 {
 	span_open = innermost != NULL;
-	if (!dormant())
+	if (!profiler_dormant())
 		arm_for();
 }
 
@@ -295,12 +284,12 @@ relabel(const TraceprofSpan *innermost, const TraceprofSpan *root)
 	samples_before_label = before.samples;
 }
 
+/* profiler_set_span's work, unless the profiler is dormant. */
 void
-profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root)
+profiler_relabel(const TraceprofSpan *innermost, const TraceprofSpan *root)
 {
 	span_open = innermost != NULL;
-	if (!dormant())
-		relabel(innermost, root);
+	relabel(innermost, root);
 }
 
 /*

@@ -101,6 +101,53 @@ shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record)
 		pg_atomic_init_u64(&slot_at(ring, i)->seq, 0);
 }
 
+/*
+ * Claim nslots positions at *position and mark them unpublished; false
+ * when the record is dropped (counted) because keep_unexported and the
+ * ring is full.
+ */
+static inline bool
+claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
+{
+	/* Fetch the line for writing at once: the CAS below needs it exclusive. */
+	__builtin_prefetch(&ring->next_write, 1);
+	*position = pg_atomic_read_u64(&ring->next_write.value);
+	for (;;)
+	{
+		if (keep_unexported &&
+			*position + nslots - pg_atomic_read_u64(&ring->exported_upto) > (uint64) ring->capacity)
+		{
+			pg_atomic_fetch_add_u64(&ring->dropped, 1);
+			return false;
+		}
+		/* On failure, *position is updated to the current value. */
+		if (pg_atomic_compare_exchange_u64(&ring->next_write.value, position, *position + nslots))
+			break;
+	}
+	/* Rare (long texts), and before the copy: see publish. */
+	if (unlikely(nslots > 1))
+		pg_atomic_fetch_add_u64(&ring->extra_slots, nslots - 1);
+	for (uint32 i = 0; i < nslots; i++)
+		pg_atomic_write_u64(&slot_at(ring, *position + i)->seq, 0);
+	pg_write_barrier();
+	return true;
+}
+
+/*
+ * Plain stores publish the record, its first slot last: a reader that sees
+ * it published sees all of it.  No locked instruction may follow the copy:
+ * it would wait for every store to the slot's cold cache lines (measured:
+ * most of the cost of storing a span).
+ */
+static inline void
+publish(ShmRing *ring, uint64 position, uint32 nslots, uint64 *pending)
+{
+	pg_write_barrier();
+	for (uint32 i = nslots; i-- > 0;)
+		pg_atomic_write_u64(&slot_at(ring, position + i)->seq, position + i + 1);
+	*pending = position + nslots - pg_atomic_read_u64(&ring->exported_upto);
+}
+
 bool
 shm_ring_write(ShmRing *ring, const void *record, Size len, bool keep_unexported,
 			   uint64 *pending)
@@ -111,27 +158,8 @@ shm_ring_write(ShmRing *ring, const void *record, Size len, bool keep_unexported
 
 	nslots = shm_ring_slots(ring, len);
 	len = Min(Min(len, ring->max_record), nslots * ring->slot_data);
-	/* Fetch the line for writing at once: the CAS below needs it exclusive. */
-	__builtin_prefetch(&ring->next_write, 1);
-	position = pg_atomic_read_u64(&ring->next_write.value);
-	for (;;)
-	{
-		if (keep_unexported &&
-			position + nslots - pg_atomic_read_u64(&ring->exported_upto) > (uint64) ring->capacity)
-		{
-			pg_atomic_fetch_add_u64(&ring->dropped, 1);
-			return false;
-		}
-		/* On failure, position is updated to the current value. */
-		if (pg_atomic_compare_exchange_u64(&ring->next_write.value, &position, position + nslots))
-			break;
-	}
-	/* Rare (long texts), and before the copy: see the store below. */
-	if (unlikely(nslots > 1))
-		pg_atomic_fetch_add_u64(&ring->extra_slots, nslots - 1);
-	for (uint32 i = 0; i < nslots; i++)
-		pg_atomic_write_u64(&slot_at(ring, position + i)->seq, 0);
-	pg_write_barrier();
+	if (!claim(ring, nslots, keep_unexported, &position))
+		return false;
 	for (uint32 i = 0; i < nslots; i++)
 	{
 		RingSlot   *slot = slot_at(ring, position + i);
@@ -142,18 +170,29 @@ shm_ring_write(ShmRing *ring, const void *record, Size len, bool keep_unexported
 		slot->nslots = nslots;
 		memcpy(slot->data, from + i * ring->slot_data, chunk);
 	}
-	pg_write_barrier();
-
-	/*
-	 * Plain stores publish the record, its first slot last: a reader that
-	 * sees it published sees all of it.  No locked instruction may follow
-	 * the copy: it would wait for every store to the slot's cold cache lines
-	 * (measured: most of the cost of storing a span).
-	 */
-	for (uint32 i = nslots; i-- > 0;)
-		pg_atomic_write_u64(&slot_at(ring, position + i)->seq, position + i + 1);
-	*pending = position + nslots - pg_atomic_read_u64(&ring->exported_upto);
+	publish(ring, position, nslots, pending);
 	return true;
+}
+
+void *
+shm_ring_begin_write(ShmRing *ring, Size len, bool keep_unexported, uint64 *position)
+{
+	RingSlot   *slot;
+
+	Assert(len <= ring->slot_data && len <= ring->max_record);
+	if (!claim(ring, 1, keep_unexported, position))
+		return NULL;
+	slot = slot_at(ring, *position);
+	slot->head = *position;
+	slot->len = (uint32) len;
+	slot->nslots = 1;
+	return slot->data;
+}
+
+void
+shm_ring_end_write(ShmRing *ring, uint64 position, uint64 *pending)
+{
+	publish(ring, position, 1, pending);
 }
 
 /*

@@ -38,6 +38,15 @@ extern void shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_
 extern bool shm_ring_write(ShmRing *ring, const void *record, Size len,
 						   bool keep_unexported, uint64 *pending);
 
+/*
+ * The same for a record that fits one slot, written in place: the slot's
+ * data to write len bytes into, then shm_ring_end_write publishes it.
+ * NULL when the record is dropped.
+ */
+extern void *shm_ring_begin_write(ShmRing *ring, Size len, bool keep_unexported,
+								  uint64 *position);
+extern void shm_ring_end_write(ShmRing *ring, uint64 position, uint64 *pending);
+
 /* Slots a record of len bytes takes. */
 extern uint32 shm_ring_slots(ShmRing *ring, Size len);
 

@@ -43,8 +43,16 @@ pack_string(char *out, const char *s, Size len)
 	return out + len + 1;
 }
 
-/* span into out (TraceprofSpanSize() bytes suffice); returns the length. */
+/* The bytes span_pack writes: the fixed part, then each string and its NUL. */
 static Size
+span_packed_size(const TraceprofSpan *span)
+{
+	return PACKED_FIXED + span->name_len + span->operation_len + span->collection_len +
+		span->dbname_len + span->username_len + span->message_len + span->query_len + 7;
+}
+
+/* span into out (span_packed_size() bytes, at most TraceprofSpanSize()). */
+static inline void
 span_pack(const TraceprofSpan *span, char *out)
 {
 	char	   *p = out + PACKED_FIXED;
@@ -57,7 +65,7 @@ span_pack(const TraceprofSpan *span, char *out)
 	p = pack_string(p, span->username, span->username_len);
 	p = pack_string(p, span->message, span->message_len);
 	p = pack_string(p, span->query, span->query_len);
-	return p - out;
+	Assert(p - out == span_packed_size(span));
 }
 
 /* One string of a packed span and its length; NULL past end (a record that cannot be). */
@@ -158,11 +166,27 @@ span_store_write(const TraceprofSpan *span)
 
 	if (store == NULL)
 		return;
-	if (unlikely(packed == NULL))
-		packed = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
-	len = span_pack(span, packed);
-	if (!shm_ring_write(ring, packed, len, exporting, &pending))
-		return;
+	len = span_packed_size(span);
+	if (likely(len <= SPAN_SLOT_DATA))
+	{
+		/* The common span: packed straight into its slot, no second copy. */
+		uint64		position;
+		char	   *slot = shm_ring_begin_write(ring, len, exporting, &position);
+
+		if (slot == NULL)
+			return;
+		span_pack(span, slot);
+		shm_ring_end_write(ring, position, &pending);
+	}
+	else
+	{
+		if (unlikely(packed == NULL))
+			packed = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
+		span_pack(span, packed);
+		if (!shm_ring_write(ring, packed, len, exporting, &pending))
+			return;
+	}
+
 	/*
 	 * Wake the exporter early when a quarter of the ring waits for it: when
 	 * this span crossed that mark (a long one takes several slots at once).

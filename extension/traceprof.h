@@ -261,8 +261,19 @@ typedef enum SamplerState
 extern SamplerState profiler_state;
 extern void profiler_arm_for_statement(const TraceprofSpan *innermost);
 extern void profiler_profile_assigned(int profile);
-extern void profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root);
+extern void profiler_relabel(const TraceprofSpan *innermost, const TraceprofSpan *root);
 extern void profiler_store_samples(void);
+
+/*
+ * Profile off and the timer never started in this backend: the profiler's
+ * entry points return at once.  Tracing alone then fetches none of the
+ * profiler's code (it was a tenth of tracing's instruction-cache misses).
+ */
+static inline bool
+profiler_dormant(void)
+{
+	return profiler_state == SAMPLER_NOT_STARTED && traceprof_profile == PROFILE_OFF;
+}
 
 static inline bool
 profiler_is_sampling(void)
@@ -279,6 +290,14 @@ profiler_statement_start(const TraceprofSpan *innermost)
 {
 	if (innermost != NULL || profiler_state == SAMPLER_RUNNING || traceprof_profile == PROFILE_ALL)
 		profiler_arm_for_statement(innermost);
+}
+
+/* The span samples are labelled with: the innermost open one, or none. */
+static inline void
+profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root)
+{
+	if (!profiler_dormant())
+		profiler_relabel(innermost, root);
 }
 
 /* The samples of what ended, into the sample store. */
