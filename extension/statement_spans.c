@@ -28,6 +28,7 @@
 #include "optimizer/planner.h"
 #include "parser/analyze.h"
 #include "parser/parsetree.h"
+#include "storage/ipc.h"
 #include "tcop/pquery.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
@@ -945,11 +946,12 @@ traceprof_xact_callback(XactEvent event, void *arg)
 			/*
 			 * Inside a statement, this is a procedure's own ROLLBACK: the
 			 * statement goes on, and so do its span and our nesting.  An
-			 * error reaches here only once our hooks' catches have unwound
+			 * ERROR reaches here only once our hooks' catches have unwound
 			 * the nesting to 0; what is still open then (a cursor's query)
-			 * ends with the transaction.
+			 * ends with the transaction.  A FATAL exits without unwinding:
+			 * every open span ends.
 			 */
-			if (nesting_level > 0)
+			if (nesting_level > 0 && !proc_exit_inprogress)
 				break;
 			close_from(0, -1, ERRCODE_IN_FAILED_SQL_TRANSACTION, "transaction aborted");
 			profiler_flush();	/* the failed statement's samples, now */

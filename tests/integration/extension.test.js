@@ -257,6 +257,28 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('1c. a traced statement whose backend is terminated (FATAL: no catch runs) still ends as an error span', async () => {
+		const ctx = newContext();
+		const victim = await connect(cluster, 'app');
+		const pid = (await victim.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+		await victim.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		const sleeping = victim.query('SELECT pg_sleep(60)').then(() => 'finished', (e) => e.message);
+		await waitFor('the traced pg_sleep to be running', async () =>
+			(await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep'", [pid])).rowCount === 1);
+		await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+		assert.match(await sleeping, /terminating connection due to administrator command/);
+		const rows = await waitFor('the terminated statement\'s span', async () => {
+			const r = await admin.query(
+				"SELECT name, status, status_message, parent_span_id FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server'",
+				[ctx.traceId]);
+			return r.rowCount > 0 && r.rows;
+		});
+		assert.deepEqual(rows.map((r) => r.name), ['SELECT'], 'one span: the SELECT (the SET ran before the context applied)');
+		assert.equal(rows[0].status, 'error');
+		assert.equal(rows[0].status_message, 'transaction aborted');
+		assert.equal(rows[0].parent_span_id, ctx.spanId);
+	});
+
 	test('3. SQLCommenter through npm pg: extended and simple protocol, utility, errors; the comment wins over the session', async () => {
 		const client = await connect(cluster, 'app');
 		try {
