@@ -57,6 +57,14 @@
 # rounds' clients (TPS with every transaction traced estimated from the
 # added time and the run's TPS).  MIXED_ROUNDS runs of MIXED_SECONDS each.
 #
+# concurrent: the target as written, against no extension, with both
+# sides under the same drift: cluster A (no extension) and cluster B each
+# driven by its own pgbench at the same time, CLIENTS/2 clients each, on
+# the same CPUs; B loaded and idle, or tracing every statement.  Cluster D
+# (no extension, same settings and data) against A is the A/A control: its
+# spread is the method's resolution.  Ratio = B's (or D's) TPS / A's TPS in
+# the same run; CONCURRENT_ROUNDS rounds of CONCURRENT_SECONDS each.
+#
 # Then two sections that machine noise does not touch:
 # - frames: a hash join, a sort and a seq scan traced at 250 Hz on cluster
 #   B; the share of frames in traceprof.profile() that carry a function
@@ -76,13 +84,16 @@ threads=${THREADS:-2}
 # cluster is started for it).
 big_spans=${DROPCHECK_MAX_SPANS:-65536}
 # Parts to run (all by default): tps (the pgbench rounds), pairs (paired
-# short runs), mixed (traced and untraced in one run), frames (named frames
+# short runs), mixed (traced and untraced in one run), concurrent (against
+# no extension, both driven at once), frames (named frames
 # in a profile), instructions (callgrind).
-sections=${SECTIONS:-tps mixed pairs frames instructions}
+sections=${SECTIONS:-tps mixed concurrent pairs frames instructions}
 pairs=${PAIRS:-30}
 pair_secs=${PAIR_SECONDS:-2}
 mixed_rounds=${MIXED_ROUNDS:-5}
 mixed_secs=${MIXED_SECONDS:-10}
+concurrent_rounds=${CONCURRENT_ROUNDS:-8}
+concurrent_secs=${CONCURRENT_SECONDS:-10}
 want() {
 	case " $sections " in *" $1 "*) return 0 ;; esac
 	return 1
@@ -115,7 +126,7 @@ use_cluster() {
 cleanup() {
 	set +e
 	cluster_stop
-	for c in A B C; do
+	for c in A B C D; do
 		use_cluster "$c"
 		cluster_stop
 	done
@@ -561,6 +572,85 @@ fi
 # ---------------------------------------------------------------------------
 # Paired short runs: baseline and candidate back to back, the order
 # alternating, select-only; ratios within each pair.
+# Cluster A and another driven at once (see the header).
+if want concurrent; then
+	say "concurrent: $concurrent_rounds rounds of $concurrent_secs s, no extension vs A/A, idle, tracing, 2 workloads, both driven at once"
+	start_cluster D
+	half=$(( (clients + 1) / 2 ))
+	# pgbench_bg CLUSTER WORKLOAD OUT: one pgbench in the background.
+	pgbench_bg() {
+		use_cluster "$1"
+		# shellcheck disable=SC2046 # pgbench options are several words
+		as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
+			-c "$half" -j "$half" -T "$concurrent_secs" $(workload_flags "$2") app >"$3" 2>&1 &
+	}
+	tps_of() {
+		sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | head -n 1
+	}
+	r=0
+	while [ "$r" -lt "$concurrent_rounds" ]; do
+		for wl in select tpcb; do
+			# The order of the three pairs rotates from round to round.
+			for i in 0 1 2; do
+				case $(( (i + r) % 3 )) in
+				0) other=D cfg=aa ;;
+				1) other=B cfg=idle ;;
+				2) other=B cfg=trace ;;
+				esac
+				if [ "$other" = B ]; then
+					use_cluster B
+					SQL_OPTIONS="-c traceprof.sample_rate=0"
+					apply_config "$cfg"
+				fi
+				for c in A "$other"; do
+					use_cluster "$c"
+					SQL_OPTIONS=$( [ "$c" = B ] && echo "-c traceprof.sample_rate=0" ) sql \
+						-c "TRUNCATE pgbench_history" -c "VACUUM pgbench_branches, pgbench_tellers"
+				done
+				pgbench_bg A "$wl" "$dir/concurrent.a"
+				pid_a=$!
+				pgbench_bg "$other" "$wl" "$dir/concurrent.b"
+				pid_b=$!
+				wait "$pid_a" && wait "$pid_b" || {
+					say "pgbench failed (concurrent $wl, $cfg)"
+					cat "$dir/concurrent.a" "$dir/concurrent.b" >&2
+					exit 1
+				}
+				echo "concurrent $r $wl $cfg $(tps_of "$dir/concurrent.a") $(tps_of "$dir/concurrent.b")" >>"$dir/results"
+				say "  round $r  $wl  $cfg  $(tps_of "$dir/concurrent.a") / $(tps_of "$dir/concurrent.b") TPS"
+			done
+		done
+		r=$((r + 1))
+	done
+	echo
+	echo "concurrent runs: cluster A (no extension) and another driven at once, $half client(s) each, same CPUs ($concurrent_rounds rounds of ${concurrent_secs} s)"
+	echo "ratio = the other's TPS / A's TPS in the same run; median over rounds (range)"
+	awk -v summary="${BENCH_SUMMARY:-}" "$AWK_STATS"'
+		$1 == "concurrent" { k = $3 SUBSEP $4; ratio[k, ++count[k]] = $6 / $5 }
+		END {
+			name["select"] = "select-only"; name["tpcb"] = "TPC-B-like"
+			label["aa"] = "A/A: no extension again"; label["idle"] = "loaded, idle"; label["trace"] = "tracing 100%"
+			target["idle"] = "TPS >= 0.99x"; target["trace"] = "TPS >= 0.97x"; target["aa"] = "1 (resolution)"
+			printf "%-14s %-26s %6s %9s %19s\n", "workload", "against no extension", "rounds", "ratio", "range"
+			split("select tpcb", w, " "); split("aa idle trace", c, " ")
+			for (i = 1; i <= 2; i++) for (j = 1; j <= 3; j++) {
+				k = w[i] SUBSEP c[j]; m = count[k]
+				if (m == 0) continue
+				for (x = 1; x <= m; x++) q[x] = ratio[k, x]
+				sort(q, m)
+				printf "%-14s %-26s %6d %9.4f %9.4f..%-9.4f %s\n", name[w[i]], label[c[j]], m, median(q, m), q[1], q[m], target[c[j]]
+				if (summary != "")
+					printf "pgbench|concurrent runs, %s, %s: TPS ratio to no extension, median (range)|%.4fx (%.4f..%.4f)|%s\n",
+						name[w[i]], label[c[j]], median(q, m), q[1], q[m], target[c[j]] >>summary
+			}
+		}' "$dir/results"
+	echo "read a ratio against the A/A row's spread: this host's noise, not the extension's"
+	use_cluster B
+	SQL_OPTIONS="-c traceprof.sample_rate=0"
+	sql -c "ALTER SYSTEM RESET ALL" -c "SELECT pg_reload_conf()" >/dev/null
+	applied=
+fi
+
 if want pairs; then
 	say "pairs: $pairs pairs of $pair_secs-second select-only runs for each of three comparisons"
 	saved_secs=$secs
