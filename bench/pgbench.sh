@@ -611,11 +611,14 @@ if want concurrent; then
 				pid_a=$!
 				pgbench_bg "$other" "$wl" "$dir/concurrent.b"
 				pid_b=$!
-				wait "$pid_a" && wait "$pid_b" || {
+				failed=0
+				wait "$pid_a" || failed=1
+				wait "$pid_b" || failed=1
+				if [ "$failed" = 1 ]; then
 					say "pgbench failed (concurrent $wl, $cfg)"
 					cat "$dir/concurrent.a" "$dir/concurrent.b" >&2
 					exit 1
-				}
+				fi
 				echo "concurrent $r $wl $cfg $(tps_of "$dir/concurrent.a") $(tps_of "$dir/concurrent.b")" >>"$dir/results"
 				say "  round $r  $wl  $cfg  $(tps_of "$dir/concurrent.a") / $(tps_of "$dir/concurrent.b") TPS"
 			done
