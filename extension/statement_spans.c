@@ -485,27 +485,23 @@ collection_name(List *rtable, Index result_rti)
 	return relation_name(only);
 }
 
+/*
+ * db.collection.name of a statement: a Query being planned, a PlannedStmt,
+ * or a utility statement (the table it is about, for the common cases).
+ */
 static const char *
-statement_collection(const PlannedStmt *stmt)
-{
-	return collection_name(stmt->rtable, stmt->resultRelations != NIL ?
-						   linitial_int(stmt->resultRelations) : 0);
-}
-
-static const char *
-query_collection(const Query *query)
-{
-	return collection_name(query->rtable, query->resultRelation);
-}
-
-/* The table a utility statement is about, for the common cases. */
-static const char *
-utility_collection(Node *stmt)
+statement_collection(Node *stmt)
 {
 	RangeVar   *rel = NULL;
 
 	switch (nodeTag(stmt))
 	{
+		case T_Query:
+			return collection_name(((Query *) stmt)->rtable, ((Query *) stmt)->resultRelation);
+		case T_PlannedStmt:
+			return collection_name(((PlannedStmt *) stmt)->rtable,
+								   ((PlannedStmt *) stmt)->resultRelations != NIL ?
+								   linitial_int(((PlannedStmt *) stmt)->resultRelations) : 0);
 		case T_CopyStmt:
 			rel = ((CopyStmt *) stmt)->relation;
 			break;
@@ -564,27 +560,31 @@ traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jsta
 }
 
 /*
- * A top-level statement about to be planned: its span when it is traced,
- * and its planning's when that is tracked.  Out of line, as is
- * end_planning: an untraced statement's planning fetches neither.
+ * The span of a statement (a Query being planned, a PlannedStmt or a
+ * utility statement) when it is traced: SERVER at the top level, else
+ * INTERNAL under the innermost open span.  Out of line, as is all that
+ * only traced statements run: an untraced statement's hooks fetch none.
  */
 static pg_noinline OpenSpan *
-open_for_planning(Query *parse, const char *query_string, OpenSpan **planning)
+open_statement_span(const char *source, int location, int len, Node *stmt, uint64 query_id)
 {
 	SpanParent	parent;
-	OpenSpan   *statement = NULL;
 
-	if (choose_parent(true, query_string, parse->stmt_location, parse->stmt_len, &parent))
-		statement = open_span(&parent, SPAN_KIND_SERVER, NULL, CreateCommandName((Node *) parse),
-							  query_collection(parse), parse->queryId, NULL);
-	if (statement != NULL)
-	{
-		statement->awaiting_executor = true;
-		if (traceprof_track_planning && choose_parent(false, NULL, 0, 0, &parent))
-			*planning = open_span(&parent, SPAN_KIND_INTERNAL, "plan", NULL, NULL, parse->queryId,
-								  statement);
-	}
-	return statement;
+	if (!choose_parent(nesting_level == 0, source, location, len, &parent))
+		return NULL;
+	return open_span(&parent, nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
+					 NULL, CreateCommandName(stmt), statement_collection(stmt), query_id, NULL);
+}
+
+/* The span of a traced statement's planning (traceprof.track_planning). */
+static pg_noinline OpenSpan *
+open_planning_span(OpenSpan *statement, uint64 query_id)
+{
+	SpanParent	parent;
+
+	if (!choose_parent(false, NULL, 0, 0, &parent))
+		return NULL;
+	return open_span(&parent, SPAN_KIND_INTERNAL, "plan", NULL, NULL, query_id, statement);
 }
 
 /* Planning's time on its statement's span, and the planning span's end. */
@@ -615,7 +615,14 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	{
 		close_stale();
 		entry = open_count;
-		statement = open_for_planning(parse, query_string, &planning);
+		statement = open_statement_span(query_string, parse->stmt_location, parse->stmt_len,
+										(Node *) parse, parse->queryId);
+		if (statement != NULL)
+		{
+			statement->awaiting_executor = true;
+			if (traceprof_track_planning)
+				planning = open_planning_span(statement, parse->queryId);
+		}
 	}
 
 	plan_nesting++;
@@ -667,21 +674,6 @@ call_ExecutorStart(QueryDesc *query_desc, int eflags)
 		standard_ExecutorStart(query_desc, eflags);
 }
 
-/* A statement's span opened at ExecutorStart (not planned just now), if traced. */
-static pg_noinline OpenSpan *
-open_for_executor(QueryDesc *query_desc)
-{
-	PlannedStmt *stmt = query_desc->plannedstmt;
-	SpanParent	parent;
-
-	if (!choose_parent(nesting_level == 0, query_desc->sourceText,
-					   stmt->stmt_location, stmt->stmt_len, &parent))
-		return NULL;
-	return open_span(&parent, nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
-					 NULL, CreateCommandName((Node *) stmt), statement_collection(stmt),
-					 stmt->queryId, NULL);
-}
-
 /*
  * ExecutorStart and ExecutorEnd catch errors only when the query has a
  * span of ours to close: spans opened inside close in their own hooks, and
@@ -706,11 +698,12 @@ start_with_span(OpenSpan *span, QueryDesc *query_desc, int eflags)
 static void
 traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
+	PlannedStmt *stmt = query_desc->plannedstmt;
 	OpenSpan   *span = NULL;
 
 	if (nesting_level == 0)
 		profiler_statement_start(innermost_record());
-	if (nesting_level == 0 && was_decided_by_planner(query_desc->plannedstmt))
+	if (nesting_level == 0 && was_decided_by_planner(stmt))
 	{
 		if (open_count > 0 && open_spans[open_count - 1].awaiting_executor)
 		{
@@ -719,7 +712,8 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 		}
 	}
 	else if (nesting_level == 0 || traceprof_track == TRACK_ALL)
-		span = open_for_executor(query_desc);
+		span = open_statement_span(query_desc->sourceText, stmt->stmt_location, stmt->stmt_len,
+								   (Node *) stmt, stmt->queryId);
 	if (span == NULL)
 		call_ExecutorStart(query_desc, eflags);
 	else
@@ -828,22 +822,6 @@ traceprof_ExecutorEnd(QueryDesc *query_desc)
 		profiler_flush();
 }
 
-/* A utility statement's span when it is traced; out of line as in the planner. */
-static pg_noinline OpenSpan *
-open_for_utility(PlannedStmt *pstmt, const char *query_string)
-{
-	Node	   *stmt = pstmt->utilityStmt;
-	SpanParent	parent;
-
-	if (nesting_level == 0)
-		close_stale();
-	if (!choose_parent(nesting_level == 0, query_string, pstmt->stmt_location, pstmt->stmt_len,
-					   &parent))
-		return NULL;
-	return open_span(&parent, nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
-					 NULL, CreateCommandName(stmt), utility_collection(stmt), pstmt->queryId, NULL);
-}
-
 /*
  * COMMIT and ROLLBACK only mark the transaction block here; the work (WAL
  * flush, lock release) happens when the statement's transaction command
@@ -894,7 +872,10 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 		profiler_statement_start(innermost_record());
 	if (!transparent && (nesting_level == 0 || traceprof_track == TRACK_ALL))
 	{
-		span = open_for_utility(pstmt, query_string);
+		if (nesting_level == 0)
+			close_stale();
+		span = open_statement_span(query_string, pstmt->stmt_location, pstmt->stmt_len, stmt,
+								   pstmt->queryId);
 		entry = index_of(span);
 	}
 	if (nesting_level == 0 && context == PROCESS_UTILITY_TOPLEVEL && profiler_is_sampling() &&
