@@ -274,6 +274,11 @@ run_pgbench() {
 	}
 }
 
+# tps_of FILE: the TPS a pgbench output reports.
+tps_of() {
+	sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | head -n 1
+}
+
 # run_one ROUND WORKLOAD CONFIG [TAG]: one pgbench run; appends a line to
 # $dir/results: tag round workload config tps transactions cpu_ticks
 # created dropped exported failures samples samples_dropped sink_ticks sink_requests
@@ -313,7 +318,7 @@ run_one() {
 	req1=$(curl -s "$sink_url/stats" | cut -d' ' -f1)
 	stats1="0 0 0 0 0 0 0"
 	[ "$cfg" = none ] || stats1=$(stats_line)
-	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$dir/pgbench.out")
+	tps=$(tps_of "$dir/pgbench.out")
 	tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$dir/pgbench.out")
 	echo "$tag $round $wl $cfg $tps $tx $((ticks1 - ticks0)) $stats0 $stats1 $((sink1 - sink0)) $((req1 - req0))" |
 		awk '{ printf "%s %s %s %s %s %s %s", $1, $2, $3, $4, $5, $6, $7
@@ -583,9 +588,6 @@ if want concurrent; then
 		# shellcheck disable=SC2046 # pgbench options are several words
 		as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
 			-c "$half" -j "$half" -T "$concurrent_secs" $(workload_flags "$2") app >"$3" 2>&1 &
-	}
-	tps_of() {
-		sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | head -n 1
 	}
 	r=0
 	while [ "$r" -lt "$concurrent_rounds" ]; do
