@@ -8,10 +8,16 @@
  * With traceprof.track = all, statements run inside functions get child
  * spans of the span that ran them.
  *
- * Spans normally close in the hook that opened them; when an error escapes
- * a hook, the spans opened at or below it are closed with the error's
- * SQLSTATE and message before it propagates.  The transaction-end callback
- * is the safety net for anything still open.
+ * Spans normally close in the hook that opened them.  Errors are not caught
+ * in the planner and executor hooks: a PG_TRY costs every statement a
+ * sigsetjmp, traced or not.  Instead a top-level hook running with spans
+ * open pushes an error context callback that remembers the error raised
+ * below it, and the (sub)transaction abort that every error ends in closes
+ * the spans opened since the (sub)transaction began, with that error's
+ * SQLSTATE and message, and puts back the nesting counted when it began.
+ * Only ProcessUtility keeps a PG_TRY: a procedure's own ROLLBACK aborts the
+ * transaction in the middle of a CALL, and the count of utility statements
+ * under way is what tells that abort from an error's.
  */
 #include "postgres.h"
 
@@ -60,6 +66,27 @@ static OpenSpan open_spans[MAX_OPEN_SPANS];
 static int	open_count;
 static int	nesting_level;		/* executor and utility nesting */
 static int	plan_nesting;
+static int	utility_depth;		/* ProcessUtility calls under way */
+
+/* The nesting when a subtransaction began, by transaction nesting level. */
+typedef struct NestingAtStart
+{
+	SubTransactionId subid;
+	int			nesting_level;
+	int			plan_nesting;
+	int			open_count;
+} NestingAtStart;
+
+static NestingAtStart *subxact_starts;
+static int	subxact_starts_size;
+
+/* The last error raised below a top-level hook while spans were open. */
+static struct
+{
+	bool		set;
+	int			sqlerrcode;
+	char		message[256];
+} raised;
 
 /*
  * The statement whose tracing the planner already decided (traced or not),
@@ -415,22 +442,65 @@ close_from(int index, int64 rows, int sqlerrcode, const char *message)
 }
 
 /*
- * Called in PG_CATCH: close spans from index with the error in flight.
- * CopyErrorData must not run in ErrorContext, hence the switch.
+ * Error context callback of a top-level hook running with spans open:
+ * remember the error raised below it for the abort that will close them.
+ * Notices and log lines (class 00, 01 or 02) are not copied.
  */
 static void
-fail_from(int index)
+remember_error(void *arg)
 {
+	int			category = ERRCODE_TO_CATEGORY(geterrcode());
 	MemoryContext old;
 	ErrorData  *error;
 
-	if (open_count <= index)
+	if (category == ERRCODE_SUCCESSFUL_COMPLETION || category == ERRCODE_WARNING ||
+		category == ERRCODE_NO_DATA)
 		return;
+	/* errfinish calls us in ErrorContext, where CopyErrorData may not run. */
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	error = CopyErrorData();
 	MemoryContextSwitchTo(old);
-	close_from(index, -1, error->sqlerrcode, error->message ? error->message : "error");
+	if (error->elevel >= ERROR)
+	{
+		raised.set = true;
+		raised.sqlerrcode = error->sqlerrcode;
+		strlcpy(raised.message, error->message ? error->message : "error", sizeof(raised.message));
+	}
 	FreeErrorData(error);
+}
+
+/*
+ * Push remember_error while a top-level statement runs with spans open (a
+ * few stores; nested hooks run under the top-level one's frame).
+ */
+static inline bool
+watch_errors(ErrorContextCallback *frame)
+{
+	if (likely(nesting_level > 0 || open_count == 0))
+		return false;
+	frame->callback = remember_error;
+	frame->arg = NULL;
+	frame->previous = error_context_stack;
+	error_context_stack = frame;
+	return true;
+}
+
+static inline void
+unwatch_errors(const ErrorContextCallback *frame, bool watching)
+{
+	if (watching)
+		error_context_stack = frame->previous;
+}
+
+/* At a (sub)transaction abort: spans from index up end with its error. */
+static void
+close_aborted(int index, const char *otherwise)
+{
+	if (raised.set)
+		close_from(index, -1, raised.sqlerrcode, raised.message);
+	else
+		close_from(index, -1, ERRCODE_IN_FAILED_SQL_TRANSACTION, otherwise);
+	raised.set = false;
 }
 
 static int
@@ -605,16 +675,16 @@ static PlannedStmt *
 traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 				  ParamListInfo bound_params)
 {
-	int			entry = open_count;
 	OpenSpan   *statement = NULL;
 	OpenSpan   *planning = NULL;
 	PlannedStmt *result;
+	ErrorContextCallback watch;
+	bool		watching;
 	bool		deciding = plan_nesting == 0 && nesting_level == 0 && query_string != NULL;
 
 	if (deciding)
 	{
 		close_stale();
-		entry = open_count;
 		statement = open_statement_span(query_string, parse->stmt_location, parse->stmt_len,
 										(Node *) parse, parse->queryId);
 		if (statement != NULL)
@@ -625,22 +695,14 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 		}
 	}
 
+	watching = watch_errors(&watch);
 	plan_nesting++;
-	PG_TRY();
-	{
-		if (prev_planner)
-			result = prev_planner(parse, query_string, cursor_options, bound_params);
-		else
-			result = standard_planner(parse, query_string, cursor_options, bound_params);
-	}
-	PG_CATCH();
-	{
-		plan_nesting--;
-		fail_from(entry);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	if (prev_planner)
+		result = prev_planner(parse, query_string, cursor_options, bound_params);
+	else
+		result = standard_planner(parse, query_string, cursor_options, bound_params);
 	plan_nesting--;
+	unwatch_errors(&watch, watching);
 
 	if (deciding)
 	{
@@ -665,7 +727,7 @@ was_decided_by_planner(const PlannedStmt *stmt)
 	return same;
 }
 
-static void
+static inline void
 call_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
 	if (prev_ExecutorStart)
@@ -674,32 +736,13 @@ call_ExecutorStart(QueryDesc *query_desc, int eflags)
 		standard_ExecutorStart(query_desc, eflags);
 }
 
-/*
- * ExecutorStart and ExecutorEnd catch errors only when the query has a
- * span of ours to close: spans opened inside close in their own hooks, and
- * a PG_TRY costs every untraced statement a sigsetjmp.
- */
-static pg_noinline void
-start_with_span(OpenSpan *span, QueryDesc *query_desc, int eflags)
-{
-	span->query_desc = query_desc;
-	PG_TRY();
-	{
-		call_ExecutorStart(query_desc, eflags);
-	}
-	PG_CATCH();
-	{
-		fail_from(index_of(span));
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-}
-
 static void
 traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
 	PlannedStmt *stmt = query_desc->plannedstmt;
 	OpenSpan   *span = NULL;
+	ErrorContextCallback watch;
+	bool		watching;
 
 	if (nesting_level == 0)
 		profiler_statement_start(innermost_record());
@@ -714,10 +757,11 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 	else if (nesting_level == 0 || traceprof_track == TRACK_ALL)
 		span = open_statement_span(query_desc->sourceText, stmt->stmt_location, stmt->stmt_len,
 								   (Node *) stmt, stmt->queryId);
-	if (span == NULL)
-		call_ExecutorStart(query_desc, eflags);
-	else
-		start_with_span(span, query_desc, eflags);
+	if (span != NULL)
+		span->query_desc = query_desc;
+	watching = watch_errors(&watch);
+	call_ExecutorStart(query_desc, eflags);
+	unwatch_errors(&watch, watching);
 	if (profiler_is_sampling() && query_desc->planstate != NULL)
 		executor_names_learn(query_desc->planstate);
 }
@@ -736,52 +780,36 @@ static void
 traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 count,
 					  bool execute_once)
 {
-	int			owner = index_of_query(query_desc);
+	ErrorContextCallback watch;
+	bool		watching = watch_errors(&watch);
 
 	if (nesting_level == 0 && profiler_is_sampling())
 		learn_protocol_caller(query_desc->dest);
 	nesting_level++;
-	PG_TRY();
-	{
-		if (prev_ExecutorRun)
-			prev_ExecutorRun(query_desc, direction, count, execute_once);
-		else
-			standard_ExecutorRun(query_desc, direction, count, execute_once);
-	}
-	PG_CATCH();
-	{
-		nesting_level--;
-		fail_from(owner >= 0 ? owner : open_count);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	if (prev_ExecutorRun)
+		prev_ExecutorRun(query_desc, direction, count, execute_once);
+	else
+		standard_ExecutorRun(query_desc, direction, count, execute_once);
 	nesting_level--;
+	unwatch_errors(&watch, watching);
 }
 
 static void
 traceprof_ExecutorFinish(QueryDesc *query_desc)
 {
-	int			owner = index_of_query(query_desc);
+	ErrorContextCallback watch;
+	bool		watching = watch_errors(&watch);
 
 	nesting_level++;
-	PG_TRY();
-	{
-		if (prev_ExecutorFinish)
-			prev_ExecutorFinish(query_desc);
-		else
-			standard_ExecutorFinish(query_desc);
-	}
-	PG_CATCH();
-	{
-		nesting_level--;
-		fail_from(owner >= 0 ? owner : open_count);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	if (prev_ExecutorFinish)
+		prev_ExecutorFinish(query_desc);
+	else
+		standard_ExecutorFinish(query_desc);
 	nesting_level--;
+	unwatch_errors(&watch, watching);
 }
 
-static void
+static inline void
 call_ExecutorEnd(QueryDesc *query_desc)
 {
 	if (prev_ExecutorEnd)
@@ -795,17 +823,11 @@ static pg_noinline void
 end_with_span(int owner, QueryDesc *query_desc)
 {
 	int64		rows = query_desc->estate ? (int64) query_desc->estate->es_processed : -1;
+	ErrorContextCallback watch;
+	bool		watching = watch_errors(&watch);
 
-	PG_TRY();
-	{
-		call_ExecutorEnd(query_desc);
-	}
-	PG_CATCH();
-	{
-		fail_from(owner);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	call_ExecutorEnd(query_desc);
+	unwatch_errors(&watch, watching);
 	close_from(owner, rows, 0, NULL);
 }
 
@@ -858,7 +880,8 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 {
 	Node	   *stmt = pstmt->utilityStmt;
 	OpenSpan   *span = NULL;
-	int			entry = open_count;
+	ErrorContextCallback watch;
+	bool		watching;
 
 	/*
 	 * EXECUTE, PREPARE and DEALLOCATE are transparent, as in
@@ -876,14 +899,15 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 			close_stale();
 		span = open_statement_span(query_string, pstmt->stmt_location, pstmt->stmt_len, stmt,
 								   pstmt->queryId);
-		entry = index_of(span);
 	}
 	if (nesting_level == 0 && context == PROCESS_UTILITY_TOPLEVEL && profiler_is_sampling() &&
 		ActivePortal != NULL)
 		learn_utility_callers(dest);
 
+	watching = watch_errors(&watch);
 	if (!transparent)
 		nesting_level++;
+	utility_depth++;
 	PG_TRY();
 	{
 		if (prev_ProcessUtility)
@@ -895,14 +919,18 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	}
 	PG_CATCH();
 	{
+		/* The spans end at the abort; the count must be right before it. */
+		utility_depth--;
 		if (!transparent)
 			nesting_level--;
-		fail_from(entry);
+		unwatch_errors(&watch, watching);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	utility_depth--;
 	if (!transparent)
 		nesting_level--;
+	unwatch_errors(&watch, watching);
 	if (span != NULL)
 		end_utility(span, stmt, qc);
 	if (nesting_level == 0 && open_count == 0)
@@ -911,41 +939,89 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 
 
 /*
- * Safety net: an error outside our hooks, or a portal that never reached
- * ExecutorEnd, must not leave spans open into the next transaction.
+ * A transaction's end.  An abort ends the spans still open with the error
+ * that caused it (their statements' hooks catch nothing) and starts the
+ * nesting afresh; so does a commit, in case some code swallowed an error
+ * without a subtransaction.  Inside a CALL both are the procedure's own
+ * COMMIT or ROLLBACK: the statement goes on, and so do its span and our
+ * nesting.  An error reaches the abort only after ProcessUtility's catches
+ * have unwound utility_depth to 0; a FATAL exits without unwinding, so at
+ * process exit every open span ends.
  */
 static void
 traceprof_xact_callback(XactEvent event, void *arg)
 {
+	bool		in_procedure = utility_depth > 0 && !proc_exit_inprogress;
+
 	switch (event)
 	{
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			decided.pending = false;
 			close_stale();		/* a ROLLBACK ends well */
-
-			/*
-			 * Inside a statement, this is a procedure's own ROLLBACK: the
-			 * statement goes on, and so do its span and our nesting.  An
-			 * ERROR reaches here only once our hooks' catches have unwound
-			 * the nesting to 0; what is still open then (a cursor's query)
-			 * ends with the transaction.  A FATAL exits without unwinding:
-			 * every open span ends.
-			 */
-			if (nesting_level > 0 && !proc_exit_inprogress)
+			if (in_procedure)
+			{
+				raised.set = false;
 				break;
-			close_from(0, -1, ERRCODE_IN_FAILED_SQL_TRANSACTION, "transaction aborted");
+			}
+			close_aborted(0, "transaction aborted");
+			nesting_level = plan_nesting = utility_depth = 0;
 			profiler_flush();	/* the failed statement's samples, now */
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:
 			decided.pending = false;
 			close_stale();
+			raised.set = false;
+			if (!in_procedure)
+				nesting_level = plan_nesting = 0;
 			if (open_count == 0)
 				profiler_flush();
 			break;
 		default:
 			break;
+	}
+}
+
+/*
+ * A subtransaction's start records the nesting; its abort (an error caught
+ * by an exception block, ROLLBACK TO SAVEPOINT, or an error at the top
+ * level inside a savepoint) puts it back and ends the spans opened since.
+ */
+static void
+traceprof_subxact_callback(SubXactEvent event, SubTransactionId subid,
+						   SubTransactionId parent_subid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	NestingAtStart *start;
+
+	if (event == SUBXACT_EVENT_START_SUB)
+	{
+		if (level >= subxact_starts_size)
+		{
+			int			size = Max(16, level * 2);
+
+			subxact_starts = subxact_starts == NULL ?
+				MemoryContextAlloc(TopMemoryContext, size * sizeof(NestingAtStart)) :
+				repalloc(subxact_starts, size * sizeof(NestingAtStart));
+			subxact_starts_size = size;
+		}
+		start = &subxact_starts[level];
+		start->subid = subid;
+		start->nesting_level = nesting_level;
+		start->plan_nesting = plan_nesting;
+		start->open_count = open_count;
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB && level < subxact_starts_size &&
+			 subxact_starts[level].subid == subid)
+	{
+		start = &subxact_starts[level];
+		decided.pending = false;
+		nesting_level = start->nesting_level;
+		plan_nesting = start->plan_nesting;
+		/* Under a COMMIT or ROLLBACK the whole transaction ends: its abort closes them. */
+		if (open_count == 0 || !open_spans[open_count - 1].awaiting_xact_end)
+			close_aborted(start->open_count, "subtransaction aborted");
 	}
 }
 
@@ -967,4 +1043,5 @@ statement_spans_install_hooks(void)
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = traceprof_ProcessUtility;
 	RegisterXactCallback(traceprof_xact_callback, NULL);
+	RegisterSubXactCallback(traceprof_subxact_callback, NULL);
 }

@@ -257,7 +257,7 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
-	test('1c. a traced statement whose backend is terminated (FATAL: no catch runs) still ends as an error span', async () => {
+	test('1c. a traced statement whose backend is terminated (FATAL: no catch runs) still ends as an error span, with the FATAL\'s reason', async () => {
 		const ctx = newContext();
 		const victim = await connect(cluster, 'app');
 		const pid = (await victim.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
@@ -269,13 +269,14 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		assert.match(await sleeping, /terminating connection due to administrator command/);
 		const rows = await waitFor('the terminated statement\'s span', async () => {
 			const r = await admin.query(
-				"SELECT name, status, status_message, parent_span_id FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server'",
+				"SELECT name, status, status_message, attributes->>'db.response.status_code' AS sqlstate, parent_span_id FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server'",
 				[ctx.traceId]);
 			return r.rowCount > 0 && r.rows;
 		});
 		assert.deepEqual(rows.map((r) => r.name), ['SELECT'], 'one span: the SELECT (the SET ran before the context applied)');
 		assert.equal(rows[0].status, 'error');
-		assert.equal(rows[0].status_message, 'transaction aborted');
+		assert.equal(rows[0].status_message, 'terminating connection due to administrator command');
+		assert.equal(rows[0].sqlstate, '57P01', 'admin_shutdown');
 		assert.equal(rows[0].parent_span_id, ctx.spanId);
 	});
 

@@ -17,6 +17,25 @@ BEGIN
   END;
   RETURN 'not caught';
 END $$;
+-- After a caught error the function goes on: its next statement is still
+-- nested (no span of its own under track = top).
+CREATE FUNCTION tx_catch_and_go_on() RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+  BEGIN
+    PERFORM 1 / (SELECT count(*) FROM tx_t WHERE id < 0);
+  EXCEPTION WHEN division_by_zero THEN
+    NULL;
+  END;
+  RETURN (SELECT count(*) FROM tx_t);
+END $$;
+-- An AFTER trigger runs in ExecutorFinish: its error ends the INSERT's span.
+CREATE TABLE tx_guarded (id int);
+CREATE FUNCTION tx_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE NOTICE 'checking %', NEW.id;
+  RAISE EXCEPTION 'row % refused', NEW.id USING ERRCODE = 'check_violation';
+END $$;
+CREATE TRIGGER tx_refuse AFTER INSERT ON tx_guarded FOR EACH ROW EXECUTE FUNCTION tx_refuse();
 
 SELECT traceprof.reset();
 SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
@@ -24,9 +43,13 @@ CALL tx_commit_rollback();
 SELECT 'after the procedure' AS next;
 SELECT tx_catch();
 SELECT 'after the caught error' AS next;
+SELECT tx_catch_and_go_on();
+INSERT INTO tx_guarded VALUES (7);
+SELECT 'after the trigger' AS next;
 SET traceprof.track = 'all';
 CALL tx_commit_rollback();
 SELECT tx_catch();
+SELECT tx_catch_and_go_on();
 SELECT 'after both, nested' AS next;
 RESET traceprof.track;
 BEGIN;
@@ -35,14 +58,23 @@ SELECT 1 / 0;
 ROLLBACK TO SAVEPOINT s;
 SELECT 'after the savepoint' AS next;
 COMMIT;
+-- A ROLLBACK under an open savepoint ends well.
+BEGIN;
+SAVEPOINT s;
+SELECT 'inside the savepoint' AS next;
+ROLLBACK;
 SET traceprof.traceparent = '';
 SELECT id FROM tx_t ORDER BY id;
 
 -- One span per statement, in order; the nested ones under their caller.
-SELECT s.kind, s.name, s.status, s.status_message, s.query, p.query AS parent
+SELECT s.kind, s.name, s.status, s.status_message,
+       s.attributes->>'db.response.status_code' AS sqlstate, s.query, p.query AS parent
   FROM traceprof.spans s LEFT JOIN traceprof.spans p ON p.span_id = s.parent_span_id
  WHERE s.name NOT IN ('plan', 'SET', 'RESET')
  ORDER BY s.start_time, s.kind DESC;
 DROP PROCEDURE tx_commit_rollback();
 DROP FUNCTION tx_catch();
+DROP FUNCTION tx_catch_and_go_on();
+DROP TABLE tx_guarded;
+DROP FUNCTION tx_refuse();
 DROP TABLE tx_t;
