@@ -50,13 +50,13 @@ long
 tp_backoff_ms(int attempt_number)
 {
 	long		full = BACKOFF_FIRST_MS << (attempt_number - 1);
-	uint8_t		noise[2];
+	uint64_t	noise;
 
 	if (full > BACKOFF_MAX_MS)
 		full = BACKOFF_MAX_MS;
-	if (!tp_id_random(noise, sizeof(noise)))
+	if (!tp_random_u64(&noise))
 		return full;
-	return full / 2 + (long) ((noise[0] << 8 | noise[1]) % (full / 2 + 1));
+	return full / 2 + (long) (noise % (uint64_t) (full / 2 + 1));
 }
 
 bool

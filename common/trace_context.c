@@ -138,33 +138,3 @@ tp_traceparent_format(const tp_span_context *ctx, char *out)
 	out[52] = '-';
 	tp_hex_encode(&ctx->flags, 1, out + 53);
 }
-
-bool
-tp_id_random(uint8_t *bytes, size_t len)
-{
-	uint64_t	any;
-
-	do
-	{
-		any = 0;
-		for (size_t filled = 0; filled < len; filled += sizeof(uint64_t))
-		{
-			uint64_t	word;
-
-			if (!tp_random_u64(&word))
-				return false;
-			/* Whole words for trace and span ids: a fixed-size copy is a move. */
-			if (len - filled >= sizeof(word))
-			{
-				memcpy(bytes + filled, &word, sizeof(word));
-				any |= word;
-			}
-			else
-			{
-				memcpy(bytes + filled, &word, len - filled);
-				any |= !tp_id_is_zero(bytes + filled, len - filled);
-			}
-		}
-	} while (any == 0);			/* all-zero ids are invalid */
-	return true;
-}

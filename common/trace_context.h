@@ -11,6 +11,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "fast_random.h"
 
 #define TP_TRACE_ID_BYTES 16
 #define TP_SPAN_ID_BYTES 8
@@ -51,7 +54,36 @@ bool		tp_id_is_zero(const uint8_t *bytes, size_t len);
  * Fill with random bytes, not all zero (fast_random.h: seeded from the
  * kernel once per thread and per forked process, no system call per id).
  * Returns false only if the kernel refuses the seed, which callers report.
+ * Inline: len is a constant at every call, so for trace and span ids this
+ * is two or one draws, without the loop or the tail.
  */
-bool		tp_id_random(uint8_t *bytes, size_t len);
+static inline bool
+tp_id_random(uint8_t *bytes, size_t len)
+{
+	uint64_t	any;
+
+	do
+	{
+		any = 0;
+		for (size_t filled = 0; filled < len; filled += sizeof(uint64_t))
+		{
+			uint64_t	word;
+
+			if (!tp_random_u64(&word))
+				return false;
+			if (len - filled >= sizeof(word))
+			{
+				memcpy(bytes + filled, &word, sizeof(word));
+				any |= word;
+			}
+			else
+			{
+				memcpy(bytes + filled, &word, len - filled);
+				any |= !tp_id_is_zero(bytes + filled, len - filled);
+			}
+		}
+	} while (any == 0);			/* all-zero ids are invalid */
+	return true;
+}
 
 #endif

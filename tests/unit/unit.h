@@ -2,7 +2,8 @@
  * unit.h - the smallest test harness that reports well.
  *
  * A test file defines test functions with TEST(name), lists them in
- * main() with RUN(name), and ends with return unit_summary().  A failed
+ * main() with RUN(name) (or RUN_RETRY, below), and ends with return
+ * unit_summary().  A failed
  * CHECK prints file:line and the expression and marks the test failed; the
  * test goes on so one run shows every failure.
  */
@@ -24,6 +25,30 @@ static int	unit_tests;
 		unit_tests++; \
 		name(); \
 		printf("%s %s\n", unit_failures == before_ ? "ok  " : "FAIL", #name); \
+	} while (0)
+
+/*
+ * RUN_RETRY(name, attempts): for tests that count what a CPU-time timer
+ * delivered.  The kernel checks such timers only at the ticks that find
+ * the thread running, so a host that starves the process (a loaded or
+ * shared VM) can deliver far fewer signals.  A failed attempt is reported
+ * and run again; the test fails only when every attempt does.
+ */
+#define RUN_RETRY(name, attempts) \
+	do { \
+		int start_ = unit_failures; \
+		int try_ = 1; \
+		unit_tests++; \
+		for (;;) { \
+			name(); \
+			if (unit_failures == start_ || try_ == (attempts)) \
+				break; \
+			printf("  attempt %d of %d failed, again\n", try_, (attempts)); \
+			unit_failures = start_; \
+			try_++; \
+		} \
+		printf("%s %s%s\n", unit_failures == start_ ? "ok  " : "FAIL", #name, \
+			   try_ > 1 ? " (after a retry)" : ""); \
 	} while (0)
 
 #define CHECK(expr) \
