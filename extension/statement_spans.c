@@ -112,6 +112,7 @@ static ExecutorRun_hook_type prev_ExecutorRun = NULL;
 static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+static emit_log_hook_type prev_emit_log_hook = NULL;
 
 /*
  * A system call (1-1.5 us on this project's VM, where a select-only
@@ -939,6 +940,41 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 
 
 /*
+ * The index of the first span the abort of the current (sub)transaction
+ * will end: those opened since it began.
+ */
+static int
+first_span_of_current_xact(void)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (level > 1 && level < subxact_starts_size &&
+		subxact_starts[level].subid == GetCurrentSubTransactionId())
+		return subxact_starts[level].open_count;
+	return 0;
+}
+
+/*
+ * An error nobody caught is reported (PostgresMain, or a FATAL's errfinish)
+ * before its transaction aborts and before the client hears of it: its
+ * spans end here, so that they are stored by the time the client can look.
+ * The abort then finds them closed.  Not called when log_min_messages
+ * hides errors; the abort ends the spans then.
+ */
+static void
+traceprof_emit_log(ErrorData *edata)
+{
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+	if (edata->elevel >= ERROR && open_count > 0 && IsTransactionState())
+	{
+		close_from(first_span_of_current_xact(), -1, edata->sqlerrcode,
+				   edata->message ? edata->message : "error");
+		raised.set = false;
+	}
+}
+
+/*
  * A transaction's end.  An abort ends the spans still open with the error
  * that caused it (their statements' hooks catch nothing) and starts the
  * nesting afresh; so does a commit, in case some code swallowed an error
@@ -1042,6 +1078,8 @@ statement_spans_install_hooks(void)
 	ExecutorEnd_hook = traceprof_ExecutorEnd;
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = traceprof_ProcessUtility;
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = traceprof_emit_log;
 	RegisterXactCallback(traceprof_xact_callback, NULL);
 	RegisterSubXactCallback(traceprof_subxact_callback, NULL);
 }

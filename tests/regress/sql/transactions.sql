@@ -63,6 +63,10 @@ BEGIN;
 SAVEPOINT s;
 SELECT 'inside the savepoint' AS next;
 ROLLBACK;
+-- With errors kept out of the server log the abort still names the error.
+SET log_min_messages = 'fatal';
+SELECT 2 / 0;
+RESET log_min_messages;
 SET traceprof.traceparent = '';
 SELECT id FROM tx_t ORDER BY id;
 
