@@ -15,6 +15,8 @@
  * below it, and the (sub)transaction abort that every error ends in closes
  * the spans opened since the (sub)transaction began, with that error's
  * SQLSTATE and message, and puts back the nesting counted when it began.
+ * An error nobody catches ends its spans earlier, when it is reported
+ * (emit_log_hook), so that they are stored before the client hears of it.
  * Only ProcessUtility keeps a PG_TRY: a procedure's own ROLLBACK aborts the
  * transaction in the middle of a CALL, and the count of utility statements
  * under way is what tells that abort from an error's.
