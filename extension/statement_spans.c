@@ -970,8 +970,9 @@ traceprof_emit_log(ErrorData *edata)
 		prev_emit_log_hook(edata);
 	if (edata->elevel >= ERROR && open_count > 0 && IsTransactionState())
 	{
-		close_from(first_span_of_current_xact(), -1, edata->sqlerrcode,
-				   edata->message ? edata->message : "error");
+		/* A FATAL ends the whole session, an ERROR its (sub)transaction. */
+		close_from(edata->elevel >= FATAL ? 0 : first_span_of_current_xact(), -1,
+				   edata->sqlerrcode, edata->message ? edata->message : "error");
 		raised.set = false;
 	}
 }
