@@ -280,6 +280,35 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		assert.equal(rows[0].parent_span_id, ctx.spanId);
 	});
 
+	test('1d. terminated inside an exception block (a subtransaction begun after the span): the span still gets the FATAL\'s reason', async () => {
+		await admin.query(`CREATE OR REPLACE FUNCTION tp_sleep_guarded() RETURNS int LANGUAGE plpgsql AS $$
+			BEGIN
+				BEGIN
+					PERFORM pg_sleep(60);
+				EXCEPTION WHEN division_by_zero THEN
+					RETURN 0;
+				END;
+				RETURN 1;
+			END $$`);
+		const ctx = newContext();
+		const victim = await connect(cluster, 'app');
+		const pid = (await victim.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+		await victim.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		const sleeping = victim.query('SELECT tp_sleep_guarded()').then(() => 'finished', (e) => e.message);
+		await waitFor('the guarded pg_sleep to be running', async () =>
+			(await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep'", [pid])).rowCount === 1);
+		await admin.query('SELECT pg_terminate_backend($1)', [pid]);
+		assert.match(await sleeping, /terminating connection due to administrator command/);
+		const rows = await waitFor('the terminated statement\'s span', async () => {
+			const r = await admin.query(
+				"SELECT name, status, status_message FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server'",
+				[ctx.traceId]);
+			return r.rowCount > 0 && r.rows;
+		});
+		assert.deepEqual(rows.map((r) => [r.name, r.status, r.status_message]),
+			[['SELECT', 'error', 'terminating connection due to administrator command']]);
+	});
+
 	test('3. SQLCommenter through npm pg: extended and simple protocol, utility, errors; the comment wins over the session', async () => {
 		const client = await connect(cluster, 'app');
 		try {
