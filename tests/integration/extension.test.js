@@ -257,12 +257,16 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
-	test('1c. a traced statement whose backend is terminated (FATAL: no catch runs) still ends as an error span, with the FATAL\'s reason', async () => {
+	/**
+	 * Run sql traced in a new session, terminate that backend while it sleeps
+	 * in pg_sleep, and return the trace's SERVER spans once stored.
+	 */
+	async function terminatedWhileSleeping(sql) {
 		const ctx = newContext();
 		const victim = await connect(cluster, 'app');
 		const pid = (await victim.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
 		await victim.query(`SET traceprof.traceparent = '${ctx.header}'`);
-		const sleeping = victim.query('SELECT pg_sleep(60)').then(() => 'finished', (e) => e.message);
+		const sleeping = victim.query(sql).then(() => 'finished', (e) => e.message);
 		await waitFor('the traced pg_sleep to be running', async () =>
 			(await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep'", [pid])).rowCount === 1);
 		await admin.query('SELECT pg_terminate_backend($1)', [pid]);
@@ -273,6 +277,11 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 				[ctx.traceId]);
 			return r.rowCount > 0 && r.rows;
 		});
+		return { ctx, rows };
+	}
+
+	test('1c. a traced statement whose backend is terminated (FATAL: no catch runs) still ends as an error span, with the FATAL\'s reason', async () => {
+		const { ctx, rows } = await terminatedWhileSleeping('SELECT pg_sleep(60)');
 		assert.deepEqual(rows.map((r) => r.name), ['SELECT'], 'one span: the SELECT (the SET ran before the context applied)');
 		assert.equal(rows[0].status, 'error');
 		assert.equal(rows[0].status_message, 'terminating connection due to administrator command');
@@ -290,23 +299,9 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 				END;
 				RETURN 1;
 			END $$`);
-		const ctx = newContext();
-		const victim = await connect(cluster, 'app');
-		const pid = (await victim.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-		await victim.query(`SET traceprof.traceparent = '${ctx.header}'`);
-		const sleeping = victim.query('SELECT tp_sleep_guarded()').then(() => 'finished', (e) => e.message);
-		await waitFor('the guarded pg_sleep to be running', async () =>
-			(await admin.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep'", [pid])).rowCount === 1);
-		await admin.query('SELECT pg_terminate_backend($1)', [pid]);
-		assert.match(await sleeping, /terminating connection due to administrator command/);
-		const rows = await waitFor('the terminated statement\'s span', async () => {
-			const r = await admin.query(
-				"SELECT name, status, status_message FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server'",
-				[ctx.traceId]);
-			return r.rowCount > 0 && r.rows;
-		});
-		assert.deepEqual(rows.map((r) => [r.name, r.status, r.status_message]),
-			[['SELECT', 'error', 'terminating connection due to administrator command']]);
+		const { rows } = await terminatedWhileSleeping('SELECT tp_sleep_guarded()');
+		assert.deepEqual(rows.map((r) => [r.name, r.status, r.status_message, r.sqlstate]),
+			[['SELECT', 'error', 'terminating connection due to administrator command', '57P01']]);
 	});
 
 	test('3. SQLCommenter through npm pg: extended and simple protocol, utility, errors; the comment wins over the session', async () => {
