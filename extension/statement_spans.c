@@ -941,6 +941,18 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 }
 
 
+/* What the start of the current subtransaction recorded; NULL if none. */
+static NestingAtStart *
+current_subxact_start(void)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (level > 1 && level < subxact_starts_size &&
+		subxact_starts[level].subid == GetCurrentSubTransactionId())
+		return &subxact_starts[level];
+	return NULL;
+}
+
 /*
  * The index of the first span the abort of the current (sub)transaction
  * will end: those opened since it began.
@@ -948,12 +960,9 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 static int
 first_span_of_current_xact(void)
 {
-	int			level = GetCurrentTransactionNestLevel();
+	NestingAtStart *start = current_subxact_start();
 
-	if (level > 1 && level < subxact_starts_size &&
-		subxact_starts[level].subid == GetCurrentSubTransactionId())
-		return subxact_starts[level].open_count;
-	return 0;
+	return start != NULL ? start->open_count : 0;
 }
 
 /*
@@ -1036,6 +1045,7 @@ traceprof_subxact_callback(SubXactEvent event, SubTransactionId subid,
 
 	if (event == SUBXACT_EVENT_START_SUB)
 	{
+		Assert(subid == GetCurrentSubTransactionId());
 		if (level >= subxact_starts_size)
 		{
 			int			size = Max(16, level * 2);
@@ -1051,10 +1061,9 @@ traceprof_subxact_callback(SubXactEvent event, SubTransactionId subid,
 		start->plan_nesting = plan_nesting;
 		start->open_count = open_count;
 	}
-	else if (event == SUBXACT_EVENT_ABORT_SUB && level < subxact_starts_size &&
-			 subxact_starts[level].subid == subid)
+	else if (event == SUBXACT_EVENT_ABORT_SUB && (start = current_subxact_start()) != NULL)
 	{
-		start = &subxact_starts[level];
+		Assert(subid == GetCurrentSubTransactionId());
 		decided.pending = false;
 		nesting_level = start->nesting_level;
 		plan_nesting = start->plan_nesting;

@@ -19,14 +19,6 @@ static int	unit_tests;
 
 #define TEST(name) static void name(void)
 
-#define RUN(name) \
-	do { \
-		int before_ = unit_failures; \
-		unit_tests++; \
-		name(); \
-		printf("%s %s\n", unit_failures == before_ ? "ok  " : "FAIL", #name); \
-	} while (0)
-
 /*
  * RUN_RETRY(name, attempts): for tests that count what a CPU-time timer
  * delivered.  The kernel checks such timers only at the ticks that find
@@ -50,6 +42,8 @@ static int	unit_tests;
 		printf("%s %s%s\n", unit_failures == start_ ? "ok  " : "FAIL", #name, \
 			   try_ > 1 ? " (after a retry)" : ""); \
 	} while (0)
+
+#define RUN(name) RUN_RETRY(name, 1)
 
 #define CHECK(expr) \
 	do { \
