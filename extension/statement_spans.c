@@ -36,11 +36,14 @@
 #include "optimizer/planner.h"
 #include "parser/analyze.h"
 #include "parser/parsetree.h"
+#include "parser/scansup.h"
 #include "storage/ipc.h"
 #include "tcop/pquery.h"
+#include "tcop/tcopprot.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/elog.h"
+#include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/queryjumble.h"
@@ -58,6 +61,9 @@ typedef struct OpenSpan
 	bool		awaiting_executor;	/* opened by the planner, not yet run */
 	bool		awaiting_xact_end;	/* COMMIT/ROLLBACK: ends when the xact does */
 	int64		cpu_start_ns;	/* -1: CPU time not tracked */
+	/* Extended protocol: when its portal last ran, and in which message. */
+	int64		last_run_end_ns;	/* 0: not run through the extended protocol */
+	TimestampTz last_run_message;
 	/* The three counters a span reports, not the whole usage structs. */
 	int64		shared_blks_hit_start;
 	int64		shared_blks_read_start;
@@ -107,6 +113,14 @@ typedef struct DecidedStatement
 
 static DecidedStatement decided;
 
+/*
+ * The client message (by its statement_timestamp(), set as each arrives)
+ * during which a hook last decided about a top-level statement.  An error
+ * reported during a message that decided nothing failed before our hooks
+ * ran (record_failed_message).
+ */
+static TimestampTz decided_in_message;
+
 static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;
 static planner_hook_type prev_planner = NULL;
 static ExecutorStart_hook_type prev_ExecutorStart = NULL;
@@ -115,6 +129,19 @@ static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static emit_log_hook_type prev_emit_log_hook = NULL;
+
+/*
+ * A client's own statement: not one run by a statement of ours (executor,
+ * utility, planning: functions folded or evaluated while planning) nor by a
+ * trigger.  Deferred triggers (foreign keys declared INITIALLY DEFERRED, as
+ * Django makes them) run their statements at COMMIT, outside every hook of
+ * ours; only the trigger depth tells them from the client's.
+ */
+static inline bool
+at_top_level(void)
+{
+	return nesting_level == 0 && plan_nesting == 0 && DatumGetInt32(pg_trigger_depth(NULL)) == 0;
+}
 
 /*
  * A system call (1-1.5 us on this project's VM, where a select-only
@@ -215,7 +242,11 @@ set_names(TraceprofSpan *r, const char *name, const char *operation, const char 
 	r->name_len = len;
 }
 
-/* Names are kept zero-padded, so every span copies them whole (no strlen). */
+/*
+ * Names are kept zero-padded, so every span copies them whole (no strlen).
+ * They are looked up in the catalogs once, inside a transaction: a statement
+ * refused in an aborted one may be the first traced (record_failed_message).
+ */
 static void
 set_database_name(TraceprofSpan *record)
 {
@@ -224,7 +255,7 @@ set_database_name(TraceprofSpan *record)
 	static bool known;
 
 	StaticAssertStmt(sizeof(name) == sizeof(record->dbname), "dbname size");
-	if (unlikely(!known))
+	if (unlikely(!known) && IsTransactionState())
 	{
 		char	   *db = get_database_name(MyDatabaseId);
 
@@ -243,6 +274,13 @@ set_user_name(TraceprofSpan *record)
 	static uint8 cached_len;
 
 	StaticAssertStmt(sizeof(cached_name) == sizeof(record->username), "username size");
+	if (unlikely(cached_user != GetUserId()) && !IsTransactionState())
+	{
+		record->userid = GetUserId();
+		memset(record->username, 0, sizeof(record->username));
+		record->username_len = 0;
+		return;
+	}
 	if (unlikely(cached_user != GetUserId()))
 	{
 		char	   *name = GetUserNameFromId(GetUserId(), true);
@@ -324,6 +362,7 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 		const char *text = NULL;
 		int			text_len = 0;
 
+		decided_in_message = GetCurrentStatementStartTimestamp();
 		if (source != NULL)
 			text = statement_bytes(source, location, len, &text_len);
 		return choose_root_context(text, text_len, &parent->context, &parent->remote);
@@ -379,6 +418,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 		r->query[0] = '\0';
 
 	span->query_desc = NULL;
+	span->last_run_end_ns = 0;
 	span->awaiting_executor = false;
 	span->awaiting_xact_end = false;
 	span->shared_blks_hit_start = pgBufferUsage.shared_blks_hit;
@@ -406,6 +446,18 @@ innermost_record(void)
 	return open_count > 0 ? open_spans[open_count - 1].record : NULL;
 }
 
+/*
+ * A SELECT's portal lives until the client drops it: through the extended
+ * protocol inside a transaction block, until the next Bind or the block's
+ * end, a round trip or the client's think time later.  Its statement ended
+ * with its last run.
+ */
+static bool
+portal_kept_after_run(const OpenSpan *span)
+{
+	return span->last_run_end_ns != 0 && span->last_run_message != GetCurrentStatementStartTimestamp();
+}
+
 /* Close the innermost open span and store it. */
 static void
 close_innermost(int64 rows, int sqlerrcode, const char *message)
@@ -414,7 +466,7 @@ close_innermost(int64 rows, int sqlerrcode, const char *message)
 	TraceprofSpan *r = span->record;
 
 	r->cpu_ns = span->cpu_start_ns >= 0 ? thread_cpu_ns() - span->cpu_start_ns : -1;
-	r->end_ns = (int64) tp_unix_now_ns();
+	r->end_ns = unlikely(portal_kept_after_run(span)) ? span->last_run_end_ns : (int64) tp_unix_now_ns();
 	r->shared_blks_hit = pgBufferUsage.shared_blks_hit - span->shared_blks_hit_start;
 	r->shared_blks_read = pgBufferUsage.shared_blks_read - span->shared_blks_read_start;
 	r->wal_bytes = (int64) (pgWalUsage.wal_bytes - span->wal_bytes_start);
@@ -639,13 +691,14 @@ traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jsta
  * only traced statements run: an untraced statement's hooks fetch none.
  */
 static pg_noinline OpenSpan *
-open_statement_span(const char *source, int location, int len, Node *stmt, uint64 query_id)
+open_statement_span(bool top_level, const char *source, int location, int len, Node *stmt,
+					uint64 query_id)
 {
 	SpanParent	parent;
 
-	if (!choose_parent(nesting_level == 0, source, location, len, &parent))
+	if (!choose_parent(top_level, source, location, len, &parent))
 		return NULL;
-	return open_span(&parent, nesting_level == 0 ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
+	return open_span(&parent, top_level ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL,
 					 NULL, CreateCommandName(stmt), statement_collection(stmt), query_id, NULL);
 }
 
@@ -683,12 +736,12 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	PlannedStmt *result;
 	ErrorContextCallback watch;
 	bool		watching;
-	bool		deciding = plan_nesting == 0 && nesting_level == 0 && query_string != NULL;
+	bool		deciding = query_string != NULL && at_top_level();
 
 	if (deciding)
 	{
 		close_stale();
-		statement = open_statement_span(query_string, parse->stmt_location, parse->stmt_len,
+		statement = open_statement_span(true, query_string, parse->stmt_location, parse->stmt_len,
 										(Node *) parse, parse->queryId);
 		if (statement != NULL)
 		{
@@ -746,10 +799,11 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 	OpenSpan   *span = NULL;
 	ErrorContextCallback watch;
 	bool		watching;
+	bool		top_level = at_top_level();
 
-	if (nesting_level == 0)
+	if (top_level)
 		profiler_statement_start(innermost_record());
-	if (nesting_level == 0 && was_decided_by_planner(stmt))
+	if (top_level && was_decided_by_planner(stmt))
 	{
 		if (open_count > 0 && open_spans[open_count - 1].awaiting_executor)
 		{
@@ -757,16 +811,27 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 			span->awaiting_executor = false;
 		}
 	}
-	else if (nesting_level == 0 || traceprof_track == TRACK_ALL)
-		span = open_statement_span(query_desc->sourceText, stmt->stmt_location, stmt->stmt_len,
-								   (Node *) stmt, stmt->queryId);
+	else if (top_level || traceprof_track == TRACK_ALL)
+		span = open_statement_span(top_level, query_desc->sourceText, stmt->stmt_location,
+								   stmt->stmt_len, (Node *) stmt, stmt->queryId);
 	if (span != NULL)
 		span->query_desc = query_desc;
 	watching = watch_errors(&watch);
+	/* What ExecutorStart runs (initial partition pruning) is nested. */
+	nesting_level++;
 	call_ExecutorStart(query_desc, eflags);
+	nesting_level--;
 	unwatch_errors(&watch, watching);
 	if (profiler_is_sampling() && query_desc->planstate != NULL)
 		executor_names_learn(query_desc->planstate);
+}
+
+/* An Execute message ran the span's portal (portal_kept_after_run). */
+static pg_noinline void
+note_run_end(OpenSpan *span)
+{
+	span->last_run_end_ns = (int64) tp_unix_now_ns();
+	span->last_run_message = GetCurrentStatementStartTimestamp();
 }
 
 /* The protocol's static caller of a top-level statement, for the profiler. */
@@ -786,8 +851,13 @@ traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 cou
 	ErrorContextCallback watch;
 	bool		watching = watch_errors(&watch);
 
-	if (nesting_level == 0 && profiler_is_sampling())
-		learn_protocol_caller(query_desc->dest);
+	if (nesting_level == 0)
+	{
+		/* An Execute's statement was decided by its Bind, in an earlier message. */
+		decided_in_message = GetCurrentStatementStartTimestamp();
+		if (profiler_is_sampling())
+			learn_protocol_caller(query_desc->dest);
+	}
 	nesting_level++;
 	if (prev_ExecutorRun)
 		prev_ExecutorRun(query_desc, direction, count, execute_once);
@@ -795,6 +865,9 @@ traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 cou
 		standard_ExecutorRun(query_desc, direction, count, execute_once);
 	nesting_level--;
 	unwatch_errors(&watch, watching);
+	if (query_desc->dest->mydest == DestRemoteExecute && open_count > 0 &&
+		open_spans[open_count - 1].query_desc == query_desc)
+		note_run_end(&open_spans[open_count - 1]);
 }
 
 static void
@@ -850,18 +923,28 @@ traceprof_ExecutorEnd(QueryDesc *query_desc)
 /*
  * COMMIT and ROLLBACK only mark the transaction block here; the work (WAL
  * flush, lock release) happens when the statement's transaction command
- * finishes, so their span ends in the transaction callback.
+ * finishes, so their span ends in the transaction callback.  In a block an
+ * error already aborted, that work was done then: they end here.
  */
 static pg_noinline void
 end_utility(OpenSpan *span, Node *stmt, QueryCompletion *qc)
 {
 	if (IsA(stmt, TransactionStmt) && nesting_level == 0 &&
 		(((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT ||
-		 ((TransactionStmt *) stmt)->kind == TRANS_STMT_ROLLBACK))
+		 ((TransactionStmt *) stmt)->kind == TRANS_STMT_ROLLBACK) &&
+		IsTransactionState())
 		span->awaiting_xact_end = true;
 	else
 		close_from(index_of(span), qc && command_tag_display_rowcount(qc->commandTag) ?
 				   (int64) qc->nprocessed : -1, 0, NULL);
+}
+
+/* SET or RESET of traceprof.traceparent, SET LOCAL included. */
+static bool
+sets_traceparent(Node *stmt)
+{
+	return IsA(stmt, VariableSetStmt) && ((VariableSetStmt *) stmt)->name != NULL &&
+		strcmp(((VariableSetStmt *) stmt)->name, "traceprof.traceparent") == 0;
 }
 
 /* The profiler's static callers of a top-level utility statement. */
@@ -885,6 +968,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	OpenSpan   *span = NULL;
 	ErrorContextCallback watch;
 	bool		watching;
+	bool		top_level = at_top_level();
 
 	/*
 	 * EXECUTE, PREPARE and DEALLOCATE are transparent, as in
@@ -894,16 +978,26 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	bool		transparent = IsA(stmt, ExecuteStmt) || IsA(stmt, PrepareStmt) ||
 		IsA(stmt, DeallocateStmt);
 
-	if (!transparent && nesting_level == 0)
-		profiler_statement_start(innermost_record());
-	if (!transparent && (nesting_level == 0 || traceprof_track == TRACK_ALL))
+	if (unlikely(sets_traceparent(stmt)))
 	{
-		if (nesting_level == 0)
+		/* Handing us the caller's context is not work of the caller's: no span. */
+		if (top_level)
+		{
 			close_stale();
-		span = open_statement_span(query_string, pstmt->stmt_location, pstmt->stmt_len, stmt,
-								   pstmt->queryId);
+			decided_in_message = GetCurrentStatementStartTimestamp();
+		}
+		transparent = true;
 	}
-	if (nesting_level == 0 && context == PROCESS_UTILITY_TOPLEVEL && profiler_is_sampling() &&
+	if (!transparent && top_level)
+		profiler_statement_start(innermost_record());
+	if (!transparent && (top_level || traceprof_track == TRACK_ALL))
+	{
+		if (top_level)
+			close_stale();
+		span = open_statement_span(top_level, query_string, pstmt->stmt_location, pstmt->stmt_len,
+								   stmt, pstmt->queryId);
+	}
+	if (top_level && context == PROCESS_UTILITY_TOPLEVEL && profiler_is_sampling() &&
 		ActivePortal != NULL)
 		learn_utility_callers(dest);
 
@@ -966,6 +1060,34 @@ first_span_of_current_xact(void)
 }
 
 /*
+ * The statement of a client message that failed before any hook of ours
+ * ran for it: a syntax or name error, a Bind's bad parameter, a statement
+ * refused in an aborted transaction.  Traced, it is a span of its own,
+ * named as the semantic conventions say when the operation is unknown, with
+ * the error.  The message's text may end in the statement's semicolon.
+ */
+static pg_noinline void
+record_failed_message(const ErrorData *edata)
+{
+	SpanParent	parent;
+	OpenSpan   *span;
+	int			len = strlen(debug_query_string);
+
+	while (len > 0 && (debug_query_string[len - 1] == ';' || scanner_isspace(debug_query_string[len - 1])))
+		len--;
+	if (!choose_parent(true, debug_query_string, 0, len, &parent))
+		return;
+	span = open_span(&parent, SPAN_KIND_SERVER, "postgresql", NULL, NULL, 0, NULL);
+	if (span == NULL)
+		return;
+	/* It began when the message arrived; what it cost is not known. */
+	span->record->start_ns = (GetCurrentStatementStartTimestamp() +
+							  (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY) * 1000;
+	span->cpu_start_ns = -1;
+	close_innermost(-1, edata->sqlerrcode, edata->message ? edata->message : "error");
+}
+
+/*
  * An error nobody caught is reported (PostgresMain, or a FATAL's errfinish)
  * before its transaction aborts and before the client hears of it: its
  * spans end here, so that they are stored by the time the client can look.
@@ -977,13 +1099,19 @@ traceprof_emit_log(ErrorData *edata)
 {
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
-	if (edata->elevel >= ERROR && open_count > 0 && IsTransactionState())
+	if (edata->elevel < ERROR)
+		return;
+	if (open_count > 0 && IsTransactionState())
 	{
 		/* A FATAL ends the whole session, an ERROR its (sub)transaction. */
 		close_from(edata->elevel >= FATAL ? 0 : first_span_of_current_xact(), -1,
 				   edata->sqlerrcode, edata->message ? edata->message : "error");
 		raised.set = false;
 	}
+	else if (edata->elevel == ERROR && open_count == 0 && debug_query_string != NULL &&
+			 MyBackendType == B_BACKEND &&
+			 decided_in_message != GetCurrentStatementStartTimestamp())
+		record_failed_message(edata);
 }
 
 /*

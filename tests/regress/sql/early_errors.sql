@@ -1,0 +1,40 @@
+-- Statements that fail before planning or execution (syntax, names, types,
+-- a transaction already aborted) still become error spans of their caller,
+-- as statements that fail while running do.  Setting the context is not a
+-- span of its own.
+SELECT traceprof.reset();
+CREATE TABLE early_t (id int PRIMARY KEY);
+SET traceprof.traceparent = '00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01';
+SELEC 1;
+SELECT * FROM early_missing WHERE id = 42;
+SELECT nope FROM early_t;
+SELECT 'x' + 1;
+-- the comment wins here too, and a malformed one is not counted twice
+SELECT * FROM early_missing /*traceparent='00-11111111111111111111111111111111-2222222222222222-01'*/;
+SELECT * FROM early_missing /*traceparent='00-zz'*/;
+-- not sampled: no span
+SELECT * FROM early_missing /*traceparent='00-11111111111111111111111111111111-3333333333333333-00'*/;
+BEGIN;
+SELECT 1 / 0;
+SELECT 'refused' AS in_aborted_block;
+ROLLBACK;
+-- an invalid context is refused, and is not a span
+SET traceprof.traceparent = '00-zz';
+SET traceprof.traceparent = '';
+-- untraced: no span
+SELECT * FROM early_missing;
+
+SELECT name, kind, parent_span_id, status, status_message, query,
+       attributes->>'db.response.status_code' AS sqlstate,
+       attributes ? 'db.operation.name' AS has_operation,
+       trace_id = '5bf92f3577b34da6a3ce929d0e0e4736' AS in_caller_trace
+  FROM traceprof.spans WHERE name <> 'plan'
+ ORDER BY start_time;
+-- they start when their message arrived and end when the error is reported
+SELECT bool_and(start_time <= end_time AND start_time > now() - interval '1 minute') AS times_sane,
+       bool_and((attributes->>'traceprof.backend_pid')::int = pg_backend_pid()) AS our_backend,
+       bool_and(attributes->>'db.namespace' = current_database()) AS namespace,
+       bool_and(username = current_user) AS username,
+       bool_and(cpu_time_ms IS NULL) AS cpu_unknown
+  FROM traceprof.spans WHERE name = 'postgresql';
+SELECT spans_created, malformed_contexts FROM traceprof.stats;

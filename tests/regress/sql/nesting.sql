@@ -1,0 +1,49 @@
+-- What a client's statement runs is never a top-level span of its own:
+-- statements of functions folded while planning, and of deferred triggers
+-- at COMMIT (foreign keys declared INITIALLY DEFERRED run their checks
+-- there).  With track = all they are children of the statement that ran
+-- them; a deferred check that fails fails the COMMIT's span.
+CREATE TABLE nest_parent (id int PRIMARY KEY);
+CREATE TABLE nest_child (id int, parent_id int REFERENCES nest_parent
+                         DEFERRABLE INITIALLY DEFERRED);
+INSERT INTO nest_parent VALUES (1);
+CREATE FUNCTION nest_count() RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN (SELECT count(*) FROM nest_parent);
+END $$;
+
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-6bf92f3577b34da6a3ce929d0e0e4736-20f067aa0ba902b7-01';
+-- folded while planning: the function's SELECT runs inside the planner
+SELECT nest_count() AS folded;
+BEGIN;
+INSERT INTO nest_child VALUES (1, 1);
+COMMIT;
+INSERT INTO nest_child VALUES (2, 1);
+BEGIN;
+INSERT INTO nest_child VALUES (3, 99);
+COMMIT;
+SET traceprof.traceparent = '';
+SELECT name, kind, parent_span_id, status, status_message,
+       attributes->>'db.response.status_code' AS sqlstate
+  FROM traceprof.spans WHERE name <> 'plan'
+ ORDER BY start_time;
+
+SELECT traceprof.reset();
+SET traceprof.track = 'all';
+SET traceprof.traceparent = '00-6bf92f3577b34da6a3ce929d0e0e4736-30f067aa0ba902b7-01';
+SELECT nest_count() AS folded;
+BEGIN;
+INSERT INTO nest_child VALUES (4, 1);
+COMMIT;
+SET traceprof.traceparent = '';
+RESET traceprof.track;
+-- every span but the client's statements has its parent among ours
+SELECT c.name, c.kind, coalesce(p.name, '(caller) ' || c.parent_span_id) AS parent
+  FROM traceprof.spans c LEFT JOIN traceprof.spans p ON p.span_id = c.parent_span_id
+ WHERE c.name <> 'plan'
+ ORDER BY c.start_time;
+-- the check ran inside the COMMIT's span
+SELECT bool_and(c.start_time >= p.start_time AND c.end_time <= p.end_time) AS inside_commit
+  FROM traceprof.spans c JOIN traceprof.spans p ON p.span_id = c.parent_span_id
+ WHERE p.name = 'COMMIT';
