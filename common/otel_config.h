@@ -29,6 +29,7 @@ typedef struct tp_otlp_target
 	char	   *ca_file;		/* OTEL_EXPORTER_OTLP_CERTIFICATE, or NULL */
 	volatile sig_atomic_t *cancel;	/* non-zero aborts an export (shutdown) */
 	void	   *connection;		/* libcurl handle kept between exports, or NULL */
+	long		retry_not_before_ms;	/* monotonic: the last Retry-After's time, or 0 */
 } tp_otlp_target;
 
 typedef struct tp_otel_config

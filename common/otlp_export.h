@@ -37,6 +37,12 @@ tp_export_result tp_otlp_send(tp_otlp_target *target,
 							  const uint8_t *body, size_t len,
 							  char *err, size_t errlen);
 
+/*
+ * Milliseconds the collector's last Retry-After still asks for (0: none).
+ * A Retry-After longer than the export's budget ends the export; a caller
+ * that exports again later waits this long first (at most 10 minutes).
+ */
+long		tp_otlp_retry_wait_ms(const tp_otlp_target *target);
 
 /*
  * Close the connection tp_otlp_send keeps open in target between exports

@@ -75,7 +75,8 @@ traceprof_register_exporter(void)
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/* A hot standby traces its read-only statements too. */
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 10;
 	strlcpy(worker.bgw_library_name, "traceprof", BGW_MAXLEN);
 	strlcpy(worker.bgw_function_name, "traceprof_exporter_main", BGW_MAXLEN);
@@ -393,8 +394,12 @@ traceprof_exporter_main(Datum arg)
 			tp_pyroscope_config_free(&pyroscope);
 			build_pyroscope(&pyroscope);
 		}
-		/* Drain full batches; stop at the first failure until next round. */
+		/*
+		 * Drain full batches; stop at the first failure until next round, and
+		 * wait out a Retry-After the last export could not.
+		 */
 		while (traceprof_exporting && !ShutdownRequestPending &&
+			   tp_otlp_retry_wait_ms(&target) == 0 &&
 			   export_one_batch(&resource, &target) == traceprof_export_batch_size)
 			;
 		if (pyroscope.enabled &&

@@ -15,7 +15,7 @@ const path = require('node:path');
 
 const { GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
 const { run, describe: describeRun } = require('./lib/run');
-const { freePort } = require('./lib/cluster');
+const { freePort, startCluster } = require('./lib/cluster');
 const { sleep, hex, newContext, waitFor, startTraced: startTracedCluster, connect } = require('./lib/traced');
 const { startReceiver, GRPC_PATH } = require('./lib/receiver');
 const { decodeTraces, SpanKind, StatusCode } = require('./lib/otlp');
@@ -416,6 +416,71 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			}
 			assert.deepEqual(counts, statements.map(([what]) => `${what}: +1`),
 				'traceprof.stats.malformed_contexts grows by one per statement with a malformed comment');
+		} finally {
+			await client.end();
+		}
+	});
+
+	test('3c. statements that fail before running (Parse, Bind, an aborted block) through npm pg: error spans of their caller, exported', async () => {
+		const client = await connect(cluster, 'app');
+		try {
+			const comment = (ctx) => `/*traceparent='${ctx.header}'*/`;
+			const parse = newContext();
+			await assert.rejects(client.query({ text: `SELEC $1::int ${comment(parse)}`, values: [1] }),
+				(e) => e.code === '42601');
+			const bind = newContext();
+			await assert.rejects(client.query({ text: `SELECT $1::int AS n ${comment(bind)}`, values: ['not a number'] }),
+				(e) => e.code === '22P02');
+			const analysis = newContext();
+			await assert.rejects(client.query({ text: `SELECT * FROM no_such_table WHERE id = $1 ${comment(analysis)}`, values: [1] }),
+				(e) => e.code === '42P01');
+			const aborted = newContext();
+			await client.query('BEGIN');
+			await assert.rejects(client.query('SELECT 1 / 0'), (e) => e.code === '22012');
+			await assert.rejects(client.query({ text: `SELECT $1::int AS refused ${comment(aborted)}`, values: [1] }),
+				(e) => e.code === '25P02');
+			await client.query('ROLLBACK');
+
+			for (const [ctx, sqlstate, text, message] of [
+				[parse, '42601', 'SELEC $1::int', /syntax error at or near "SELEC"/],
+				[bind, '22P02', 'SELECT $1::int AS n', /invalid input syntax for type integer/],
+				[analysis, '42P01', 'SELECT * FROM no_such_table WHERE id = $1', /relation "no_such_table" does not exist/],
+				[aborted, '25P02', 'SELECT $1::int AS refused', /current transaction is aborted/],
+			]) {
+				const [span] = await waitForSpans(receiver, ctx.traceId, 1);
+				await sleep(3 * EXPORT_INTERVAL_MS);
+				const all = spansOf(receiver, ctx.traceId);
+				assert.equal(all.length, 1, `one span for the ${sqlstate} failure:\n  ${dump(all)}`);
+				assert.equal(span.kind, SpanKind.SERVER);
+				assert.equal(span.name, 'postgresql', 'no operation is known: the span is named after db.system.name');
+				assert.equal(span.parentSpanId, ctx.spanId, 'the comment\'s span is the parent');
+				assert.equal(span.status.code, StatusCode.ERROR);
+				assert.match(span.status.message, message);
+				assert.equal(span.attributes['db.response.status_code'], sqlstate);
+				assert.equal(span.attributes['db.query.text'], text, 'the text without its comment');
+				assert.ok(span.startTimeUnixNano <= span.endTimeUnixNano);
+			}
+		} finally {
+			await client.end();
+		}
+	});
+
+	test('3d. a SELECT whose portal stays open in a transaction block (extended protocol) ends when it ran, not when the next Bind drops it', async () => {
+		const client = await connect(cluster, 'app');
+		const PAUSE_MS = 600;
+		try {
+			const ctx = newContext();
+			await client.query('BEGIN');
+			await client.query({ text: `SELECT id FROM orders_sc WHERE id = $1 /*traceparent='${ctx.header}'*/`, values: [1] });
+			await sleep(PAUSE_MS);
+			await client.query({ text: 'SELECT $1::int AS next', values: [2] });
+			await client.query('COMMIT');
+			const spans = await waitForSpans(receiver, ctx.traceId, 2);
+			const select = spans.find((x) => x.kind === SpanKind.SERVER);
+			const durationMs = Number(select.endTimeUnixNano - select.startTimeUnixNano) / 1e6;
+			assert.ok(durationMs < PAUSE_MS / 2,
+				`the SELECT took ${durationMs.toFixed(1)} ms: its span must not include the client's ${PAUSE_MS} ms pause`);
+			assert.equal(select.attributes['db.response.returned_rows'], 1);
 		} finally {
 			await client.end();
 		}
@@ -854,6 +919,27 @@ describe('retries and rejections (own cluster)', () => {
 		assert.match(s.last_error || '', /400/, 'last_error tells the status');
 	});
 
+	test('6d. 429 + Retry-After longer than the export budget: no request until it has passed, then the batch is delivered', async () => {
+		const RETRY_AFTER_S = 7;	// traceprof.otlp_timeout is 5 s: the export gives up at once
+		const before_ = await stats(monitor);
+		receiver.enqueue({ status: 429, headers: { 'retry-after': String(RETRY_AFTER_S) } });
+		const ctx = await tracedSelect('throttled');
+		await waitFor('the request answered 429', () => requestsWith(receiver, ctx.traceId).length >= 1);
+		const first = requestsWith(receiver, ctx.traceId)[0];
+		const count = receiver.requests.length;
+		await sleep(4000);
+		assert.equal(receiver.requests.length, count,
+			'no request while the collector\'s Retry-After lasts (the exporter runs every 100 ms)');
+		await waitFor('the batch delivered after Retry-After', () =>
+			requestsWith(receiver, ctx.traceId).some((r) => r.behaviour.status === undefined), 15000);
+		const delivered = requestsWith(receiver, ctx.traceId).find((r) => r.behaviour.status === undefined);
+		const gap = delivered.time - first.endTime;
+		assert.ok(gap >= RETRY_AFTER_S * 1000 - 50, `sent again ${gap.toFixed(0)} ms after the 429, not before Retry-After`);
+		const s = await stats(monitor);
+		assert.equal(s.export_failures, before_.export_failures + 1, 'the export that gave up counts once');
+		assert.match(s.last_error || '', /429/);
+	});
+
 	test('sampling: traceprof.sample_rate = 0.5 traces about half of the statements, each with its plan span', async () => {
 		const client = await connect(cluster);
 		const N = 1000;
@@ -897,5 +983,54 @@ describe('retries and rejections (own cluster)', () => {
 			return rows.length === 1 && rows[0].state === 'idle' ? rows[0] : null;
 		});
 		assert.equal(idle.wait_event_type, 'Extension', 'waiting for its next round');
+	});
+});
+
+describe('hot standby (primary and standby clusters)', () => {
+	let primary;
+	let standby;
+	let receiver;
+
+	before(async () => {
+		receiver = await startReceiver({ grpc: false });
+		primary = await startTraced();
+		await primary.psql("CREATE TABLE standby_t (id int); INSERT INTO standby_t VALUES (1), (2);", { db: 'app' });
+		standby = await startCluster({
+			standbyOf: primary,
+			settings: {
+				shared_preload_libraries: 'traceprof',
+				'traceprof.otlp_endpoint': receiver.httpEndpoint,
+				'traceprof.export_interval': String(EXPORT_INTERVAL_MS),
+			},
+		});
+	});
+
+	after(async () => {
+		if (standby)
+			await standby.stop();
+		if (primary)
+			await primary.stop();
+		if (receiver)
+			await receiver.close();
+	});
+
+	test('8. a hot standby exports the spans of its read-only statements (the exporter starts once it is consistent)', async () => {
+		const client = await connect(standby);
+		try {
+			assert.equal((await client.query('SELECT pg_is_in_recovery() AS r')).rows[0].r, true);
+			const ctx = newContext();
+			await waitFor('standby_t replicated', async () =>
+				(await client.query("SELECT to_regclass('standby_t') IS NOT NULL AS ok")).rows[0].ok);
+			const res = await client.query(`SELECT count(*)::int AS n FROM standby_t /*traceparent='${ctx.header}'*/`);
+			assert.equal(res.rows[0].n, 2);
+			// The standby copied the primary's settings: a plan span comes too.
+			const span = (await waitForSpans(receiver, ctx.traceId, 2)).find((x) => x.kind === SpanKind.SERVER);
+			assert.equal(span.name, 'SELECT standby_t');
+			assert.equal(span.parentSpanId, ctx.spanId);
+			const exporter = await client.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'traceprof exporter'");
+			assert.equal(exporter.rows[0].n, 1, 'the exporter runs on the standby');
+		} finally {
+			await client.end();
+		}
 	});
 });

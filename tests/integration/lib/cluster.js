@@ -107,9 +107,11 @@ function tail(file, n = 40) {
 }
 
 /**
- * startCluster({settings, startTimeoutMs}) -> cluster
+ * startCluster({settings, startTimeoutMs, standbyOf}) -> cluster
  *
  * settings: extra postgresql.conf parameters, e.g. {log_statement: 'all'}.
+ * standbyOf: a running cluster to copy (pg_basebackup -R) and follow as a
+ * hot standby, instead of a new initdb; its roles and databases come along.
  *
  * cluster = {
  *   port, host: '127.0.0.1', dataDir, socketDir, logFile, pid,
@@ -182,9 +184,15 @@ async function startCluster(options = {}) {
 	try {
 		if (owner)
 			fs.chownSync(base, owner.uid, owner.gid);
-		await runAs(owner, path.join(PG_BIN, 'initdb'),
-			['-D', dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-locale', '--no-sync'],
-			base);
+		const primary = options.standbyOf;
+		if (primary)
+			await runAs(owner, path.join(PG_BIN, 'pg_basebackup'),
+				['-D', dataDir, '-h', primary.socketDir, '-p', String(primary.port), '-U', 'postgres',
+					'-R', '--no-sync', '--checkpoint=fast'], base);
+		else
+			await runAs(owner, path.join(PG_BIN, 'initdb'),
+				['-D', dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-locale', '--no-sync'],
+				base);
 
 		const conf = {
 			listen_addresses: '127.0.0.1',
@@ -205,6 +213,7 @@ async function startCluster(options = {}) {
 			Object.entries(conf).map(([k, v]) => `${k} = ${quoteConf(v)}\n`).join(''));
 		fs.writeFileSync(path.join(dataDir, 'pg_hba.conf'),
 			'local all all trust\n' +
+			'local replication all trust\n' +
 			'host all all 127.0.0.1/32 scram-sha-256\n' +
 			'host all all ::1/128 scram-sha-256\n');
 		if (owner)
@@ -237,9 +246,10 @@ async function startCluster(options = {}) {
 		if (Number(pidLine) !== child.pid)
 			throw new Error(`postmaster.pid says ${pidLine}, but we started ${child.pid}`);
 
-		await cluster.psql(
-			`CREATE ROLE ${APP_USER} LOGIN PASSWORD '${APP_PASSWORD}';\n` +
-			`CREATE DATABASE ${APP_DB} OWNER ${APP_USER};\n`, { db: 'postgres' });
+		if (!primary)
+			await cluster.psql(
+				`CREATE ROLE ${APP_USER} LOGIN PASSWORD '${APP_PASSWORD}';\n` +
+				`CREATE DATABASE ${APP_DB} OWNER ${APP_USER};\n`, { db: 'postgres' });
 		return cluster;
 	} catch (err) {
 		await cluster.stop().catch(() => {});
