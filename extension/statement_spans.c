@@ -274,16 +274,18 @@ set_user_name(TraceprofSpan *record)
 	static uint8 cached_len;
 
 	StaticAssertStmt(sizeof(cached_name) == sizeof(record->username), "username size");
-	if (unlikely(cached_user != GetUserId()) && !IsTransactionState())
-	{
-		record->userid = GetUserId();
-		memset(record->username, 0, sizeof(record->username));
-		record->username_len = 0;
-		return;
-	}
 	if (unlikely(cached_user != GetUserId()))
 	{
-		char	   *name = GetUserNameFromId(GetUserId(), true);
+		char	   *name;
+
+		if (!IsTransactionState())
+		{
+			record->userid = GetUserId();
+			memset(record->username, 0, sizeof(record->username));
+			record->username_len = 0;
+			return;
+		}
+		name = GetUserNameFromId(GetUserId(), true);
 
 		memset(cached_name, 0, sizeof(cached_name));
 		cached_len = copy_string(cached_name, name ? name : "", sizeof(cached_name));
@@ -978,25 +980,20 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	bool		transparent = IsA(stmt, ExecuteStmt) || IsA(stmt, PrepareStmt) ||
 		IsA(stmt, DeallocateStmt);
 
+	if (top_level)
+		close_stale();
 	if (unlikely(sets_traceparent(stmt)))
 	{
-		/* Handing us the caller's context is not work of the caller's: no span. */
+		/* Handing us the caller's context is no work of the caller's: no span. */
 		if (top_level)
-		{
-			close_stale();
 			decided_in_message = GetCurrentStatementStartTimestamp();
-		}
 		transparent = true;
 	}
 	if (!transparent && top_level)
 		profiler_statement_start(innermost_record());
 	if (!transparent && (top_level || traceprof_track == TRACK_ALL))
-	{
-		if (top_level)
-			close_stale();
 		span = open_statement_span(top_level, query_string, pstmt->stmt_location, pstmt->stmt_len,
 								   stmt, pstmt->queryId);
-	}
 	if (top_level && context == PROCESS_UTILITY_TOPLEVEL && profiler_is_sampling() &&
 		ActivePortal != NULL)
 		learn_utility_callers(dest);
