@@ -49,6 +49,14 @@ static Batch batch;
 
 #define SAMPLES_PER_UPLOAD 8192
 
+/*
+ * A request's spans, as records, stay within 4 MiB: an OpenTelemetry
+ * Collector refuses larger gRPC requests by default, and 65536 spans with
+ * 64 kB texts would ask for 4 GB.  Only a raised max_query_length makes it
+ * bind (512 spans of the default 1 kB take 1 MB).
+ */
+#define BATCH_RECORD_BYTES (4 * 1024 * 1024)
+
 static bool failing = false;	/* inside a streak of failed exports */
 static bool pyroscope_failing = false;
 
@@ -160,6 +168,13 @@ report_sending(const char *what)
 	pgstat_report_wait_start(PG_WAIT_EXTENSION);
 }
 
+/* Spans per request: traceprof.export_batch_size, as far as BATCH_RECORD_BYTES allows. */
+static int
+batch_size(void)
+{
+	return Max(1, Min(traceprof_export_batch_size, BATCH_RECORD_BYTES / (int) TraceprofSpanSize()));
+}
+
 /* One request.  Returns the number of spans exported, -1 on failure. */
 static int
 export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
@@ -171,9 +186,12 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 	char		err[1024];
 	tp_export_result result;
 
-	if (!batch_reserve(traceprof_export_batch_size))
+	if (!batch_reserve(batch_size()))
+	{
+		span_store_export_failed("out of memory for a batch of spans");
 		return -1;
-	upto = span_store_read_unexported(batch.records, traceprof_export_batch_size, &batch.count);
+	}
+	upto = span_store_read_unexported(batch.records, batch_size(), &batch.count);
 	for (int i = 0; i < batch.count; i++)
 	{
 		span_view((TraceprofSpan *) (batch.records + i * TraceprofSpanSize()), true,
@@ -400,7 +418,7 @@ traceprof_exporter_main(Datum arg)
 		 */
 		while (traceprof_exporting && !ShutdownRequestPending &&
 			   tp_otlp_retry_wait_ms(&target) == 0 &&
-			   export_one_batch(&resource, &target) == traceprof_export_batch_size)
+			   export_one_batch(&resource, &target) == batch_size())
 			;
 		if (pyroscope.enabled &&
 			TimestampDifferenceExceeds(last_upload, GetCurrentTimestamp(),

@@ -265,11 +265,14 @@ span_store_read_unexported(char *spans, int max, int *count)
 void
 span_store_mark_exported(uint64 upto, int count)
 {
+	TimestampTz now;
+
 	shm_ring_mark_exported(ring, upto, count);
 	if (count == 0)
 		return;
+	now = GetCurrentTimestamp();	/* not under the spinlock */
 	SpinLockAcquire(&store->mutex);
-	store->last_export = GetCurrentTimestamp();
+	store->last_export = now;
 	SpinLockRelease(&store->mutex);
 }
 
@@ -284,9 +287,11 @@ span_store_mark_rejected(uint64 upto, int count)
 static void
 remember_failure(pg_atomic_uint64 *counter, const char *message)
 {
+	TimestampTz now = GetCurrentTimestamp();
+
 	pg_atomic_fetch_add_u64(counter, 1);
 	SpinLockAcquire(&store->mutex);
-	store->last_failure = GetCurrentTimestamp();
+	store->last_failure = now;
 	strlcpy(store->last_error, message, sizeof(store->last_error));
 	SpinLockRelease(&store->mutex);
 }

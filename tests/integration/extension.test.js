@@ -832,6 +832,55 @@ describe('unreachable endpoint, small ring (own cluster)', () => {
 
 // ---- 6: retries --------------------------------------------------------
 
+describe('long texts, large batch setting (own cluster)', () => {
+	let cluster;
+	let receiver;
+
+	before(async () => {
+		receiver = await startReceiver({ grpc: false });
+		cluster = await startTraced({
+			'traceprof.otlp_endpoint': receiver.httpEndpoint,
+			'traceprof.max_query_length': '65536',
+			'traceprof.export_batch_size': '65536',
+			// 32 MB of slots: a quarter (when backends wake the exporter) holds all the spans.
+			'traceprof.max_spans': '65536',
+			'traceprof.query_text': 'full',
+			'traceprof.track_planning': 'off',
+			// The statements go in before the exporter's next round.
+			'traceprof.export_interval': '3s',
+		});
+	});
+
+	after(async () => {
+		if (cluster)
+			await cluster.stop();
+		if (receiver)
+			await receiver.close();
+	});
+
+	test('5f. a request stays within 4 MiB of span records whatever export_batch_size says; every span arrives once', async () => {
+		const N = 150;
+		const ctx = newContext();
+		const client = await connect(cluster, 'app');
+		try {
+			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			for (let i = 0; i < N; i++)
+				await client.query(`SELECT ${i} AS i, length('${'x'.repeat(50000)}') AS n`);
+		} finally {
+			await client.end();
+		}
+		await waitForSpans(receiver, ctx.traceId, N, 30000);
+		const carrying = requestsWith(receiver, ctx.traceId);
+		const sizes = carrying.map((r) => `${decodeTraces(r.body).spans.length} spans, ${r.body.length} bytes`);
+		assert.ok(carrying.length >= 2, `${N} spans of 50 kB are split into several requests: ${sizes.join('; ')}`);
+		for (const r of carrying)
+			assert.ok(r.body.length <= 4 * 1024 * 1024, `every request within 4 MiB: ${sizes.join('; ')}`);
+		const ids = carrying.flatMap((r) => decodeTraces(r.body).spans.map((x) => x.spanId));
+		assert.equal(new Set(ids).size, N, 'each span once');
+		assert.equal(ids.length, N);
+	});
+});
+
 describe('retries and rejections (own cluster)', () => {
 	let cluster;
 	let receiver;
