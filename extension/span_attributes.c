@@ -91,8 +91,10 @@ span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, t
 		add_string(&list, "db.collection.name", r->collection);
 	if (include_private && r->query[0])
 		add_string_len(&list, "db.query.text", KEY_LEN("db.query.text"), r->query, r->query_len);
-	if (r->rows >= 0)
+	if (r->rows >= 0 && (r->rows_meaning & ROWS_RETURNED))
 		add_int(&list, "db.response.returned_rows", r->rows);
+	if (r->rows >= 0 && (r->rows_meaning & ROWS_AFFECTED))
+		add_int(&list, "traceprof.rows_affected", r->rows);
 	if (r->query_id != 0)
 		add_int(&list, "traceprof.query_id", (int64) r->query_id);
 	add_int(&list, "traceprof.backend_pid", r->pid);

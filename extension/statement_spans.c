@@ -904,6 +904,9 @@ end_with_span(int owner, QueryDesc *query_desc)
 	ErrorContextCallback watch;
 	bool		watching = watch_errors(&watch);
 
+	/* es_processed counts the rows a SELECT returned, or those a write wrote. */
+	open_spans[owner].record->rows_meaning = query_desc->operation == CMD_SELECT ? ROWS_RETURNED :
+		ROWS_AFFECTED | (query_desc->plannedstmt->hasReturning ? ROWS_RETURNED : 0);
 	call_ExecutorEnd(query_desc);
 	unwatch_errors(&watch, watching);
 	close_from(owner, rows, 0, NULL);
@@ -936,9 +939,15 @@ end_utility(OpenSpan *span, Node *stmt, QueryCompletion *qc)
 		 ((TransactionStmt *) stmt)->kind == TRANS_STMT_ROLLBACK) &&
 		IsTransactionState())
 		span->awaiting_xact_end = true;
+	else if (qc && command_tag_display_rowcount(qc->commandTag) && qc->commandTag != CMDTAG_MOVE)
+	{
+		/* FETCH and COPY TO send rows; COPY FROM, CREATE TABLE AS and the like write them. */
+		span->record->rows_meaning = qc->commandTag == CMDTAG_FETCH ||
+			(IsA(stmt, CopyStmt) && !((CopyStmt *) stmt)->is_from) ? ROWS_RETURNED : ROWS_AFFECTED;
+		close_from(index_of(span), (int64) qc->nprocessed, 0, NULL);
+	}
 	else
-		close_from(index_of(span), qc && command_tag_display_rowcount(qc->commandTag) ?
-				   (int64) qc->nprocessed : -1, 0, NULL);
+		close_from(index_of(span), -1, 0, NULL);
 }
 
 /* SET or RESET of traceprof.traceparent, SET LOCAL included. */

@@ -76,6 +76,7 @@ typedef struct TraceprofSpan
 	bool		remote_parent;	/* parent came from the client */
 	bool		profiled;		/* the sampler ran while it was open */
 	uint8		query_form;		/* QueryForm: what readers do with query */
+	uint8		rows_meaning;	/* ROWS_RETURNED and/or ROWS_AFFECTED */
 	uint8		profile_span_id[TP_SPAN_ID_BYTES];	/* its samples' span_id label */
 	int32		pid;
 	Oid			userid;
@@ -84,7 +85,7 @@ typedef struct TraceprofSpan
 	int64		start_ns;		/* Unix epoch nanoseconds */
 	int64		end_ns;
 	int64		cpu_ns;			/* backend CPU time inside the span; -1: not tracked */
-	int64		rows;			/* -1 when not applicable */
+	int64		rows;			/* -1 when not applicable; see rows_meaning */
 	int64		shared_blks_hit;
 	int64		shared_blks_read;
 	int64		wal_bytes;
@@ -106,6 +107,10 @@ typedef struct TraceprofSpan
 	char		message[256];
 	char		query[FLEXIBLE_ARRAY_MEMBER];	/* NUL-terminated, query_len bytes */
 } TraceprofSpan;
+
+/* What a span's row count is: rows sent to the client, rows written, or both (RETURNING). */
+#define ROWS_RETURNED 0x01
+#define ROWS_AFFECTED 0x02
 
 /*
  * A normalized text whose constants are every literal token is written as

@@ -309,7 +309,8 @@ end_batch(loader *ld)
 		return copy_failure(ld);
 	if (ld->copy_span != NULL)
 	{
-		tp_span_set_int(ld->copy_span, "db.response.returned_rows", (int64_t) rows);
+		/* Rows written, as the server's COPY span says it (db.response.returned_rows: rows sent back). */
+		tp_span_set_int(ld->copy_span, "traceprof.rows_affected", (int64_t) rows);
 		tp_span_end(ld->copy_span);
 		ld->copy_span = NULL;
 	}

@@ -20,6 +20,8 @@ function describe(span) {
 		parts.push(`cpu ${ms(a['traceprof.cpu_time_ns'])}`);
 	if (a['db.response.returned_rows'] !== undefined)
 		parts.push(`rows ${a['db.response.returned_rows']}`);
+	if (a['traceprof.rows_affected'] !== undefined)
+		parts.push(`rows written ${a['traceprof.rows_affected']}`);
 	if (span.status.code === 2)
 		parts.push(`ERROR ${span.status.message}`);
 	let line = parts.join(', ');

@@ -31,7 +31,7 @@ test('make demo: span tree from loader.run down to the server, top PostgreSQL fu
 	const depth = (i) => lines[i].search(/\S/);
 	const run_ = indexOf(/^loader\.run +\[traceprof\.loader\]/);
 	const copy = indexOf(/└─ loader\.copy +\[traceprof\.loader\]/);
-	const serverCopy = indexOf(/└─ COPY orders +\[postgresql\].*cpu [\d.]+ ms, rows 20000/);
+	const serverCopy = indexOf(/└─ COPY orders +\[postgresql\].*cpu [\d.]+ ms, rows written 20000/);
 	const commit = indexOf(/└─ loader\.commit/);
 	const serverCommit = indexOf(/└─ COMMIT +\[postgresql\]/);
 	assert.ok(run_ >= 0 && copy > run_ && serverCopy > copy && commit > serverCopy && serverCommit > commit, tree);

@@ -102,7 +102,7 @@ function expectedStatements(table) {
 		{ text: `CREATE TABLE ${table} (id int PRIMARY KEY, note text)`, name: `CREATE TABLE ${table}`,
 			operation: 'CREATE TABLE', collection: table, planned: false },
 		{ text: `INSERT INTO ${table} VALUES ($1, $2), ($3, $4), ($5, $6)`, name: `INSERT ${table}`,
-			operation: 'INSERT', collection: table, rows: 3, planned: true },
+			operation: 'INSERT', collection: table, affected: 3, planned: true },
 		{ text: `SELECT id, note FROM ${table} WHERE id >= $1 AND note <> $2 ORDER BY id`, name: `SELECT ${table}`,
 			operation: 'SELECT', collection: table, rows: 2, planned: true },
 		{ text: 'SELECT count(*) FROM generate_series($1, $2) AS g', name: 'SELECT',
@@ -165,10 +165,11 @@ async function checkWorkloadExport(receiver, table, run, serviceName) {
 			`0 <= cpu_time_ns (${a['traceprof.cpu_time_ns']}) <= wall time (${wallNs}) for ${s.name}`);
 		if (e.cpuHeavy)
 			assert.ok(a['traceprof.cpu_time_ns'] > 1e6, `counting 300000 rows costs over 1 ms of CPU: ${a['traceprof.cpu_time_ns']} ns`);
-		if (e.rows !== undefined) {
-			assert.equal(a['db.response.returned_rows'], e.rows, `db.response.returned_rows of ${e.text}`);
+		// Rows sent to the client (semantic conventions) and rows written (ours) apart.
+		assert.equal(a['db.response.returned_rows'], e.rows, `db.response.returned_rows of ${e.text}`);
+		assert.equal(a['traceprof.rows_affected'], e.affected, `traceprof.rows_affected of ${e.text}`);
+		if (e.rows !== undefined)
 			assert.equal(s.attributeTypes['db.response.returned_rows'], 'intValue');
-		}
 		if (e.error) {
 			assert.equal(s.status.code, StatusCode.ERROR, `${e.text}: status ERROR`);
 			assert.equal(s.status.message, e.error.message);
@@ -518,7 +519,9 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			assert.equal(serverCopy.parentSpanId, copy.spanId, `COPY is a child of loader.copy${context}`);
 			assert.equal(serverCommit.parentSpanId, commit.spanId, `COMMIT is a child of loader.commit${context}`);
 			assert.equal(serverCopy.attributes['db.collection.name'], 'loaded_orders');
-			assert.equal(serverCopy.attributes['db.response.returned_rows'], 2000, 'COPY reports the rows it loaded');
+			assert.equal(serverCopy.attributes['traceprof.rows_affected'], 2000, 'COPY FROM reports the rows it loaded');
+			assert.equal(serverCopy.attributes['db.response.returned_rows'], undefined, 'COPY FROM returns no rows');
+			assert.equal(copy.attributes['traceprof.rows_affected'], 2000, 'and so does the loader\'s own span');
 			assert.equal(serverCopy.resource.attributes['service.name'], 'orders-db');
 			assert.notEqual(copy.resource.attributes['service.name'], 'orders-db', 'client and server are different services');
 			for (const [server, client] of [[serverCopy, copy], [serverCommit, commit]]) {

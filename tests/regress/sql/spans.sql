@@ -14,6 +14,8 @@ SELECT 1 / 0;
 SELECT * FROM orders_t WHERE id = 1 / (id - 3);
 COPY orders_t TO stdout WITH (FORMAT csv) ;
 CREATE INDEX orders_t_note ON orders_t (note);
+-- RETURNING: rows sent and rows written
+UPDATE orders_t SET note = note WHERE id = 2 RETURNING id;
 
 -- a trailing sqlcommenter comment overrides the session's context
 SELECT count(*) FROM orders_t /*db_driver='x',traceparent='00-11111111111111111111111111111111-2222222222222222-01'*/;
@@ -27,6 +29,7 @@ SELECT name, kind, parent_span_id, status, status_message, query,
        attributes->>'db.operation.name' AS operation,
        attributes->>'db.collection.name' AS collection,
        attributes->>'db.response.returned_rows' AS rows,
+       attributes->>'traceprof.rows_affected' AS written,
        attributes->>'db.response.status_code' AS sqlstate,
        trace_id = '4bf92f3577b34da6a3ce929d0e0e4736' AS in_caller_trace
   FROM traceprof.spans
