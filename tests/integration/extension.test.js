@@ -1038,6 +1038,48 @@ describe('retries and rejections (own cluster)', () => {
 	});
 });
 
+describe('restart (own cluster)', () => {
+	let cluster;
+	let receiver;
+
+	before(async () => {
+		receiver = await startReceiver({ grpc: false });
+		cluster = await startTraced({ 'traceprof.otlp_endpoint': receiver.httpEndpoint });
+	});
+
+	after(async () => {
+		if (cluster)
+			await cluster.stop();
+		if (receiver)
+			await receiver.close();
+	});
+
+	test('9. after a clean restart the extension traces and exports again; the ring starts empty', async () => {
+		const before_ = newContext();
+		let client = await connect(cluster, 'app');
+		await client.query(`SELECT 1 AS before_restart /*traceparent='${before_.header}'*/`);
+		await waitForSpans(receiver, before_.traceId, 2);
+		await client.end();
+		const oldPid = cluster.pid;
+
+		await cluster.restart();
+		assert.notEqual(cluster.pid, oldPid, 'a new postmaster');
+		const after_ = newContext();
+		client = await connect(cluster, 'app');
+		try {
+			const s = await stats(client);
+			assert.equal(s.spans_created, 0, 'counters start afresh with shared memory');
+			await client.query(`SELECT 1 AS after_restart /*traceparent='${after_.header}'*/`);
+			const spans = await waitForSpans(receiver, after_.traceId, 2);
+			assert.ok(spans.some((x) => x.kind === SpanKind.SERVER && x.parentSpanId === after_.spanId));
+			const local = await client.query('SELECT count(*)::int AS n FROM traceprof.spans WHERE trace_id = $1', [after_.traceId]);
+			assert.equal(local.rows[0].n, 2, 'the statement and its plan span, in SQL too');
+		} finally {
+			await client.end();
+		}
+	});
+});
+
 describe('hot standby (primary and standby clusters)', () => {
 	let primary;
 	let standby;

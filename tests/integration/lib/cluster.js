@@ -119,6 +119,7 @@ function tail(file, n = 40) {
  *   psql(sql, {db = 'app', user = 'postgres'})      -> stdout (-X -At), the
  *        trailing newline removed; throws with psql's stderr on error
  *   readLog()                                        the server log so far
+ *   restart()                                        fast shutdown, start again on the same port
  *   stop()                                           SIGINT + wait, rm temp dir
  * }
  */
@@ -159,27 +160,67 @@ async function startCluster(options = {}) {
 		readLog() {
 			return fs.readFileSync(logFile, 'utf8');
 		},
+		async restart() {
+			await halt();
+			await launch(this.port);
+		},
 		async stop() {
 			if (stopped)
 				return;
 			stopped = true;
-			if (child && child.exitCode === null && child.signalCode === null) {
-				try { process.kill(child.pid, 'SIGINT'); } catch { /* already gone */ }
-				let timer;
-				const exited = await Promise.race([waitExit(child),
-					new Promise((r) => { timer = setTimeout(() => r(null), 30000); })]);
-				clearTimeout(timer);
-				if (exited === null) {
-					try { process.kill(child.pid, 'SIGKILL'); } catch { /* gone */ }
-					await waitExit(child);
-				}
-			}
-			if (child)
-				live.delete(child);
+			await halt();
 			if (!process.env.TRACEPROF_KEEP_CLUSTER)
 				fs.rmSync(base, { recursive: true, force: true });
 		},
 	};
+
+	/** Fast shutdown (SIGINT), SIGKILL after 30 s. */
+	async function halt() {
+		if (child && child.exitCode === null && child.signalCode === null) {
+			try { process.kill(child.pid, 'SIGINT'); } catch { /* already gone */ }
+			let timer;
+			const exited = await Promise.race([waitExit(child),
+				new Promise((r) => { timer = setTimeout(() => r(null), 30000); })]);
+			clearTimeout(timer);
+			if (exited === null) {
+				try { process.kill(child.pid, 'SIGKILL'); } catch { /* gone */ }
+				await waitExit(child);
+			}
+		}
+		if (child)
+			live.delete(child);
+	}
+
+	/**
+	 * Start the postmaster on fixedPort, or on a free port: one picked free
+	 * can be taken before the postmaster binds it (tests run in parallel),
+	 * so that is retried with another.
+	 */
+	async function launch(fixedPort) {
+		for (let attempt = 1; ; attempt++) {
+			const port = fixedPort || await freePort();
+			const logFd = fs.openSync(logFile, 'a');
+			child = spawnAs(owner, path.join(PG_BIN, 'postgres'), ['-D', dataDir, '-p', String(port)],
+				// JIT profiling (jit_profiling_support) writes its jitdump files here.
+				{ cwd: base, stdio: ['ignore', logFd, logFd], env: { JITDUMPDIR: base } });
+			fs.closeSync(logFd);
+			live.add(child);
+			child.on('error', () => { /* reported through exit/wait below */ });
+			cluster.port = port;
+			cluster.pid = child.pid;
+			const ready = await waitReady(cluster, child, options.startTimeoutMs ?? 60000);
+			if (ready === true)
+				break;
+			live.delete(child);
+			const log = tail(logFile);
+			if (!fixedPort && attempt < 5 && /could not (bind|create listen)|Address already in use/i.test(log))
+				continue;
+			throw new Error(`postgres did not start (${ready}); log ${logFile}:\n${log}`);
+		}
+		const pidLine = fs.readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0];
+		if (Number(pidLine) !== child.pid)
+			throw new Error(`postmaster.pid says ${pidLine}, but we started ${child.pid}`);
+	}
 
 	try {
 		if (owner)
@@ -219,33 +260,7 @@ async function startCluster(options = {}) {
 		if (owner)
 			chownTree(dataDir, owner.uid, owner.gid);
 
-		// A port picked free can be taken before the postmaster binds it
-		// (tests run in parallel): retry with another port.
-		for (let attempt = 1; ; attempt++) {
-			const port = await freePort();
-			const logFd = fs.openSync(logFile, 'a');
-			child = spawnAs(owner, path.join(PG_BIN, 'postgres'), ['-D', dataDir, '-p', String(port)],
-				// JIT profiling (jit_profiling_support) writes its jitdump files here.
-				{ cwd: base, stdio: ['ignore', logFd, logFd], env: { JITDUMPDIR: base } });
-			fs.closeSync(logFd);
-			live.add(child);
-			child.on('error', () => { /* reported through exit/wait below */ });
-			cluster.port = port;
-			cluster.pid = child.pid;
-			const ready = await waitReady(cluster, child, options.startTimeoutMs ?? 60000);
-			if (ready === true)
-				break;
-			live.delete(child);
-			const log = tail(logFile);
-			if (attempt < 5 && /could not (bind|create listen)|Address already in use/i.test(log))
-				continue;
-			throw new Error(`postgres did not start (${ready}); log ${logFile}:\n${log}`);
-		}
-
-		const pidLine = fs.readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0];
-		if (Number(pidLine) !== child.pid)
-			throw new Error(`postmaster.pid says ${pidLine}, but we started ${child.pid}`);
-
+		await launch(0);
 		if (!primary)
 			await cluster.psql(
 				`CREATE ROLE ${APP_USER} LOGIN PASSWORD '${APP_PASSWORD}';\n` +
