@@ -60,7 +60,8 @@
 # concurrent: the target as written, against no extension, with both
 # sides under the same drift: cluster A (no extension) and cluster B each
 # driven by its own pgbench at the same time, CLIENTS/2 clients each, on
-# the same CPUs; B loaded and idle, or tracing every statement.  Cluster D
+# the same CPUs; B loaded and idle, tracing every statement, or tracing
+# with export to the local sink (its spans dropped are counted).  Cluster D
 # (no extension, same settings and data) against A is the A/A control: its
 # spread is the method's resolution.  Ratio = B's (or D's) TPS / A's TPS in
 # the same run; CONCURRENT_ROUNDS rounds of CONCURRENT_SECONDS each.
@@ -579,7 +580,7 @@ fi
 # alternating, select-only; ratios within each pair.
 # Cluster A and another driven at once (see the header).
 if want concurrent; then
-	say "concurrent: $concurrent_rounds rounds of $concurrent_secs s, no extension vs A/A, idle, tracing, 2 workloads, both driven at once"
+	say "concurrent: $concurrent_rounds rounds of $concurrent_secs s, no extension vs A/A, idle, tracing, tracing + export, 2 workloads, both driven at once"
 	start_cluster D
 	half=$(( (clients + 1) / 2 ))
 	# pgbench_bg CLUSTER WORKLOAD OUT: one pgbench in the background.
@@ -592,12 +593,13 @@ if want concurrent; then
 	r=0
 	while [ "$r" -lt "$concurrent_rounds" ]; do
 		for wl in select tpcb; do
-			# The order of the three pairs rotates from round to round.
-			for i in 0 1 2; do
-				case $(( (i + r) % 3 )) in
+			# The order of the four pairs rotates from round to round.
+			for i in 0 1 2 3; do
+				case $(( (i + r) % 4 )) in
 				0) other=D cfg=aa ;;
 				1) other=B cfg=idle ;;
 				2) other=B cfg=trace ;;
+				3) other=B cfg=export ;;
 				esac
 				if [ "$other" = B ]; then
 					use_cluster B
@@ -609,6 +611,7 @@ if want concurrent; then
 					SQL_OPTIONS=$( [ "$c" = B ] && echo "-c traceprof.sample_rate=0" ) sql \
 						-c "TRUNCATE pgbench_history" -c "VACUUM pgbench_branches, pgbench_tellers"
 				done
+				dropped0=$( [ "$cfg" = export ] && stats_line | cut -d' ' -f2 )
 				pgbench_bg A "$wl" "$dir/concurrent.a"
 				pid_a=$!
 				pgbench_bg "$other" "$wl" "$dir/concurrent.b"
@@ -621,7 +624,13 @@ if want concurrent; then
 					cat "$dir/concurrent.a" "$dir/concurrent.b" >&2
 					exit 1
 				fi
-				echo "concurrent $r $wl $cfg $(tps_of "$dir/concurrent.a") $(tps_of "$dir/concurrent.b")" >>"$dir/results"
+				dropped=0
+				if [ "$cfg" = export ]; then
+					use_cluster B
+					SQL_OPTIONS="-c traceprof.sample_rate=0"
+					dropped=$(( $(stats_line | cut -d' ' -f2) - dropped0 ))
+				fi
+				echo "concurrent $r $wl $cfg $(tps_of "$dir/concurrent.a") $(tps_of "$dir/concurrent.b") $dropped" >>"$dir/results"
 				say "  round $r  $wl  $cfg  $(tps_of "$dir/concurrent.a") / $(tps_of "$dir/concurrent.b") TPS"
 			done
 		done
@@ -631,19 +640,22 @@ if want concurrent; then
 	echo "concurrent runs: cluster A (no extension) and another driven at once, $half client(s) each, same CPUs ($concurrent_rounds rounds of ${concurrent_secs} s)"
 	echo "ratio = the other's TPS / A's TPS in the same run; median over rounds (range)"
 	awk -v summary="${BENCH_SUMMARY:-}" "$AWK_STATS"'
-		$1 == "concurrent" { k = $3 SUBSEP $4; ratio[k, ++count[k]] = $6 / $5 }
+		$1 == "concurrent" { k = $3 SUBSEP $4; ratio[k, ++count[k]] = $6 / $5; dropped[k] += $7 }
 		END {
 			name["select"] = "select-only"; name["tpcb"] = "TPC-B-like"
 			label["aa"] = "A/A: no extension again"; label["idle"] = "loaded, idle"; label["trace"] = "tracing 100%"
+			label["export"] = "tracing 100% + export"
 			target["idle"] = "TPS >= 0.99x"; target["trace"] = "TPS >= 0.97x"; target["aa"] = "1 (resolution)"
+			target["export"] = "TPS >= 0.95x, 0 dropped"
 			printf "%-14s %-26s %6s %9s %19s\n", "workload", "against no extension", "rounds", "ratio", "range"
-			split("select tpcb", w, " "); split("aa idle trace", c, " ")
-			for (i = 1; i <= 2; i++) for (j = 1; j <= 3; j++) {
+			split("select tpcb", w, " "); split("aa idle trace export", c, " ")
+			for (i = 1; i <= 2; i++) for (j = 1; j <= 4; j++) {
 				k = w[i] SUBSEP c[j]; m = count[k]
 				if (m == 0) continue
 				for (x = 1; x <= m; x++) q[x] = ratio[k, x]
 				sort(q, m)
-				printf "%-14s %-26s %6d %9.4f %9.4f..%-9.4f %s\n", name[w[i]], label[c[j]], m, median(q, m), q[1], q[m], target[c[j]]
+				printf "%-14s %-26s %6d %9.4f %9.4f..%-9.4f %s%s\n", name[w[i]], label[c[j]], m, median(q, m), q[1], q[m], target[c[j]],
+					c[j] == "export" ? sprintf(" (spans dropped: %d)", dropped[k]) : ""
 				if (summary != "")
 					printf "pgbench|concurrent runs, %s, %s: TPS ratio to no extension, median (range)|%.4fx (%.4f..%.4f)|%s\n",
 						name[w[i]], label[c[j]], median(q, m), q[1], q[m], target[c[j]] >>summary
