@@ -205,6 +205,14 @@ span_store_count_malformed(void)
 		pg_atomic_fetch_add_u64(&store->malformed, 1);
 }
 
+/* A span that was never made (nesting too deep, no random id): dropped. */
+void
+span_store_count_unmade(void)
+{
+	if (store != NULL)
+		shm_ring_count_dropped(ring, 1);
+}
+
 typedef struct SpanVisit
 {
 	SpanVisitor visit;

@@ -342,8 +342,15 @@ static bool
 choose_parent(bool top_level, const char *source, int location, int len, SpanParent *parent)
 {
 	memset(parent, 0, sizeof(*parent));
-	if (unlikely(IsParallelWorker() || open_count == MAX_OPEN_SPANS))
+	if (unlikely(IsParallelWorker()))
 		return false;
+	if (unlikely(open_count == MAX_OPEN_SPANS))
+	{
+		/* Nested this deep under a traced statement: a span lost, counted. */
+		if (!top_level)
+			span_store_count_unmade();
+		return false;
+	}
 	if (!top_level)
 	{
 		const TraceprofSpan *innermost;
@@ -397,7 +404,10 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	if (parent->remote || parent->nested)
 		memcpy(r->parent_span_id, parent->context.span_id, TP_SPAN_ID_BYTES);
 	if (unlikely(!tp_id_random(r->span_id, TP_SPAN_ID_BYTES)))
+	{
+		span_store_count_unmade();
 		return NULL;
+	}
 	r->flags = parent->context.flags | TP_FLAG_SAMPLED;
 	r->remote_parent = parent->remote;
 	r->kind = kind;

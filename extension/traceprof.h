@@ -150,6 +150,7 @@ extern Size span_store_shmem_size(void);
 extern void span_store_shmem_startup(void);
 extern void span_store_write(const TraceprofSpan *span);
 extern void span_store_count_malformed(void);
+extern void span_store_count_unmade(void);
 extern void span_store_scan_retained(SpanVisitor visit, void *arg);
 /* Up to max spans not yet exported, into spans (TraceprofSpanSize() bytes each). */
 extern uint64 span_store_read_unexported(char *spans, int max, int *count);

@@ -47,3 +47,22 @@ SELECT c.name, c.kind, coalesce(p.name, '(caller) ' || c.parent_span_id) AS pare
 SELECT bool_and(c.start_time >= p.start_time AND c.end_time <= p.end_time) AS inside_commit
   FROM traceprof.spans c JOIN traceprof.spans p ON p.span_id = c.parent_span_id
  WHERE p.name = 'COMMIT';
+
+-- Nested deeper than the spans a backend keeps open (32): the spans that
+-- cannot be made are counted as dropped, and tracing goes on.
+CREATE FUNCTION nest_deep(n int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  IF n = 0 THEN RETURN 0; END IF;
+  RETURN (SELECT nest_deep(n - 1)) + 1;
+END $$;
+SELECT traceprof.reset();
+SET traceprof.track = 'all';
+SET traceprof.traceparent = '00-6bf92f3577b34da6a3ce929d0e0e4736-40f067aa0ba902b7-01';
+SELECT nest_deep(40) AS depth;
+SELECT 'after the deep call' AS next;
+SET traceprof.traceparent = '';
+RESET traceprof.track;
+SELECT spans_dropped > 0 AS counted FROM traceprof.stats;
+SELECT count(*) FILTER (WHERE kind = 'server') AS server_spans,
+       bool_or(query LIKE '%AS next') AS traced_after
+  FROM traceprof.spans;
