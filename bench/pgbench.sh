@@ -611,7 +611,8 @@ if want concurrent; then
 					SQL_OPTIONS=$( [ "$c" = B ] && echo "-c traceprof.sample_rate=0" ) sql \
 						-c "TRUNCATE pgbench_history" -c "VACUUM pgbench_branches, pgbench_tellers"
 				done
-				dropped0=$( [ "$cfg" = export ] && stats_line | cut -d' ' -f2 )
+				dropped0=0
+				[ "$cfg" != export ] || dropped0=$(stats_line | cut -d' ' -f2)
 				pgbench_bg A "$wl" "$dir/concurrent.a"
 				pid_a=$!
 				pgbench_bg "$other" "$wl" "$dir/concurrent.b"
