@@ -61,6 +61,7 @@ typedef struct OpenSpan
 	bool		awaiting_executor;	/* opened by the planner, not yet run */
 	bool		awaiting_xact_end;	/* COMMIT/ROLLBACK: ends when the xact does */
 	int64		cpu_start_ns;	/* -1: CPU time not tracked */
+	uint64		rows_run;		/* es_processed summed over its runs (pages) */
 	/* Extended protocol: when its portal last ran, and in which message. */
 	int64		last_run_end_ns;	/* 0: not run through the extended protocol */
 	TimestampTz last_run_message;
@@ -430,6 +431,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 		r->query[0] = '\0';
 
 	span->query_desc = NULL;
+	span->rows_run = 0;
 	span->last_run_end_ns = 0;
 	span->awaiting_executor = false;
 	span->awaiting_xact_end = false;
@@ -476,14 +478,20 @@ close_innermost(int64 rows, int sqlerrcode, const char *message)
 {
 	OpenSpan   *span = &open_spans[open_count - 1];
 	TraceprofSpan *r = span->record;
+	bool		kept = unlikely(portal_kept_after_run(span));
 
 	r->cpu_ns = span->cpu_start_ns >= 0 ? thread_cpu_ns() - span->cpu_start_ns : -1;
-	r->end_ns = unlikely(portal_kept_after_run(span)) ? span->last_run_end_ns : (int64) tp_unix_now_ns();
 	r->shared_blks_hit = pgBufferUsage.shared_blks_hit - span->shared_blks_hit_start;
 	r->shared_blks_read = pgBufferUsage.shared_blks_read - span->shared_blks_read_start;
 	r->wal_bytes = (int64) (pgWalUsage.wal_bytes - span->wal_bytes_start);
-	r->rows = rows;
-	if (unlikely(message != NULL))
+	/*
+	 * A portal kept after its run ended then, with the rows counted then
+	 * (run_ended); a later statement's error is not its own.
+	 */
+	r->end_ns = kept ? span->last_run_end_ns : (int64) tp_unix_now_ns();
+	if (!kept)
+		r->rows = rows;
+	if (unlikely(message != NULL) && !kept)
 	{
 		r->status = SPAN_STATUS_ERROR;
 		strlcpy(r->sqlstate, unpack_sql_state(sqlerrcode), sizeof(r->sqlstate));
@@ -838,12 +846,44 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 		executor_names_learn(query_desc->planstate);
 }
 
-/* An Execute message ran the span's portal (portal_kept_after_run). */
-static pg_noinline void
-note_run_end(OpenSpan *span)
+/*
+ * The rows of a span's statement: those a SELECT returned, or those a write
+ * wrote, over all its runs (a portal fetched in pages runs once a page, and
+ * each run counts es_processed from 0).
+ */
+static void
+count_rows(OpenSpan *span, const QueryDesc *query_desc)
 {
+	span->record->rows = (int64) span->rows_run;
+	span->record->rows_meaning = query_desc->operation == CMD_SELECT ? ROWS_RETURNED :
+		ROWS_AFFECTED | (query_desc->plannedstmt->hasReturning ? ROWS_RETURNED : 0);
+}
+
+/*
+ * A run of a query with a span starts: through an Execute message, the
+ * statement runs again until it ends (portal_kept_after_run).
+ */
+static pg_noinline OpenSpan *
+run_starts(const QueryDesc *query_desc)
+{
+	int			owner = index_of_query(query_desc);
+
+	if (owner < 0)
+		return NULL;
+	if (query_desc->dest->mydest == DestRemoteExecute)
+		open_spans[owner].last_run_end_ns = 0;
+	return &open_spans[owner];
+}
+
+static pg_noinline void
+run_ended(OpenSpan *span, const QueryDesc *query_desc)
+{
+	span->rows_run += query_desc->estate->es_processed;
+	if (query_desc->dest->mydest != DestRemoteExecute)
+		return;
 	span->last_run_end_ns = (int64) tp_unix_now_ns();
 	span->last_run_message = GetCurrentStatementStartTimestamp();
+	count_rows(span, query_desc);
 }
 
 /* The protocol's static caller of a top-level statement, for the profiler. */
@@ -862,6 +902,7 @@ traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 cou
 {
 	ErrorContextCallback watch;
 	bool		watching = watch_errors(&watch);
+	OpenSpan   *span = open_count > 0 ? run_starts(query_desc) : NULL;
 
 	if (nesting_level == 0)
 	{
@@ -877,9 +918,8 @@ traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 cou
 		standard_ExecutorRun(query_desc, direction, count, execute_once);
 	nesting_level--;
 	unwatch_errors(&watch, watching);
-	if (query_desc->dest->mydest == DestRemoteExecute && open_count > 0 &&
-		open_spans[open_count - 1].query_desc == query_desc)
-		note_run_end(&open_spans[open_count - 1]);
+	if (span != NULL)
+		run_ended(span, query_desc);
 }
 
 static void
@@ -910,16 +950,13 @@ call_ExecutorEnd(QueryDesc *query_desc)
 static pg_noinline void
 end_with_span(int owner, QueryDesc *query_desc)
 {
-	int64		rows = query_desc->estate ? (int64) query_desc->estate->es_processed : -1;
 	ErrorContextCallback watch;
 	bool		watching = watch_errors(&watch);
 
-	/* es_processed counts the rows a SELECT returned, or those a write wrote. */
-	open_spans[owner].record->rows_meaning = query_desc->operation == CMD_SELECT ? ROWS_RETURNED :
-		ROWS_AFFECTED | (query_desc->plannedstmt->hasReturning ? ROWS_RETURNED : 0);
+	count_rows(&open_spans[owner], query_desc);
 	call_ExecutorEnd(query_desc);
 	unwatch_errors(&watch, watching);
-	close_from(owner, rows, 0, NULL);
+	close_from(owner, open_spans[owner].record->rows, 0, NULL);
 }
 
 static void

@@ -487,6 +487,37 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3e. a named portal kept after its last page is not failed by a later error of its transaction, and ends with that page', async () => {
+		const { Query } = require('pg');
+		const client = await connect(cluster, 'app');
+		const PAUSE_MS = 600;
+		try {
+			const ctx = newContext();
+			await client.query('BEGIN');
+			// rows: 1 fetches page by page (Execute with a row limit) from the portal "kept".
+			const rows = await new Promise((resolve, reject) => {
+				const got = [];
+				const q = client.query(new Query({ text: `SELECT g FROM generate_series(1, 3) g /*traceparent='${ctx.header}'*/`,
+					portal: 'kept', rows: 1 }));
+				q.on('row', (r) => got.push(r.g));
+				q.on('end', () => resolve(got));
+				q.on('error', reject);
+			});
+			assert.deepEqual(rows, [1, 2, 3]);
+			await sleep(PAUSE_MS);
+			await assert.rejects(client.query('SELECT 1 / 0 AS later'), (e) => e.code === '22012');
+			await client.query('ROLLBACK');
+			const select = (await waitForSpans(receiver, ctx.traceId, 2)).find((x) => x.kind === SpanKind.SERVER);
+			assert.notEqual(select.status.code, StatusCode.ERROR,
+				`the SELECT did not fail (${select.status.message}): a later statement did`);
+			assert.equal(select.attributes['db.response.returned_rows'], 3);
+			const durationMs = Number(select.endTimeUnixNano - select.startTimeUnixNano) / 1e6;
+			assert.ok(durationMs < PAUSE_MS / 2, `the SELECT's span ends with its last page (${durationMs.toFixed(1)} ms)`);
+		} finally {
+			await client.end();
+		}
+	});
+
 	test('4. generator -> loader: the server COPY and COMMIT spans are children of loader.copy and loader.commit, one trace', async () => {
 		requireExecutable(GENERATOR);
 		requireExecutable(LOADER);
