@@ -57,6 +57,9 @@
 typedef struct OpenSpan
 {
 	TraceprofSpan *record;		/* preallocated, TraceprofSpanSize() bytes */
+	TraceprofSpan *root;		/* the top-level span it belongs to */
+	bool		top_level;		/* a client's statement, not nested in ours */
+	bool		ended;			/* stored already, popped once on top */
 	QueryDesc  *query_desc;		/* executor span: its query; else NULL */
 	bool		awaiting_executor;	/* opened by the planner, not yet run */
 	bool		awaiting_xact_end;	/* COMMIT/ROLLBACK: ends when the xact does */
@@ -430,6 +433,9 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	else
 		r->query[0] = '\0';
 
+	span->top_level = !parent->nested;
+	span->root = parent->nested ? open_spans[open_count - 1].root : r;
+	span->ended = false;
 	span->query_desc = NULL;
 	span->rows_run = 0;
 	span->last_run_end_ns = 0;
@@ -450,7 +456,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 		span->cpu_start_ns = traceprof_track_cpu_time ? thread_cpu_ns() : -1;
 	}
 	open_count++;
-	profiler_set_span(r, open_spans[0].record);
+	profiler_set_span(r, span->root);
 	return span;
 }
 
@@ -462,21 +468,23 @@ innermost_record(void)
 
 /*
  * A SELECT's portal lives until the client drops it: through the extended
- * protocol inside a transaction block, until the next Bind or the block's
- * end, a round trip or the client's think time later.  Its statement ended
- * with its last run.
+ * protocol inside a transaction block, until the next Bind, a Close or the
+ * block's end, a round trip or the client's think time later.  Its
+ * statement ended with its last run.  Dropped by a message of its own
+ * (Close sets no statement_timestamp()) or by a later statement's, with no
+ * portal running, or while another statement runs.
  */
 static bool
 portal_kept_after_run(const OpenSpan *span)
 {
-	return span->last_run_end_ns != 0 && span->last_run_message != GetCurrentStatementStartTimestamp();
+	return span->last_run_end_ns != 0 &&
+		(ActivePortal == NULL || span->last_run_message != GetCurrentStatementStartTimestamp());
 }
 
-/* Close the innermost open span and store it. */
+/* End a span and store it; it stays on the stack. */
 static void
-close_innermost(int64 rows, int sqlerrcode, const char *message)
+end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
 {
-	OpenSpan   *span = &open_spans[open_count - 1];
 	TraceprofSpan *r = span->record;
 	bool		kept = unlikely(portal_kept_after_run(span));
 
@@ -500,12 +508,25 @@ close_innermost(int64 rows, int sqlerrcode, const char *message)
 	/* Grafana finds a span's profile through the span_id its samples carry. */
 	r->profiled = profiler_is_sampling();
 	if (r->profiled)
-		memcpy(r->profile_span_id,
-			   (traceprof_profile_root_span_only ? open_spans[0].record : r)->span_id,
+		memcpy(r->profile_span_id, (traceprof_profile_root_span_only ? span->root : r)->span_id,
 			   TP_SPAN_ID_BYTES);
 	span_store_write(r);
-	open_count--;
-	profiler_set_span(innermost_record(), open_count > 0 ? open_spans[0].record : NULL);
+	span->ended = true;
+	span->query_desc = NULL;
+}
+
+/*
+ * Close the innermost open span and store it, and pop the spans under it
+ * that ended already (close_statement): the innermost is always open.
+ */
+static void
+close_innermost(int64 rows, int sqlerrcode, const char *message)
+{
+	end_span(&open_spans[open_count - 1], rows, sqlerrcode, message);
+	do
+		open_count--;
+	while (unlikely(open_count > 0 && open_spans[open_count - 1].ended));
+	profiler_set_span(innermost_record(), open_count > 0 ? open_spans[open_count - 1].root : NULL);
 }
 
 /* Close every span from index up, innermost first. */
@@ -514,6 +535,30 @@ close_from(int index, int64 rows, int sqlerrcode, const char *message)
 {
 	while (open_count > index)
 		close_innermost(open_count - 1 == index ? rows : -1, sqlerrcode, message);
+}
+
+/*
+ * Close a statement's span (at index) and the spans opened under it.  Above
+ * them may be later top-level statements whose portals are still open (the
+ * extended protocol: named portals read in turns): those go on, so the
+ * statement's spans end where they are, and leave the stack when it
+ * shrinks to them.
+ */
+static void
+close_statement(int index, int64 rows)
+{
+	int			end = index + 1;
+
+	while (end < open_count && !open_spans[end].top_level)
+		end++;
+	if (likely(end == open_count))
+	{
+		close_from(index, rows, 0, NULL);
+		return;
+	}
+	for (int i = end - 1; i >= index; i--)
+		if (!open_spans[i].ended)
+			end_span(&open_spans[i], i == index ? rows : -1, 0, NULL);
 }
 
 /*
@@ -878,6 +923,8 @@ run_starts(const QueryDesc *query_desc)
 static pg_noinline void
 run_ended(OpenSpan *span, const QueryDesc *query_desc)
 {
+	if (unlikely(span->query_desc != query_desc))
+		return;					/* its span was ended by what the run did */
 	span->rows_run += query_desc->estate->es_processed;
 	if (query_desc->dest->mydest != DestRemoteExecute)
 		return;
@@ -956,7 +1003,7 @@ end_with_span(int owner, QueryDesc *query_desc)
 	count_rows(&open_spans[owner], query_desc);
 	call_ExecutorEnd(query_desc);
 	unwatch_errors(&watch, watching);
-	close_from(owner, open_spans[owner].record->rows, 0, NULL);
+	close_statement(owner, open_spans[owner].record->rows);
 }
 
 static void

@@ -20,6 +20,7 @@ const { sleep, hex, newContext, waitFor, startTraced: startTracedCluster, connec
 const { startReceiver, GRPC_PATH } = require('./lib/receiver');
 const { decodeTraces, SpanKind, StatusCode } = require('./lib/otlp');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
+const { connectWire, serialize } = require('./lib/wire');
 
 const EXPORT_INTERVAL_MS = 100;
 
@@ -515,6 +516,47 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			assert.ok(durationMs < PAUSE_MS / 2, `the SELECT's span ends with its last page (${durationMs.toFixed(1)} ms)`);
 		} finally {
 			await client.end();
+		}
+	});
+
+	test('3f. two named portals read in turns: the older one ends with its page, not its Close; the newer one\'s span stays open for all its pages', async () => {
+		const wire = await connectWire(cluster);
+		const PAUSE_MS = 400;
+		try {
+			const older = newContext();
+			const newer = newContext();
+			const open = (portal, ctx) => wire.send(
+				serialize.parse({ text: `SELECT g FROM generate_series(1, 3) g /*traceparent='${ctx.header}'*/` }),
+				serialize.bind({ portal }), serialize.execute({ portal, rows: 1 }), serialize.sync());
+			const rowsOf = (messages) => messages.filter((m) => m.name === 'dataRow').length;
+			await wire.query('BEGIN');
+			open('older', older);
+			assert.equal(rowsOf(await wire.until('readyForQuery')), 1);
+			open('newer', newer);
+			assert.equal(rowsOf(await wire.until('readyForQuery')), 1);
+			// The older portal is closed first, a pause after its page: its span
+			// ends with that page; the newer one's must not end at all.
+			await sleep(PAUSE_MS);
+			wire.send(serialize.close({ type: 'P', name: 'older' }), serialize.sync());
+			await wire.until('readyForQuery');
+			await sleep(PAUSE_MS);
+			wire.send(serialize.execute({ portal: 'newer', rows: 0 }), serialize.sync());
+			assert.equal(rowsOf(await wire.until('readyForQuery')), 2, 'the newer portal\'s last two rows');
+			await wire.query('COMMIT');
+
+			const serverSpan = (ctx) => waitFor(`the SERVER span of trace ${ctx.traceId}`,
+				() => spansOf(receiver, ctx.traceId).find((x) => x.kind === SpanKind.SERVER));
+			const olderSpan = await serverSpan(older);
+			const newerSpan = await serverSpan(newer);
+			assert.equal(olderSpan.attributes['db.response.returned_rows'], 1, 'the older portal sent one page of one row');
+			assert.equal(newerSpan.attributes['db.response.returned_rows'], 3,
+				'the newer portal\'s span counts the pages read after the older one closed');
+			const ms = (s) => Number(s.endTimeUnixNano - s.startTimeUnixNano) / 1e6;
+			assert.ok(ms(olderSpan) < PAUSE_MS / 2, `the older span ends with its page, not at its Close (${ms(olderSpan).toFixed(1)} ms)`);
+			assert.ok(ms(newerSpan) >= 2 * PAUSE_MS, `the newer span ends with its last page, after both pauses (${ms(newerSpan).toFixed(1)} ms)`);
+			assert.notEqual(newerSpan.status.code, StatusCode.ERROR);
+		} finally {
+			wire.end();
 		}
 	});
 
