@@ -651,28 +651,92 @@ close_stale(void)
 }
 
 /*
- * The table a statement writes (result_rti, 0 for none), or reads when it
- * reads just one: db.collection.name.
+ * The one relation a range table names, in *only (InvalidOid before the
+ * first); false once it names a second.  What the statement names is not
+ * always what it reads:
+ * - a view is expanded into a subquery before planning.  PostgreSQL 15 keeps
+ *   the view's entry there, for its permission check, and marks the
+ *   relations its definition reads with the view owner's checkAsUser: those
+ *   are the view's, not the statement's;
+ * - a plan lists a partitioned (or inherited) table's children after it
+ *   (children: their indexes, NULL for a Query);
+ * - a Query's subqueries in FROM are looked into (a plan's range table is
+ *   flat already).
  */
-static const char *
-collection_name(List *rtable, Index result_rti)
+static bool
+only_relation(List *rtable, const Bitmapset *children, Oid *only)
 {
-	Oid			only = InvalidOid;
 	ListCell   *lc;
 
-	if (result_rti > 0)
-		return relation_name(rt_fetch(result_rti, rtable)->relid);
 	foreach(lc, rtable)
 	{
 		RangeTblEntry *rte = lfirst(lc);
 
-		if (rte->rtekind != RTE_RELATION)
+		if (rte->rtekind == RTE_SUBQUERY && rte->subquery != NULL)
+		{
+			if (!only_relation(rte->subquery->rtable, NULL, only))
+				return false;
 			continue;
-		if (OidIsValid(only) && only != rte->relid)
-			return NULL;
-		only = rte->relid;
+		}
+		if (rte->rtekind != RTE_RELATION || OidIsValid(rte->checkAsUser) ||
+			bms_is_member(foreach_current_index(lc) + 1, children))
+			continue;
+		if (OidIsValid(*only) && *only != rte->relid)
+			return false;
+		*only = rte->relid;
 	}
-	return relation_name(only);
+	return true;
+}
+
+/* The partitions and inheritance children in a plan's range table. */
+static Bitmapset *
+plan_children(const PlannedStmt *plan)
+{
+	Bitmapset  *children = NULL;
+	ListCell   *lc;
+
+	foreach(lc, plan->appendRelations)
+		children = bms_add_member(children, ((AppendRelInfo *) lfirst(lc))->child_relid);
+	return children;
+}
+
+/* The partitioned (or inherited) table a plan's child entry belongs to. */
+static Index
+plan_parent(const PlannedStmt *plan, Index rti)
+{
+	ListCell   *lc;
+
+	foreach(lc, plan->appendRelations)
+	{
+		AppendRelInfo *info = lfirst(lc);
+
+		if (info->child_relid == rti)
+			return plan_parent(plan, info->parent_relid);
+	}
+	return rti;
+}
+
+/*
+ * The table a statement writes (result_rti, 0 for none), or reads when it
+ * names just one: db.collection.name.
+ */
+static const char *
+collection_name(List *rtable, Index result_rti, const Bitmapset *children)
+{
+	Oid			only = InvalidOid;
+
+	if (result_rti > 0)
+		return relation_name(rt_fetch(result_rti, rtable)->relid);
+	return only_relation(rtable, children, &only) ? relation_name(only) : NULL;
+}
+
+/* db.collection.name of a plan, as of the Query it was made from. */
+static const char *
+plan_collection(const PlannedStmt *plan)
+{
+	if (plan->resultRelations != NIL)
+		return collection_name(plan->rtable, plan_parent(plan, linitial_int(plan->resultRelations)), NULL);
+	return collection_name(plan->rtable, 0, plan_children(plan));
 }
 
 /*
@@ -687,11 +751,9 @@ statement_collection(Node *stmt)
 	switch (nodeTag(stmt))
 	{
 		case T_Query:
-			return collection_name(((Query *) stmt)->rtable, ((Query *) stmt)->resultRelation);
+			return collection_name(((Query *) stmt)->rtable, ((Query *) stmt)->resultRelation, NULL);
 		case T_PlannedStmt:
-			return collection_name(((PlannedStmt *) stmt)->rtable,
-								   ((PlannedStmt *) stmt)->resultRelations != NIL ?
-								   linitial_int(((PlannedStmt *) stmt)->resultRelations) : 0);
+			return plan_collection((PlannedStmt *) stmt);
 		case T_CopyStmt:
 			rel = ((CopyStmt *) stmt)->relation;
 			break;

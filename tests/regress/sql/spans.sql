@@ -102,6 +102,46 @@ SET traceprof.traceparent = '';
 SELECT name, attributes->>'db.collection.name' AS collection
   FROM traceprof.spans WHERE kind = 'server' AND attributes->>'db.operation.name' = 'SELECT'
  ORDER BY start_time;
+-- db.collection.name through views, subqueries and partitions: the relation
+-- the statement names (a view, not the tables its definition reads on its
+-- owner's behalf; a partitioned table, not its partitions), the same for a
+-- plan made for the statement and a cached generic plan.
+CREATE TABLE orders_part (id int, note text) PARTITION BY RANGE (id);
+CREATE TABLE orders_part_1 PARTITION OF orders_part FOR VALUES FROM (0) TO (100);
+CREATE TABLE orders_part_2 PARTITION OF orders_part FOR VALUES FROM (100) TO (200);
+CREATE VIEW orders_v AS SELECT id, note FROM orders_t WHERE id > 0;
+CREATE VIEW orders_vv AS SELECT id FROM orders_v;
+CREATE VIEW orders_v_invoker WITH (security_invoker) AS SELECT id FROM orders_t;
+PREPARE part_read AS SELECT count(*) FROM orders_part WHERE id < $1;
+PREPARE part_write AS UPDATE orders_part SET note = 'p' WHERE id = $1;
+PREPARE view_read AS SELECT count(*) FROM orders_v WHERE id < $1;
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+SELECT count(*) FROM orders_v;
+SELECT count(*) FROM orders_vv;
+SELECT count(*) FROM orders_v_invoker;
+SELECT count(*) FROM orders_v JOIN orders_part USING (id);
+SELECT count(*) FROM (SELECT id FROM orders_t WHERE id > 5) s;
+SELECT count(*) FROM orders_part;
+UPDATE orders_v SET note = note WHERE id = 3;
+SET plan_cache_mode = force_custom_plan;
+EXECUTE part_read(150);
+EXECUTE part_write(150);
+EXECUTE view_read(5);
+SET plan_cache_mode = force_generic_plan;
+EXECUTE part_read(150);
+EXECUTE part_write(150);
+EXECUTE view_read(5);
+-- the generic plans again, from the cache: no planning
+EXECUTE part_read(150);
+EXECUTE part_write(150);
+EXECUTE view_read(5);
+RESET plan_cache_mode;
+SET traceprof.traceparent = '';
+SELECT name, attributes->>'db.collection.name' AS collection, query
+  FROM traceprof.spans WHERE kind = 'server' AND name NOT IN ('SET', 'RESET') ORDER BY start_time;
+DROP VIEW orders_vv, orders_v, orders_v_invoker;
+DROP TABLE orders_part;
 -- Spans are stored packed: every string at its longest comes back whole
 -- (a 63-byte table name, a message cut to 255 bytes, a multibyte query
 -- text cut to traceprof.max_query_length bytes on a character boundary).
