@@ -59,6 +59,23 @@ tp_backoff_ms(int attempt_number)
 	return full / 2 + (long) (noise % (uint64_t) (full / 2 + 1));
 }
 
+/* A Retry-After honoured across requests: a day's would stop export for a day. */
+#define MAX_RETRY_WAIT_MS (10 * 60 * 1000L)
+
+long
+tp_retry_not_before_ms(long retry_after_ms)
+{
+	return tp_monotonic_ms() + (retry_after_ms < MAX_RETRY_WAIT_MS ? retry_after_ms : MAX_RETRY_WAIT_MS);
+}
+
+long
+tp_retry_wait_left_ms(long not_before_ms)
+{
+	long		wait = not_before_ms - tp_monotonic_ms();
+
+	return not_before_ms != 0 && wait > 0 ? wait : 0;
+}
+
 bool
 tp_http_status_is_retryable(long status)
 {

@@ -28,6 +28,15 @@ long		tp_parse_retry_after(const char *value);
 /* The wait before attempt n + 1 when no Retry-After came: a random delay in [full/2, full]. */
 long		tp_backoff_ms(int attempt_number);
 
+/*
+ * A Retry-After longer than one request's budget is kept across requests:
+ * the monotonic time before which the server is not asked again, from a
+ * Retry-After of retry_after_ms (capped at 10 minutes), and what is left
+ * of such a wait (0: none).
+ */
+long		tp_retry_not_before_ms(long retry_after_ms);
+long		tp_retry_wait_left_ms(long not_before_ms);
+
 /* 429, 502, 503, 504: the server asks us to come back later. */
 bool		tp_http_status_is_retryable(long status);
 

@@ -335,9 +335,6 @@ attempt(tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
 	return outcome;
 }
 
-/* A Retry-After honoured across exports: a day's would stop export for a day. */
-#define MAX_RETRY_WAIT_MS (10 * 60 * 1000L)
-
 /* One export attempt, for tp_retry_run. */
 typedef struct export_attempt
 {
@@ -357,17 +354,14 @@ attempt_export(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 	free(r.body);
 	*retry_after_ms = r.retry_after_ms;
 	if (r.retry_after_ms >= 0)
-		x->target->retry_not_before_ms =
-			tp_monotonic_ms() + (r.retry_after_ms < MAX_RETRY_WAIT_MS ? r.retry_after_ms : MAX_RETRY_WAIT_MS);
+		x->target->retry_not_before_ms = tp_retry_not_before_ms(r.retry_after_ms);
 	return x->outcome == ATTEMPT_RETRY;
 }
 
 long
 tp_otlp_retry_wait_ms(const tp_otlp_target *target)
 {
-	long		wait = target->retry_not_before_ms - tp_monotonic_ms();
-
-	return target->retry_not_before_ms != 0 && wait > 0 ? wait : 0;
+	return tp_retry_wait_left_ms(target->retry_not_before_ms);
 }
 
 tp_export_result

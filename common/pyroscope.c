@@ -538,7 +538,7 @@ typedef enum attempt_outcome
 /* One upload request, and how its last attempt ended. */
 typedef struct request
 {
-	const tp_pyroscope_config *cfg;
+	tp_pyroscope_config *cfg;	/* its retry_not_before_ms is updated */
 	const char *url;
 	const char *where;			/* the endpoint as messages show it */
 	struct curl_slist *headers;
@@ -626,11 +626,19 @@ attempt_upload(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 
 	req->outcome = attempt(req, timeout_ms, &a, err, errlen);
 	*retry_after_ms = a.retry_after_ms;
+	if (a.retry_after_ms >= 0)
+		req->cfg->retry_not_before_ms = tp_retry_not_before_ms(a.retry_after_ms);
 	return req->outcome == ATTEMPT_RETRY;
 }
 
+long
+tp_pyroscope_retry_wait_ms(const tp_pyroscope_config *cfg)
+{
+	return tp_retry_wait_left_ms(cfg->retry_not_before_ms);
+}
+
 bool
-tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
+tp_pyroscope_ingest(tp_pyroscope_config *cfg,
 					const uint8_t *pprof, size_t len,
 					uint64_t from_ns, uint64_t until_ns,
 					char *err, size_t errlen)
@@ -649,6 +657,14 @@ tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
 	/* Messages name the endpoint only: no query, no credentials. */
 	displayable_url(url, where, sizeof(where));
 	where[strcspn(where, "?")] = '\0';
+	if (tp_pyroscope_retry_wait_ms(cfg) > 0)
+	{
+		/* The server said when to come back; asking sooner only adds load. */
+		snprintf(err, errlen, "%s: not sent: the server asked to wait %.1f s more (Retry-After)",
+				 where, tp_pyroscope_retry_wait_ms(cfg) / 1000.0);
+		free(url);
+		return false;
+	}
 	req.url = url;
 	req.where = where;
 	req.headers = curl_slist_append(req.headers, "Content-Type: application/octet-stream");

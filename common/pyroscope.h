@@ -27,6 +27,7 @@ typedef struct tp_pyroscope_config
 	char	   *ca_file;		/* PYROSCOPE_CA_FILE: CAs for https, or NULL */
 	long		timeout_ms;		/* budget of one upload, retries included */
 	volatile sig_atomic_t *cancel;	/* non-zero aborts an upload (shutdown); may be NULL */
+	long		retry_not_before_ms;	/* monotonic: the last Retry-After's time, or 0 */
 } tp_pyroscope_config;
 
 /* Read the environment; malformed values are warned about, never fatal. */
@@ -73,13 +74,19 @@ char	   *tp_pyroscope_query_url_for(const tp_pyroscope_config *cfg,
 /*
  * Upload one pprof covering [from_ns, until_ns], retrying 429/502/503/504
  * (honouring Retry-After) and dropped connections, all within timeout_ms;
- * *cancel ends it early.  On failure returns false with one line in err
- * naming the endpoint (no query, no credentials).
+ * *cancel ends it early.  A Retry-After beyond the budget is kept in cfg:
+ * until it has passed, uploads fail at once without asking the server
+ * (tp_pyroscope_retry_wait_ms says how long is left).  On failure returns
+ * false with one line in err naming the endpoint (no query, no
+ * credentials).
  */
-bool		tp_pyroscope_ingest(const tp_pyroscope_config *cfg,
+bool		tp_pyroscope_ingest(tp_pyroscope_config *cfg,
 								const uint8_t *pprof, size_t len,
 								uint64_t from_ns, uint64_t until_ns,
 								char *err, size_t errlen);
+
+/* Milliseconds left of the server's last Retry-After; 0: upload at will. */
+long		tp_pyroscope_retry_wait_ms(const tp_pyroscope_config *cfg);
 
 void		tp_pyroscope_config_free(tp_pyroscope_config *cfg);
 

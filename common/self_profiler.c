@@ -74,7 +74,7 @@ now_ns(clockid_t clock)
  * is left of one PYROSCOPE_UPLOAD_TIMEOUT, however many windows wait: a
  * slow server delays the exit by one budget, not one per window.
  */
-static void
+static long
 send_one(const upload *u, uint64_t exit_deadline_ns)
 {
 	tp_pyroscope_config cfg = self.cfg; /* a shallow copy: only the budget differs */
@@ -97,6 +97,31 @@ send_one(const upload *u, uint64_t exit_deadline_ns)
 		self.warned = true;
 		tp_warn("profiles not uploaded to Pyroscope: %s", err);
 	}
+	return cfg.retry_not_before_ms;
+}
+
+/*
+ * A server that answered with a Retry-After longer than the upload budget
+ * is not asked again before it has passed: the mailbox stays full, and
+ * windows accumulate meanwhile.  Exiting, the wait ends with the exit
+ * budget; the upload then fails at once, saying why.  Called with the lock
+ * held; finish() wakes it when it sets the exit deadline.
+ */
+static void
+wait_out_retry_after(void)
+{
+	for (;;)
+	{
+		long		wait_ms = tp_pyroscope_retry_wait_ms(&self.cfg);
+		uint64_t	until = now_ns(CLOCK_MONOTONIC) + (uint64_t) wait_ms * 1000000ULL;
+		struct timespec ts;
+
+		if (wait_ms <= 0 || (self.exit_deadline_ns != 0 && until > self.exit_deadline_ns))
+			return;
+		ts.tv_sec = (time_t) (until / 1000000000ULL);
+		ts.tv_nsec = (long) (until % 1000000000ULL);
+		pthread_cond_timedwait(&self.wake, &self.lock, &ts);
+	}
 }
 
 static void *
@@ -110,14 +135,17 @@ uploader_main(void *arg)
 			pthread_cond_wait(&self.wake, &self.lock);
 		if (self.pending.pprof == NULL)
 			break;				/* stop, nothing left */
+		wait_out_retry_after();
 		upload		u = self.pending;
 		uint64_t	exit_deadline_ns = self.exit_deadline_ns;
+		long		not_before_ms;
 
 		self.pending.pprof = NULL;
 		pthread_mutex_unlock(&self.lock);
-		send_one(&u, exit_deadline_ns);
+		not_before_ms = send_one(&u, exit_deadline_ns);
 		free(u.pprof);
 		pthread_mutex_lock(&self.lock);
+		self.cfg.retry_not_before_ms = not_before_ms;
 	}
 	pthread_mutex_unlock(&self.lock);
 	return NULL;
@@ -229,8 +257,14 @@ tp_self_profiler_start(tp_span *root, const char *default_application,
 	self.whole = self.profile_out ? tp_profile_new("cpu", PERIOD_NS) : NULL;
 	if (self.uploading)
 	{
+		pthread_condattr_t monotonic;
+
+		/* wait_out_retry_after's deadlines are on the monotonic clock. */
+		pthread_condattr_init(&monotonic);
+		pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
 		pthread_mutex_init(&self.lock, NULL);
-		pthread_cond_init(&self.wake, NULL);
+		pthread_cond_init(&self.wake, &monotonic);
+		pthread_condattr_destroy(&monotonic);
 		self.thread_started = pthread_create(&self.thread, NULL, uploader_main, NULL) == 0;
 		if (!self.thread_started)
 		{
@@ -344,6 +378,7 @@ tp_self_profiler_finish(void)
 		 */
 		pthread_mutex_lock(&self.lock);
 		self.exit_deadline_ns = now_ns(CLOCK_MONOTONIC) + (uint64_t) self.cfg.timeout_ms * 1000000ULL;
+		pthread_cond_signal(&self.wake);	/* a Retry-After wait ends by it */
 		pthread_mutex_unlock(&self.lock);
 
 		/* The last window waits for the mailbox, then the thread drains it. */

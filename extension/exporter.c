@@ -296,7 +296,7 @@ add_sample(const TraceprofSample *sample, void *arg)
 
 /* Upload one profile type of a batch, if it holds anything. */
 static bool
-upload_profile(const tp_pyroscope_config *cfg, tp_profile *profile, const SampleBatch *batch,
+upload_profile(tp_pyroscope_config *cfg, tp_profile *profile, const SampleBatch *batch,
 			   uint64 period_ns, char *err, size_t errlen)
 {
 	uint8_t    *pprof;
@@ -320,7 +320,7 @@ upload_profile(const tp_pyroscope_config *cfg, tp_profile *profile, const Sample
  * refuses would block the ring.  Returns the number of samples taken.
  */
 static int
-upload_samples(const tp_pyroscope_config *cfg)
+upload_samples(tp_pyroscope_config *cfg)
 {
 	uint64		period_ns = UINT64CONST(1000000000) / traceprof_sample_hz;
 	SampleBatch batch = {0};
@@ -420,7 +420,11 @@ traceprof_exporter_main(Datum arg)
 			   tp_otlp_retry_wait_ms(&target) == 0 &&
 			   export_one_batch(&resource, &target) == batch_size())
 			;
-		if (pyroscope.enabled &&
+		/*
+		 * A Retry-After the last upload could not wait out holds the samples
+		 * in shared memory until it has passed.
+		 */
+		if (pyroscope.enabled && tp_pyroscope_retry_wait_ms(&pyroscope) == 0 &&
 			TimestampDifferenceExceeds(last_upload, GetCurrentTimestamp(),
 									   traceprof_upload_interval_ms))
 		{

@@ -749,6 +749,50 @@ test('4b. unreachable Pyroscope: one WARNING, statements unaffected, samples dro
 	}
 });
 
+test('4c. Pyroscope 429 with a Retry-After longer than the upload budget: no upload until it has passed; ' +
+	'samples taken meanwhile wait in shared memory and arrive after', async () => {
+	const RETRY_AFTER_S = 3;
+	const N = 600000;
+	const capture = await startIngest();
+	capture.enqueue({ status: 429, headers: { 'retry-after': String(RETRY_AFTER_S) } });
+	const cluster = await startTraced({
+		'traceprof.pyroscope_url': capture.url,
+		'traceprof.upload_interval': '200ms',
+		'traceprof.otlp_timeout': '1000',	// the upload's budget: shorter than the Retry-After
+	});
+	let client;
+	try {
+		client = await connect(cluster);
+		await client.query('SET traceprof.sample_hz = 250');
+		await traced(client, newContext(), cpuSql(N));
+		const refused = await capture.waitFor((reqs) => reqs[0], 10000, 'the first upload (answered 429)');
+		assert.equal(refused.behaviour.status, 429);
+
+		const later = newContext();
+		await traced(client, later, cpuSql(N));
+		const stored = total(await profile(client, later.traceId));
+		assert.ok(stored > 0, 'the second statement was sampled');
+		const samplesOf = (r) => decodePprof(r.body).samples.filter((x) => x.labels.trace_id === later.traceId)
+			.reduce((n, x) => n + x.values[0], 0);
+		await capture.waitFor((reqs) => reqs.reduce((n, r) => n + samplesOf(r), 0) >= stored, 20000,
+			`the ${stored} samples of trace ${later.traceId}, after the Retry-After`);
+		for (const r of capture.requests.slice(1)) {
+			const gap = r.time - refused.endTime;
+			assert.ok(gap >= RETRY_AFTER_S * 1000 - 50,
+				`an upload came ${gap.toFixed(0)} ms after the 429, before its Retry-After (${RETRY_AFTER_S} s) had passed`);
+		}
+		// Marked exported once the 200 is back: after the capture has the request.
+		await waitFor(`the ${stored} waiting samples to count as exported, not dropped`,
+			async () => (await sampleStats(client)).exported >= stored);
+	} finally {
+		await closeAll(client);
+		const crashes = crashLines(cluster);
+		await cluster.stop();
+		await capture.close();
+		assert.deepEqual(crashes, [], 'no backend crashed');
+	}
+});
+
 // ---- 6: robustness -------------------------------------------------------
 
 test('6. robustness at 250 Hz: pg_cancel_backend mid-statement, then 30 traced statements from 4 concurrent sessions', async (t) => {

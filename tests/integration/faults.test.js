@@ -393,6 +393,37 @@ test('c. 503 (generator) / 429 (loader) with Retry-After: 1, then 200: the retry
 	}
 });
 
+test('c. a profile endpoint\'s Retry-After longer than PYROSCOPE_UPLOAD_TIMEOUT: no upload until it has passed; ' +
+	'the windows wait and arrive after it', async (t) => {
+	// The run takes ~0.5 s here, more on a busy machine: its exit budget
+	// (the upload timeout) reaches past the Retry-After either way.
+	const RETRY_AFTER_S = 1;
+	const BUDGET_MS = 800;
+	const ep = await startFaultyEndpoints(t, 'none');
+	ep.ingest.enqueue({ status: 429, headers: { 'retry-after': String(RETRY_AFTER_S) } });
+	const out = file('gen-retry-after.json');
+	const res = await run(GENERATOR, [String(LONG_GEN_RECORDS), out], {
+		env: { ...ep.env, PYROSCOPE_UPLOAD_INTERVAL: '100', PYROSCOPE_UPLOAD_TIMEOUT: String(BUDGET_MS) },
+		timeout: 60000,
+	});
+	assert.equal(res.code, 0, describe(res));
+	fs.rmSync(out);
+	const [refused, ...later] = ep.ingest.requests;
+	assert.equal(refused.behaviour.status, 429);
+	assert.ok(later.length >= 1, `uploads resumed after the Retry-After: ${ep.ingest.requests.length} requests\n${describe(res)}`);
+	for (const r of later) {
+		const gap = r.time - refused.endTime;
+		assert.ok(gap >= RETRY_AFTER_S * 1000 - 50,
+			`an upload came ${gap.toFixed(0)} ms after the 429, before its Retry-After (${RETRY_AFTER_S} s) had passed`);
+	}
+	const traceId = /trace_id=([0-9a-f]{32})/.exec(res.stderr)[1];
+	for (const r of later)
+		assert.deepEqual([...profileTraceIds(r.body)], [traceId], 'the windows that waited carry the run\'s samples');
+	const w = unexpectedLines(res, 'generator');
+	assert.equal(w.length, 1, `one warning, for the refused window:\n${describe(res)}`);
+	assert.ok(w[0].includes('429') && w[0].includes(ep.ingestShown), w[0]);
+});
+
 test('d. export resumes: an endpoint that resets, then answers 502, then recovers gets the spans and the profile', async (t) => {
 	const first = [{ reset: true }, { status: 502 }];
 	const { g, l, gen, load } = await runBoth(t, { generatorFirst: first, loaderFirst: first });

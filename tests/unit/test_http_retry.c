@@ -72,6 +72,15 @@ TEST(dropped_connections_are_retried_refusals_are_not)
 	CHECK(!tp_curl_error_is_dropped_connection(CURLE_OK));
 }
 
+TEST(a_kept_retry_after_is_capped_at_ten_minutes)
+{
+	long		day = tp_retry_not_before_ms(86400L * 1000);
+
+	CHECK(tp_retry_wait_left_ms(day) > 599000 && tp_retry_wait_left_ms(day) <= 600000);
+	CHECK(tp_retry_wait_left_ms(tp_retry_not_before_ms(0)) == 0);
+	CHECK(tp_retry_wait_left_ms(0) == 0);	/* none kept */
+}
+
 int
 main(void)
 {
@@ -81,5 +90,6 @@ main(void)
 	RUN(backoff_grows_with_jitter_and_a_cap);
 	RUN(only_throttling_and_unavailable_answers_are_retried);
 	RUN(dropped_connections_are_retried_refusals_are_not);
+	RUN(a_kept_retry_after_is_capped_at_ten_minutes);
 	return unit_summary();
 }

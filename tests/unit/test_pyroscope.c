@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "http_retry.h"
 #include "kvlist.h"
 #include "log.h"
 #include "pyroscope.h"
@@ -323,6 +324,36 @@ TEST(unreachable_server_message_has_no_credentials)
 		printf("  message: %s\n", err);
 }
 
+/*
+ * While a Retry-After kept from an earlier upload lasts, the server is not
+ * asked (a refused port would answer at once with another message).
+ */
+TEST(upload_within_a_kept_retry_after_fails_at_once_saying_why)
+{
+	tp_pyroscope_config cfg;
+	static const uint8_t body[] = {0x1f, 0x8b};
+	char		err[512];
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.server_address = "http://127.0.0.1:1";
+	cfg.application_name = "app";
+	cfg.timeout_ms = 2000;
+	cfg.retry_not_before_ms = tp_retry_not_before_ms(30000);
+	CHECK(tp_pyroscope_retry_wait_ms(&cfg) > 29000 && tp_pyroscope_retry_wait_ms(&cfg) <= 30000);
+	CHECK(!tp_pyroscope_ingest(&cfg, body, sizeof(body), 1700000000000000000ULL,
+							   1700000010000000000ULL, err, sizeof(err)));
+	CHECK(strstr(err, "http://127.0.0.1:1/ingest: not sent: the server asked to wait 30.0 s more (Retry-After)") != NULL);
+	if (strstr(err, "Retry-After") == NULL)
+		printf("  message: %s\n", err);
+
+	/* Once it has passed, the server is asked again: refused. */
+	cfg.retry_not_before_ms = tp_retry_not_before_ms(0);
+	CHECK(tp_pyroscope_retry_wait_ms(&cfg) == 0);
+	CHECK(!tp_pyroscope_ingest(&cfg, body, sizeof(body), 1700000000000000000ULL,
+							   1700000010000000000ULL, err, sizeof(err)));
+	CHECK(strstr(err, "Retry-After") == NULL);
+}
+
 int
 main(void)
 {
@@ -337,5 +368,6 @@ main(void)
 	RUN(config_from_env);
 	RUN(config_mistakes_are_warnings);
 	RUN(unreachable_server_message_has_no_credentials);
+	RUN(upload_within_a_kept_retry_after_fails_at_once_saying_why);
 	return unit_summary();
 }
