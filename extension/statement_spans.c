@@ -119,11 +119,21 @@ static DecidedStatement decided;
 
 /*
  * The client message (by its statement_timestamp(), set as each arrives)
- * during which a hook last decided about a top-level statement.  An error
- * reported during a message that decided nothing failed before our hooks
- * ran (record_failed_message).
+ * during which a hook decided about the top-level statement under way; 0
+ * once that statement is done.  An error reported while no statement of the
+ * message is under way failed before our hooks ran (record_failed_message):
+ * a later statement of a multi-statement message, or the commit after the
+ * last one.
  */
 static TimestampTz decided_in_message;
+
+/* A top-level statement is done: what fails next is not its own. */
+static inline void
+statement_done(void)
+{
+	if (nesting_level == 0 && plan_nesting == 0)
+		decided_in_message = 0;
+}
 
 static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;
 static planner_hook_type prev_planner = NULL;
@@ -1077,6 +1087,7 @@ traceprof_ExecutorEnd(QueryDesc *query_desc)
 		call_ExecutorEnd(query_desc);
 	else
 		end_with_span(owner, query_desc);
+	statement_done();
 	if (nesting_level == 0 && open_count == 0)
 		profiler_flush();
 }
@@ -1192,6 +1203,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	unwatch_errors(&watch, watching);
 	if (span != NULL)
 		end_utility(span, stmt, qc);
+	statement_done();
 	if (nesting_level == 0 && open_count == 0)
 		profiler_flush();
 }

@@ -38,3 +38,18 @@ SELECT bool_and(start_time <= end_time AND start_time > now() - interval '1 minu
        bool_and(cpu_time_ms IS NULL) AS cpu_unknown
   FROM traceprof.spans WHERE name = 'postgresql';
 SELECT spans_created, malformed_contexts FROM traceprof.stats;
+-- Several statements in one message: a later one that fails before running
+-- is a span too (the message's text), and so is a deferred check failing at
+-- the implicit commit of a statement whose own span ended well.
+SELECT traceprof.reset();
+CREATE TABLE early_parent (id int PRIMARY KEY);
+CREATE TABLE early_child (parent int REFERENCES early_parent DEFERRABLE INITIALLY DEFERRED);
+SET traceprof.traceparent = '00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01';
+SELECT 1 AS first \; SELECT * FROM early_missing;
+INSERT INTO early_child VALUES (7);
+SET traceprof.traceparent = '';
+SELECT name, kind, status, status_message, query,
+       attributes->>'db.response.status_code' AS sqlstate
+  FROM traceprof.spans WHERE name <> 'plan'
+ ORDER BY start_time;
+DROP TABLE early_child, early_parent;
