@@ -60,6 +60,7 @@ typedef struct OpenSpan
 	TraceprofSpan *root;		/* the top-level span it belongs to */
 	bool		top_level;		/* a client's statement, not nested in ours */
 	bool		ended;			/* stored already, popped once on top */
+	SubTransactionId subid;		/* the (sub)transaction it was opened in */
 	QueryDesc  *query_desc;		/* executor span: its query; else NULL */
 	bool		awaiting_executor;	/* opened by the planner, not yet run */
 	bool		awaiting_xact_end;	/* COMMIT/ROLLBACK: ends when the xact does */
@@ -86,7 +87,6 @@ typedef struct NestingAtStart
 	SubTransactionId subid;
 	int			nesting_level;
 	int			plan_nesting;
-	int			open_count;
 } NestingAtStart;
 
 static NestingAtStart *subxact_starts;
@@ -446,6 +446,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	span->top_level = !parent->nested;
 	span->root = parent->nested ? open_spans[open_count - 1].root : r;
 	span->ended = false;
+	span->subid = GetCurrentSubTransactionId();
 	span->query_desc = NULL;
 	span->rows_run = 0;
 	span->last_run_end_ns = 0;
@@ -1223,14 +1224,21 @@ current_subxact_start(void)
 
 /*
  * The index of the first span the abort of the current (sub)transaction
- * will end: those opened since it began.
+ * will end: those opened since it began, in it or in the subtransactions
+ * it started (whose ids are larger).  Told by id, not by how many spans
+ * were open when it began: a portal from before it may have closed since.
  */
 static int
 first_span_of_current_xact(void)
 {
 	NestingAtStart *start = current_subxact_start();
+	int			first = open_count;
 
-	return start != NULL ? start->open_count : 0;
+	if (start == NULL)
+		return 0;
+	while (first > 0 && open_spans[first - 1].subid >= start->subid)
+		first--;
+	return first;
 }
 
 /*
@@ -1361,7 +1369,6 @@ traceprof_subxact_callback(SubXactEvent event, SubTransactionId subid,
 		start->subid = subid;
 		start->nesting_level = nesting_level;
 		start->plan_nesting = plan_nesting;
-		start->open_count = open_count;
 	}
 	else if (event == SUBXACT_EVENT_ABORT_SUB && (start = current_subxact_start()) != NULL)
 	{
@@ -1371,7 +1378,7 @@ traceprof_subxact_callback(SubXactEvent event, SubTransactionId subid,
 		plan_nesting = start->plan_nesting;
 		/* Under a COMMIT or ROLLBACK the whole transaction ends: its abort closes them. */
 		if (open_count == 0 || !open_spans[open_count - 1].awaiting_xact_end)
-			close_aborted(start->open_count, "subtransaction aborted");
+			close_aborted(first_span_of_current_xact(), "subtransaction aborted");
 	}
 }
 

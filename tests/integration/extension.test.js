@@ -560,6 +560,35 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3g. a traced portal from before a savepoint, closed inside it: a statement failing there still ends at its error, with it', async () => {
+		const wire = await connectWire(cluster);
+		const PAUSE_MS = 400;
+		try {
+			const ctx = newContext();
+			const portalCtx = newContext();
+			await wire.query('BEGIN');
+			wire.send(serialize.parse({ text: `SELECT g FROM generate_series(1, 3) g /*traceparent='${portalCtx.header}'*/` }),
+				serialize.bind({ portal: 'before' }), serialize.execute({ portal: 'before', rows: 1 }), serialize.sync());
+			await wire.until('readyForQuery');
+			await wire.query('SAVEPOINT s');
+			wire.send(serialize.close({ type: 'P', name: 'before' }), serialize.sync());
+			await wire.until('readyForQuery');
+			await assert.rejects(wire.query(`SELECT 1 / 0 AS inside /*traceparent='${ctx.header}'*/`), (e) => e.code === '22012');
+			await wire.until('readyForQuery');
+			await sleep(PAUSE_MS);
+			await wire.query('ROLLBACK TO s');
+			await wire.query('COMMIT');
+			const failed = await waitFor(`the failed statement's span (trace ${ctx.traceId})`,
+				() => spansOf(receiver, ctx.traceId).find((x) => x.kind === SpanKind.SERVER));
+			assert.equal(failed.status.code, StatusCode.ERROR);
+			assert.equal(failed.attributes['db.response.status_code'], '22012', failed.status.message);
+			const ms = Number(failed.endTimeUnixNano - failed.startTimeUnixNano) / 1e6;
+			assert.ok(ms < PAUSE_MS / 2, `it ended at its error, not at the ROLLBACK TO or the COMMIT (${ms.toFixed(1)} ms)`);
+		} finally {
+			wire.end();
+		}
+	});
+
 	test('4. generator -> loader: the server COPY and COMMIT spans are children of loader.copy and loader.commit, one trace', async () => {
 		requireExecutable(GENERATOR);
 		requireExecutable(LOADER);
