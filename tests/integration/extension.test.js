@@ -43,6 +43,15 @@ function spansOf(receiver, traceId) {
 	return receiver.spans().filter((s) => s.traceId === traceId);
 }
 
+/** Wait until the receiver holds the SERVER span of trace ctx; returns it. */
+function waitForServerSpan(receiver, ctx) {
+	return waitFor(`the SERVER span of trace ${ctx.traceId}`,
+		() => spansOf(receiver, ctx.traceId).find((x) => x.kind === SpanKind.SERVER));
+}
+
+/** A decoded span's duration in milliseconds. */
+const durationMs = (s) => Number(s.endTimeUnixNano - s.startTimeUnixNano) / 1e6;
+
 /** The receiver's requests that carry at least one span of traceId. */
 function requestsWith(receiver, traceId) {
 	return receiver.requests.filter((r) => decodeTraces(r.body).spans.some((s) => s.traceId === traceId));
@@ -479,9 +488,8 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			await client.query('COMMIT');
 			const spans = await waitForSpans(receiver, ctx.traceId, 2);
 			const select = spans.find((x) => x.kind === SpanKind.SERVER);
-			const durationMs = Number(select.endTimeUnixNano - select.startTimeUnixNano) / 1e6;
-			assert.ok(durationMs < PAUSE_MS / 2,
-				`the SELECT took ${durationMs.toFixed(1)} ms: its span must not include the client's ${PAUSE_MS} ms pause`);
+			assert.ok(durationMs(select) < PAUSE_MS / 2,
+				`the SELECT took ${durationMs(select).toFixed(1)} ms: its span must not include the client's ${PAUSE_MS} ms pause`);
 			assert.equal(select.attributes['db.response.returned_rows'], 1);
 		} finally {
 			await client.end();
@@ -512,8 +520,7 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			assert.notEqual(select.status.code, StatusCode.ERROR,
 				`the SELECT did not fail (${select.status.message}): a later statement did`);
 			assert.equal(select.attributes['db.response.returned_rows'], 3);
-			const durationMs = Number(select.endTimeUnixNano - select.startTimeUnixNano) / 1e6;
-			assert.ok(durationMs < PAUSE_MS / 2, `the SELECT's span ends with its last page (${durationMs.toFixed(1)} ms)`);
+			assert.ok(durationMs(select) < PAUSE_MS / 2, `the SELECT's span ends with its last page (${durationMs(select).toFixed(1)} ms)`);
 		} finally {
 			await client.end();
 		}
@@ -544,16 +551,15 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			assert.equal(rowsOf(await wire.until('readyForQuery')), 2, 'the newer portal\'s last two rows');
 			await wire.query('COMMIT');
 
-			const serverSpan = (ctx) => waitFor(`the SERVER span of trace ${ctx.traceId}`,
-				() => spansOf(receiver, ctx.traceId).find((x) => x.kind === SpanKind.SERVER));
-			const olderSpan = await serverSpan(older);
-			const newerSpan = await serverSpan(newer);
+			const olderSpan = await waitForServerSpan(receiver, older);
+			const newerSpan = await waitForServerSpan(receiver, newer);
 			assert.equal(olderSpan.attributes['db.response.returned_rows'], 1, 'the older portal sent one page of one row');
 			assert.equal(newerSpan.attributes['db.response.returned_rows'], 3,
 				'the newer portal\'s span counts the pages read after the older one closed');
-			const ms = (s) => Number(s.endTimeUnixNano - s.startTimeUnixNano) / 1e6;
-			assert.ok(ms(olderSpan) < PAUSE_MS / 2, `the older span ends with its page, not at its Close (${ms(olderSpan).toFixed(1)} ms)`);
-			assert.ok(ms(newerSpan) >= 2 * PAUSE_MS, `the newer span ends with its last page, after both pauses (${ms(newerSpan).toFixed(1)} ms)`);
+			assert.ok(durationMs(olderSpan) < PAUSE_MS / 2,
+				`the older span ends with its page, not at its Close (${durationMs(olderSpan).toFixed(1)} ms)`);
+			assert.ok(durationMs(newerSpan) >= 2 * PAUSE_MS,
+				`the newer span ends with its last page, after both pauses (${durationMs(newerSpan).toFixed(1)} ms)`);
 			assert.notEqual(newerSpan.status.code, StatusCode.ERROR);
 		} finally {
 			wire.end();
@@ -578,12 +584,11 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			await sleep(PAUSE_MS);
 			await wire.query('ROLLBACK TO s');
 			await wire.query('COMMIT');
-			const failed = await waitFor(`the failed statement's span (trace ${ctx.traceId})`,
-				() => spansOf(receiver, ctx.traceId).find((x) => x.kind === SpanKind.SERVER));
+			const failed = await waitForServerSpan(receiver, ctx);
 			assert.equal(failed.status.code, StatusCode.ERROR);
 			assert.equal(failed.attributes['db.response.status_code'], '22012', failed.status.message);
-			const ms = Number(failed.endTimeUnixNano - failed.startTimeUnixNano) / 1e6;
-			assert.ok(ms < PAUSE_MS / 2, `it ended at its error, not at the ROLLBACK TO or the COMMIT (${ms.toFixed(1)} ms)`);
+			assert.ok(durationMs(failed) < PAUSE_MS / 2,
+				`it ended at its error, not at the ROLLBACK TO or the COMMIT (${durationMs(failed).toFixed(1)} ms)`);
 		} finally {
 			wire.end();
 		}
