@@ -647,6 +647,7 @@ tp_pyroscope_ingest(tp_pyroscope_config *cfg,
 	char		where[512];
 	request		req = {.cfg = cfg, .pprof = pprof, .len = len, .outcome = ATTEMPT_FAILED};
 	long		timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
+	long		wait_ms = tp_pyroscope_retry_wait_ms(cfg);
 
 	err[0] = '\0';
 	if (url == NULL)
@@ -657,11 +658,11 @@ tp_pyroscope_ingest(tp_pyroscope_config *cfg,
 	/* Messages name the endpoint only: no query, no credentials. */
 	displayable_url(url, where, sizeof(where));
 	where[strcspn(where, "?")] = '\0';
-	if (tp_pyroscope_retry_wait_ms(cfg) > 0)
+	if (wait_ms > 0)
 	{
 		/* The server said when to come back; asking sooner only adds load. */
 		snprintf(err, errlen, "%s: not sent: the server asked to wait %.1f s more (Retry-After)",
-				 where, tp_pyroscope_retry_wait_ms(cfg) / 1000.0);
+				 where, wait_ms / 1000.0);
 		free(url);
 		return false;
 	}
