@@ -171,3 +171,25 @@ SELECT left(query, 40) AS query_start, right(query, 12) AS query_end, octet_leng
        query !~ 's{2}' AS no_literal
   FROM traceprof.spans WHERE kind = 'server' AND name = 'SELECT' AND query NOT LIKE 'SELECT format%'
  ORDER BY start_time;
+-- db.operation.name is the statement's command tag, for the statements
+-- named without CreateCommandTag and for those left to it
+SELECT traceprof.reset();
+CREATE TABLE ops_t (id int PRIMARY KEY, n int);
+INSERT INTO ops_t VALUES (1, 0);
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+BEGIN;
+SELECT n FROM ops_t WHERE id = 1 FOR UPDATE;
+SELECT n FROM ops_t WHERE id = 1 FOR KEY SHARE;
+DECLARE c CURSOR FOR SELECT n FROM ops_t;
+CLOSE c;
+UPDATE ops_t SET n = n + 1;
+END;
+START TRANSACTION;
+DELETE FROM ops_t WHERE id = 2;
+ROLLBACK;
+MERGE INTO ops_t USING (VALUES (1)) v(id) ON ops_t.id = v.id WHEN MATCHED THEN UPDATE SET n = 0;
+SELECT 1 AS one;
+SET traceprof.traceparent = '';
+SELECT name, attributes->>'db.operation.name' AS operation
+  FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
+DROP TABLE ops_t;
