@@ -126,6 +126,13 @@ static DecidedStatement decided;
  */
 static TimestampTz decided_in_message;
 
+/*
+ * A top-level span ended in the transaction under way; its record is still
+ * open_spans[0].record (the next top-level span reuses it).  A Sync's
+ * implicit commit that fails is that statement's (record_failed_commit).
+ */
+static bool top_level_span_in_xact;
+
 /* A top-level statement is done: what fails next is not its own. */
 static inline void
 statement_done(void)
@@ -540,6 +547,8 @@ end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
 		memcpy(r->profile_span_id, (traceprof_profile_root_span_only ? span->root : r)->span_id,
 			   TP_SPAN_ID_BYTES);
 	span_store_write(r);
+	if (span->top_level)
+		top_level_span_in_xact = true;
 	span->ended = true;
 	span->query_desc = NULL;
 }
@@ -1343,6 +1352,41 @@ record_failed_message(const ErrorData *edata)
 }
 
 /*
+ * A Sync's implicit commit failed: a deferred foreign key, a serialization
+ * failure.  No statement is under way and the message has no text
+ * (debug_query_string is NULL), so the failure is the transaction's last
+ * traced top-level statement's: a span beside it, under the same parent,
+ * with its text, from its end to the error.  Its record becomes that span;
+ * it was stored already.
+ */
+static pg_noinline void
+record_failed_commit(const ErrorData *edata)
+{
+	TraceprofSpan *r = open_spans[0].record;
+
+	top_level_span_in_xact = false;
+	if (!tp_id_random(r->span_id, TP_SPAN_ID_BYTES))
+	{
+		span_store_count_unmade();
+		return;
+	}
+	set_names(r, "postgresql", NULL, NULL);
+	r->start_ns = r->end_ns;
+	r->end_ns = (int64) tp_unix_now_ns();
+	r->cpu_ns = -1;
+	r->rows = -1;
+	r->rows_meaning = 0;
+	r->planning_ns = -1;
+	r->shared_blks_hit = r->shared_blks_read = r->wal_bytes = 0;
+	r->profiled = false;
+	r->status = SPAN_STATUS_ERROR;
+	strlcpy(r->sqlstate, unpack_sql_state(edata->sqlerrcode), sizeof(r->sqlstate));
+	r->message_len = copy_string(r->message, edata->message ? edata->message : "error",
+								 sizeof(r->message));
+	span_store_write(r);
+}
+
+/*
  * An error nobody caught is reported (PostgresMain, or a FATAL's errfinish)
  * before its transaction aborts and before the client hears of it: its
  * spans end here, so that they are stored by the time the client can look.
@@ -1363,10 +1407,14 @@ traceprof_emit_log(ErrorData *edata)
 				   edata->sqlerrcode, edata->message ? edata->message : "error");
 		raised.set = false;
 	}
-	else if (edata->elevel == ERROR && open_count == 0 && debug_query_string != NULL &&
-			 MyBackendType == B_BACKEND &&
+	else if (edata->elevel == ERROR && open_count == 0 && MyBackendType == B_BACKEND &&
 			 decided_in_message != GetCurrentStatementStartTimestamp())
-		record_failed_message(edata);
+	{
+		if (debug_query_string != NULL)
+			record_failed_message(edata);
+		else if (top_level_span_in_xact && IsTransactionState())
+			record_failed_commit(edata);
+	}
 }
 
 /*
@@ -1390,12 +1438,14 @@ traceprof_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			decided.pending = false;
 			close_stale();		/* a ROLLBACK ends well */
+			top_level_span_in_xact = false;
 			if (in_procedure)
 			{
 				raised.set = false;
 				break;
 			}
 			close_aborted(0, "transaction aborted");
+			top_level_span_in_xact = false;
 			nesting_level = plan_nesting = utility_depth = 0;
 			profiler_flush();	/* the failed statement's samples, now */
 			break;
@@ -1404,6 +1454,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 			decided.pending = false;
 			close_stale();
 			raised.set = false;
+			top_level_span_in_xact = false;
 			if (!in_procedure)
 				nesting_level = plan_nesting = 0;
 			if (open_count == 0)

@@ -594,6 +594,45 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3h. a deferred foreign key failing at a Sync\'s implicit commit (extended protocol): an error span beside its statement, with its text', async () => {
+		const client = await connect(cluster, 'app');
+		try {
+			await client.query('CREATE TABLE deferred_parent (id int PRIMARY KEY)');
+			await client.query('CREATE TABLE deferred_child (parent int REFERENCES deferred_parent DEFERRABLE INITIALLY DEFERRED)');
+			const ctx = newContext();
+			// npm pg sends Parse, Bind, Describe, Execute, Sync: the INSERT runs
+			// well in its Execute, the check fails when the Sync commits.
+			await assert.rejects(client.query({ text: `INSERT INTO deferred_child VALUES ($1) /*traceparent='${ctx.header}'*/`, values: [42] }),
+				(e) => e.code === '23503');
+			await waitForSpans(receiver, ctx.traceId, 2);
+			await sleep(3 * EXPORT_INTERVAL_MS);
+			const server = spansOf(receiver, ctx.traceId).filter((x) => x.kind === SpanKind.SERVER);
+			const insert = server.find((x) => x.name === 'INSERT deferred_child');
+			const failed = server.find((x) => x.name === 'postgresql');
+			assert.equal(server.length, 2, `the INSERT and its commit's failure:\n  ${dump(server)}`);
+			assert.ok(insert && failed, dump(server));
+			assert.equal(insert.status.code, StatusCode.UNSET, 'the INSERT itself ran well');
+			assert.equal(failed.status.code, StatusCode.ERROR);
+			assert.match(failed.status.message, /violates foreign key constraint/);
+			assert.equal(failed.attributes['db.response.status_code'], '23503');
+			assert.equal(failed.parentSpanId, ctx.spanId, 'beside the INSERT, under its caller\'s span');
+			assert.notEqual(failed.spanId, insert.spanId);
+			assert.equal(failed.attributes['db.query.text'], 'INSERT INTO deferred_child VALUES ($1)', 'the statement\'s text');
+			assert.ok(failed.startTimeUnixNano >= insert.endTimeUnixNano && failed.startTimeUnixNano <= failed.endTimeUnixNano,
+				'the commit follows the statement');
+
+			// The next transaction's failing commit, untraced, is nobody's.
+			const before = await stats(client);
+			await assert.rejects(client.query({ text: 'INSERT INTO deferred_child VALUES ($1)', values: [43] }),
+				(e) => e.code === '23503');
+			const after = await stats(client);
+			assert.equal(after.spans_created, before.spans_created, 'no span for an untraced transaction\'s commit');
+		} finally {
+			await client.query('DROP TABLE IF EXISTS deferred_child, deferred_parent');
+			await client.end();
+		}
+	});
+
 	test('4. generator -> loader: the server COPY and COMMIT spans are children of loader.copy and loader.commit, one trace', async () => {
 		requireExecutable(GENERATOR);
 		requireExecutable(LOADER);
