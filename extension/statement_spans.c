@@ -331,19 +331,19 @@ statement_bytes(const char *source, int location, int len, int *text_len)
 	return text;
 }
 
-/*
- * The statement's own text within source (several may share it) and its
- * length: its bytes without the blanks around them, as CleanQuerytext
- * trims them (whose calls to scanner_isspace for every blank were ~35
- * instruction-cache misses of a traced TPC-B transaction).
- */
+/* scanner_isspace's set in PostgreSQL 15, without a call per byte. */
 static inline bool
 is_blank(char c)
 {
-	/* scanner_isspace's set in PostgreSQL 15 */
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
 }
 
+/*
+ * The statement's own text within source (several may share it) and its
+ * length: its bytes without the blanks around them, trimmed as
+ * CleanQuerytext does (whose calls to scanner_isspace were ~35
+ * instruction-cache misses of a traced TPC-B transaction).
+ */
 static const char *
 statement_text(const char *source, int location, int len, int *text_len)
 {
@@ -1438,7 +1438,6 @@ traceprof_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			decided.pending = false;
 			close_stale();		/* a ROLLBACK ends well */
-			top_level_span_in_xact = false;
 			if (in_procedure)
 			{
 				raised.set = false;
