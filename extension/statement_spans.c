@@ -1355,9 +1355,9 @@ record_failed_message(const ErrorData *edata)
  * A Sync's implicit commit failed: a deferred foreign key, a serialization
  * failure.  No statement is under way and the message has no text
  * (debug_query_string is NULL), so the failure is the transaction's last
- * traced top-level statement's: a span beside it, under the same parent,
- * with its text, from its end to the error.  Its record becomes that span;
- * it was stored already.
+ * traced top-level statement's: a span beside it, under the same parent
+ * (under it, when it has none), with its text, from its end to the error.
+ * Its record becomes that span; it was stored already.
  */
 static pg_noinline void
 record_failed_commit(const ErrorData *edata)
@@ -1365,6 +1365,9 @@ record_failed_commit(const ErrorData *edata)
 	TraceprofSpan *r = open_spans[0].record;
 
 	top_level_span_in_xact = false;
+	/* A statement that began its trace (no caller's span): its child, one root a trace. */
+	if (!r->remote_parent && tp_id_is_zero(r->parent_span_id, TP_SPAN_ID_BYTES))
+		memcpy(r->parent_span_id, r->span_id, TP_SPAN_ID_BYTES);
 	if (!tp_id_random(r->span_id, TP_SPAN_ID_BYTES))
 	{
 		span_store_count_unmade();

@@ -627,6 +627,24 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 				(e) => e.code === '23503');
 			const after = await stats(client);
 			assert.equal(after.spans_created, before.spans_created, 'no span for an untraced transaction\'s commit');
+
+			// A statement that began its own trace (traceprof.sample_rate, a
+			// superuser's setting): the failure is its child, so the trace
+			// keeps one root.
+			const text = 'INSERT INTO deferred_child (parent) VALUES ($1)';
+			await admin.query('SET traceprof.sample_rate = 1');
+			try {
+				await assert.rejects(admin.query({ text, values: [44] }), (e) => e.code === '23503');
+			} finally {
+				await admin.query('RESET traceprof.sample_rate');
+			}
+			const rows = (await admin.query('SELECT name, trace_id, span_id, parent_span_id, status FROM traceprof.spans ' +
+				'WHERE query = $1 ORDER BY start_time', [text])).rows;
+			assert.deepEqual(rows.map((r) => [r.name, r.status]), [['INSERT deferred_child', 'unset'], ['postgresql', 'error']],
+				jsonish(rows));
+			assert.equal(rows[0].parent_span_id, null, 'the INSERT is its trace\'s root');
+			assert.equal(rows[1].parent_span_id, rows[0].span_id, 'the commit\'s failure is its child');
+			assert.equal(rows[1].trace_id, rows[0].trace_id);
 		} finally {
 			await client.query('DROP TABLE IF EXISTS deferred_child, deferred_parent');
 			await client.end();
