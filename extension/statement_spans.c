@@ -127,11 +127,13 @@ static DecidedStatement decided;
 static TimestampTz decided_in_message;
 
 /*
- * A top-level span ended in the transaction under way; its record is still
- * open_spans[0].record (the next top-level span reuses it).  A Sync's
- * implicit commit that fails is that statement's (record_failed_commit).
+ * The record of the last top-level span that ended in the transaction under
+ * way, NULL if none: a Sync's implicit commit that fails is that
+ * statement's (record_failed_commit).  No span reuses the record while
+ * no span is open: one opened in its stack slot sits above a top-level
+ * span, whose end comes later and replaces this.
  */
-static bool top_level_span_in_xact;
+static TraceprofSpan *last_top_level_span;
 
 /* A top-level statement is done: what fails next is not its own. */
 static inline void
@@ -548,7 +550,7 @@ end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
 			   TP_SPAN_ID_BYTES);
 	span_store_write(r);
 	if (span->top_level)
-		top_level_span_in_xact = true;
+		last_top_level_span = r;
 	span->ended = true;
 	span->query_desc = NULL;
 }
@@ -1362,9 +1364,9 @@ record_failed_message(const ErrorData *edata)
 static pg_noinline void
 record_failed_commit(const ErrorData *edata)
 {
-	TraceprofSpan *r = open_spans[0].record;
+	TraceprofSpan *r = last_top_level_span;
 
-	top_level_span_in_xact = false;
+	last_top_level_span = NULL;
 	/* A statement that began its trace (no caller's span): its child, one root a trace. */
 	if (!r->remote_parent && tp_id_is_zero(r->parent_span_id, TP_SPAN_ID_BYTES))
 		memcpy(r->parent_span_id, r->span_id, TP_SPAN_ID_BYTES);
@@ -1415,7 +1417,7 @@ traceprof_emit_log(ErrorData *edata)
 	{
 		if (debug_query_string != NULL)
 			record_failed_message(edata);
-		else if (top_level_span_in_xact && IsTransactionState())
+		else if (last_top_level_span != NULL && IsTransactionState())
 			record_failed_commit(edata);
 	}
 }
@@ -1447,7 +1449,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 				break;
 			}
 			close_aborted(0, "transaction aborted");
-			top_level_span_in_xact = false;
+			last_top_level_span = NULL;
 			nesting_level = plan_nesting = utility_depth = 0;
 			profiler_flush();	/* the failed statement's samples, now */
 			break;
@@ -1456,7 +1458,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 			decided.pending = false;
 			close_stale();
 			raised.set = false;
-			top_level_span_in_xact = false;
+			last_top_level_span = NULL;
 			if (!in_procedure)
 				nesting_level = plan_nesting = 0;
 			if (open_count == 0)

@@ -651,6 +651,41 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3i. portals read in turns before a Sync whose commit fails: the failure goes to the statement that ended last, wherever it stood in the stack', async () => {
+		const wire = await connectWire(cluster);
+		try {
+			await wire.query('CREATE TABLE deferred_p2 (id int PRIMARY KEY); ' +
+				'CREATE TABLE deferred_c2 (parent int REFERENCES deferred_p2 DEFERRABLE INITIALLY DEFERRED)');
+			const [older, insert, newer] = [newContext(), newContext(), newContext()];
+			const comment = (ctx) => `/*traceparent='${ctx.header}'*/`;
+			// One implicit transaction up to the Sync: portal "older" opens,
+			// the INSERT runs (its check deferred), portal "newer" opens above
+			// "older", then both are closed, the older first.
+			wire.send(
+				serialize.parse({ name: 'older', text: `SELECT g FROM generate_series(1, 3) g ${comment(older)}` }),
+				serialize.bind({ statement: 'older', portal: 'older' }), serialize.execute({ portal: 'older', rows: 1 }),
+				serialize.parse({ text: `INSERT INTO deferred_c2 VALUES (42) ${comment(insert)}` }),
+				serialize.bind({}), serialize.execute({}),
+				serialize.parse({ name: 'newer', text: `SELECT g FROM generate_series(1, 4) g ${comment(newer)}` }),
+				serialize.bind({ statement: 'newer', portal: 'newer' }), serialize.execute({ portal: 'newer', rows: 1 }),
+				serialize.close({ type: 'P', name: 'older' }), serialize.close({ type: 'P', name: 'newer' }),
+				serialize.sync());
+			await assert.rejects(wire.until('readyForQuery'), (e) => e.code === '23503');
+			await wire.until('readyForQuery');
+			const traces = [older, insert, newer];
+			const failed = await waitFor('the commit\'s failure span', () => traces
+				.flatMap((ctx) => spansOf(receiver, ctx.traceId)).find((x) => x.name === 'postgresql'));
+			const context = `\n  ${dump(traces.flatMap((ctx) => spansOf(receiver, ctx.traceId)))}`;
+			assert.equal(failed.traceId, newer.traceId, `the statement that ended last is "newer"${context}`);
+			assert.equal(failed.parentSpanId, newer.spanId, context);
+			assert.match(failed.attributes['db.query.text'], /generate_series\(\$1, \$2\)/);
+			assert.equal(failed.attributes['db.response.status_code'], '23503');
+		} finally {
+			await wire.query('DROP TABLE IF EXISTS deferred_c2, deferred_p2');
+			wire.end();
+		}
+	});
+
 	test('4. generator -> loader: the server COPY and COMMIT spans are children of loader.copy and loader.commit, one trace', async () => {
 		requireExecutable(GENERATOR);
 		requireExecutable(LOADER);
