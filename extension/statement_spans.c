@@ -129,9 +129,9 @@ static TimestampTz decided_in_message;
 /*
  * The record of the last top-level span that ended in the transaction under
  * way, NULL if none: a Sync's implicit commit that fails is that
- * statement's (record_failed_commit).  No span reuses the record while
- * no span is open: one opened in its stack slot sits above a top-level
- * span, whose end comes later and replaces this.
+ * statement's (record_failed_commit).  It holds that span until the stack
+ * next empties: whatever opens in its slot is a top-level span or sits
+ * above one, whose end (or its transaction's abort) replaces this first.
  */
 static TraceprofSpan *last_top_level_span;
 
