@@ -519,6 +519,15 @@ portal_kept_after_run(const OpenSpan *span)
 		(ActivePortal == NULL || span->last_run_message != GetCurrentStatementStartTimestamp());
 }
 
+/* A failed span: error status, its SQLSTATE and message. */
+static void
+set_error(TraceprofSpan *r, int sqlerrcode, const char *message)
+{
+	r->status = SPAN_STATUS_ERROR;
+	strlcpy(r->sqlstate, unpack_sql_state(sqlerrcode), sizeof(r->sqlstate));
+	r->message_len = copy_string(r->message, message, sizeof(r->message));
+}
+
 /* End a span and store it; it stays on the stack. */
 static void
 end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
@@ -538,11 +547,7 @@ end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
 	if (!kept)
 		r->rows = rows;
 	if (unlikely(message != NULL) && !kept)
-	{
-		r->status = SPAN_STATUS_ERROR;
-		strlcpy(r->sqlstate, unpack_sql_state(sqlerrcode), sizeof(r->sqlstate));
-		r->message_len = copy_string(r->message, message, sizeof(r->message));
-	}
+		set_error(r, sqlerrcode, message);
 	/* Grafana finds a span's profile through the span_id its samples carry. */
 	r->profiled = profiler_is_sampling();
 	if (r->profiled)
@@ -1384,10 +1389,7 @@ record_failed_commit(const ErrorData *edata)
 	r->planning_ns = -1;
 	r->shared_blks_hit = r->shared_blks_read = r->wal_bytes = 0;
 	r->profiled = false;
-	r->status = SPAN_STATUS_ERROR;
-	strlcpy(r->sqlstate, unpack_sql_state(edata->sqlerrcode), sizeof(r->sqlstate));
-	r->message_len = copy_string(r->message, edata->message ? edata->message : "error",
-								 sizeof(r->message));
+	set_error(r, edata->sqlerrcode, edata->message ? edata->message : "error");
 	span_store_write(r);
 }
 
