@@ -1,18 +1,8 @@
-/* span.c - span attributes, status and clock. */
+/* span.c - span attributes and status. */
 #include "span.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-uint64_t
-tp_unix_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
 
 static void
 free_value(tp_attr *attr)

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "kvlist.h"
 #include "trace_context.h"
@@ -80,7 +81,18 @@ void		tp_span_set_error(tp_span *span, const char *message);
 /* Release what the span owns (not the span struct itself). */
 void		tp_span_clear(tp_span *span);
 
-/* Nanoseconds since the Unix epoch (CLOCK_REALTIME). */
-uint64_t	tp_unix_now_ns(void);
+/*
+ * Nanoseconds since the Unix epoch (CLOCK_REALTIME).  Inline: a traced
+ * statement reads it two or three times, and a call of its own was ~3
+ * instruction-cache misses each.
+ */
+static inline uint64_t
+tp_unix_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
 
 #endif
