@@ -315,6 +315,53 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			[['SELECT', 'error', 'terminating connection due to administrator command', '57P01']]);
 	});
 
+	test('1e. a transaction block\'s spans all reach other sessions: at COMMIT, at ROLLBACK, after an error, 40 statements long, and when the backend is terminated idle in the block', async () => {
+		const serverSpans = async (ctx) => (await admin.query(
+			"SELECT name, status FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time",
+			[ctx.traceId])).rows.map((r) => `${r.name}${r.status === 'error' ? ' (error)' : ''}`);
+		const client = await connect(cluster, 'app');
+		try {
+			const many = newContext();
+			await client.query(`SET traceprof.traceparent = '${many.header}'`);
+			await client.query('BEGIN');
+			for (let i = 0; i < 40; i++)
+				await client.query(`SELECT ${i} AS n`);
+			await client.query('COMMIT');
+			assert.deepEqual(await serverSpans(many), ['BEGIN', ...Array(40).fill('SELECT'), 'COMMIT']);
+
+			const rolledBack = newContext();
+			await client.query(`SET traceprof.traceparent = '${rolledBack.header}'`);
+			await client.query('BEGIN');
+			await client.query('SELECT 1');
+			await client.query('ROLLBACK');
+			assert.deepEqual(await serverSpans(rolledBack), ['BEGIN', 'SELECT', 'ROLLBACK']);
+
+			// Read while the failed block is still open: nothing waits for its end.
+			const failed = newContext();
+			await client.query(`SET traceprof.traceparent = '${failed.header}'`);
+			await client.query('BEGIN');
+			await client.query('SELECT 1');
+			await assert.rejects(client.query('SELECT 1 / 0'), (e) => e.code === '22012');
+			assert.deepEqual(await serverSpans(failed), ['BEGIN', 'SELECT', 'SELECT (error)']);
+			await client.query('ROLLBACK');
+		} finally {
+			await client.end();
+		}
+
+		// Terminated while idle in the block: the spans of its statements stay.
+		const idle = newContext();
+		const victim = await connect(cluster, 'app');
+		victim.on('error', () => {});
+		const pid = (await victim.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+		await victim.query(`SET traceprof.traceparent = '${idle.header}'`);
+		await victim.query('BEGIN');
+		await victim.query('SELECT 1');
+		await victim.query('SELECT 2');
+		assert.equal((await admin.query('SELECT pg_terminate_backend($1, 10000) AS done', [pid])).rows[0].done, true);
+		assert.deepEqual(await serverSpans(idle), ['BEGIN', 'SELECT', 'SELECT']);
+		await victim.end().catch(() => {});
+	});
+
 	test('3. SQLCommenter through npm pg: extended and simple protocol, utility, errors; the comment wins over the session', async () => {
 		const client = await connect(cluster, 'app');
 		try {
