@@ -83,8 +83,8 @@ void		tp_span_clear(tp_span *span);
 
 /*
  * Nanoseconds since the Unix epoch (CLOCK_REALTIME).  Inline: a traced
- * statement reads it two or three times, and a call of its own was ~3
- * instruction-cache misses each.
+ * statement reads it two or three times, and its own call was about one
+ * instruction-cache miss each.
  */
 static inline uint64_t
 tp_unix_now_ns(void)
