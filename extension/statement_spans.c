@@ -606,6 +606,13 @@ close_statement(int index, int64 rows)
 			end_span(&open_spans[i], i == index ? rows : -1, 0, NULL);
 }
 
+/* The message a failed span carries: an error raised without one still fails. */
+static inline const char *
+error_message(const ErrorData *error)
+{
+	return error->message ? error->message : "error";
+}
+
 /*
  * Error context callback of a top-level hook running with spans open:
  * remember the error raised below it for the abort that will close them.
@@ -629,7 +636,7 @@ remember_error(void *arg)
 	{
 		raised.set = true;
 		raised.sqlerrcode = error->sqlerrcode;
-		strlcpy(raised.message, error->message ? error->message : "error", sizeof(raised.message));
+		strlcpy(raised.message, error_message(error), sizeof(raised.message));
 	}
 	FreeErrorData(error);
 }
@@ -1355,7 +1362,7 @@ record_failed_message(const ErrorData *edata)
 	span->record->start_ns = (GetCurrentStatementStartTimestamp() +
 							  (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY) * 1000;
 	span->cpu_start_ns = -1;
-	close_innermost(-1, edata->sqlerrcode, edata->message ? edata->message : "error");
+	close_innermost(-1, edata->sqlerrcode, error_message(edata));
 }
 
 /*
@@ -1389,7 +1396,7 @@ record_failed_commit(const ErrorData *edata)
 	r->planning_ns = -1;
 	r->shared_blks_hit = r->shared_blks_read = r->wal_bytes = 0;
 	r->profiled = false;
-	set_error(r, edata->sqlerrcode, edata->message ? edata->message : "error");
+	set_error(r, edata->sqlerrcode, error_message(edata));
 	span_store_write(r);
 }
 
@@ -1411,7 +1418,7 @@ traceprof_emit_log(ErrorData *edata)
 	{
 		/* A FATAL ends the whole session, an ERROR its (sub)transaction. */
 		close_from(edata->elevel >= FATAL ? 0 : first_span_of_current_xact(), -1,
-				   edata->sqlerrcode, edata->message ? edata->message : "error");
+				   edata->sqlerrcode, error_message(edata));
 		raised.set = false;
 	}
 	else if (edata->elevel == ERROR && open_count == 0 && MyBackendType == B_BACKEND &&
