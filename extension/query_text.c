@@ -103,22 +103,26 @@ query_text_remember_constants(uint64 query_id, const char *text, int len, int te
 	slot->text_len = len;
 }
 
-/* len bytes of text cut to fit in max_query_length bytes, on a character boundary. */
+/*
+ * len bytes of text cut to fit in max_query_length bytes, on a character
+ * boundary of encoding: the span's database's, not the reader's (the
+ * exporter is connected to none, so its own is SQL_ASCII).
+ */
 static int
-cut_length(const char *text, int len)
+cut_length(const char *text, int len, int encoding)
 {
 	return len >= traceprof_max_query_length ?
-		pg_mbcliplen(text, len, traceprof_max_query_length) : len;
+		pg_encoding_mbcliplen(encoding, text, len, traceprof_max_query_length) : len;
 }
 
 /* text normalized into dest (max_query_length bytes), cut on a character boundary. */
 static int
 normalize_into(const char *text, int len, bool standard_strings,
-			   const tp_sql_constants *constants, char *dest)
+			   const tp_sql_constants *constants, int encoding, char *dest)
 {
 	len = (int) tp_sql_normalize(text, len, standard_strings, constants, dest,
 								 traceprof_max_query_length);
-	return cut_length(dest, len);
+	return cut_length(dest, len, encoding);
 }
 
 /*
@@ -143,14 +147,14 @@ query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *s
 			if (known != NULL)
 			{
 				len = normalize_into(text, len, standard_conforming_strings, &known->constants,
-									 span->query);
+									 span->encoding, span->query);
 				break;
 			}
 			span->query_form = standard_conforming_strings ?
 				QUERY_FORM_LITERALS : QUERY_FORM_LITERALS_ESCAPED;
 			/* FALLTHROUGH */
 		case QUERY_TEXT_FULL:
-			len = cut_length(text, len);
+			len = cut_length(text, len, span->encoding);
 			memcpy(span->query, text, len);
 			break;
 	}
@@ -164,9 +168,9 @@ query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *s
  * NUL); returns its length.
  */
 int
-query_text_normalize_literals(const char *text, int len, QueryForm form, char *dest)
+query_text_normalize_literals(const char *text, int len, QueryForm form, int encoding, char *dest)
 {
-	len = normalize_into(text, len, form == QUERY_FORM_LITERALS, NULL, dest);
+	len = normalize_into(text, len, form == QUERY_FORM_LITERALS, NULL, encoding, dest);
 	dest[len] = '\0';
 	return len;
 }

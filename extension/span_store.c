@@ -103,7 +103,8 @@ span_unpack(const char *in, Size len, TraceprofSpan *span)
 	span->sqlstate[sizeof(span->sqlstate) - 1] = '\0';
 	if (span->query_form != QUERY_FORM_FINAL)
 	{
-		span->query_len = query_text_normalize_literals(p, nul - p, span->query_form, span->query);
+		span->query_len = query_text_normalize_literals(p, nul - p, span->query_form, span->encoding,
+														 span->query);
 		span->query_form = QUERY_FORM_FINAL;
 		return true;
 	}

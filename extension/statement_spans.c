@@ -31,6 +31,7 @@
 #include "common/pg_prng.h"
 #include "executor/executor.h"
 #include "executor/instrument.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "optimizer/planner.h"
@@ -228,6 +229,23 @@ copy_string(char *dest, const char *src, size_t size)
 	size_t		len = strnlen(src, size - 1);
 
 	Assert(size <= 256);
+	memcpy(dest, src, len);
+	dest[len] = '\0';
+	return (uint8) len;
+}
+
+/*
+ * copy_string for free text (an error's message), cut on a character
+ * boundary: a byte cut would send invalid UTF-8, which OTLP receivers refuse.
+ */
+static uint8
+copy_text(char *dest, const char *src, size_t size)
+{
+	int			len = strnlen(src, size);
+
+	Assert(size <= 256);
+	if (len == size)
+		len = pg_mbcliplen(src, len, size - 1);
 	memcpy(dest, src, len);
 	dest[len] = '\0';
 	return (uint8) len;
@@ -457,6 +475,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	r->query_id = query_id;
 	r->rows = -1;
 	r->planning_ns = -1;
+	r->encoding = (uint8) GetDatabaseEncoding();
 	set_names(r, name, operation, collection);
 	set_database_name(r);
 	set_user_name(r);
@@ -525,7 +544,7 @@ set_error(TraceprofSpan *r, int sqlerrcode, const char *message)
 {
 	r->status = SPAN_STATUS_ERROR;
 	strlcpy(r->sqlstate, unpack_sql_state(sqlerrcode), sizeof(r->sqlstate));
-	r->message_len = copy_string(r->message, message, sizeof(r->message));
+	r->message_len = copy_text(r->message, message, sizeof(r->message));
 }
 
 /* End a span and store it; it stays on the stack. */
@@ -636,7 +655,7 @@ remember_error(void *arg)
 	{
 		raised.set = true;
 		raised.sqlerrcode = error->sqlerrcode;
-		strlcpy(raised.message, error_message(error), sizeof(raised.message));
+		copy_text(raised.message, error_message(error), sizeof(raised.message));
 	}
 	FreeErrorData(error);
 }

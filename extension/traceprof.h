@@ -77,6 +77,7 @@ typedef struct TraceprofSpan
 	bool		profiled;		/* the sampler ran while it was open */
 	uint8		query_form;		/* QueryForm: what readers do with query */
 	uint8		rows_meaning;	/* ROWS_RETURNED and/or ROWS_AFFECTED */
+	uint8		encoding;		/* its database's: readers cut its text by it */
 	uint8		profile_span_id[TP_SPAN_ID_BYTES];	/* its samples' span_id label */
 	int32		pid;
 	Oid			userid;
@@ -169,7 +170,8 @@ extern void statement_spans_install_hooks(void);
 /* query_text.c */
 struct JumbleState;
 extern void query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *span);
-extern int	query_text_normalize_literals(const char *text, int len, QueryForm form, char *dest);
+extern int	query_text_normalize_literals(const char *text, int len, QueryForm form, int encoding,
+										  char *dest);
 extern void query_text_remember_constants(uint64 query_id, const char *text, int len,
 										  int text_location, const struct JumbleState *jstate);
 

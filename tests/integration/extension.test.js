@@ -362,6 +362,44 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		await victim.end().catch(() => {});
 	});
 
+	test('1f. texts are cut on a character boundary: a long multibyte statement (normalized where read, by the exporter too) and a long multibyte error message arrive as valid UTF-8', async () => {
+		const max = Number((await admin.query("SELECT setting FROM pg_settings WHERE name = 'traceprof.max_query_length'")).rows[0].setting);
+		// 100 literal tokens, each "$n" when read, so the normalized text outgrows
+		// the cap; the alias's 2-, 3- and 4-byte characters under every shift of
+		// the cut (0..8 bytes) put it inside a character at least once.
+		const alias = (k) => `${'x'.repeat(k)}${'é€😀'.repeat(120)}`;
+		const ones = Array(100).fill('1').join(', ');
+		const params = Array.from({ length: 100 }, (_, i) => `$${i + 1}`).join(', ');
+		const ctx = newContext();
+		const client = await connect(cluster, 'app');
+		try {
+			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			for (let k = 0; k <= 8; k++)
+				await client.query(`SELECT ${ones} AS "${alias(k)}"`);
+			await assert.rejects(client.query("DO $$BEGIN RAISE EXCEPTION '%', repeat('é', 200); END$$"));
+		} finally {
+			await client.end();
+		}
+		const spans = await waitForSpans(receiver, ctx.traceId, 10);
+		const check = (where, text, k) => {
+			const full = `SELECT ${params} AS "${alias(k)}"`;
+			assert.ok(Buffer.byteLength(text) <= max && Buffer.byteLength(text) > max - 4,
+				`${where}: ${Buffer.byteLength(text)} bytes, cap ${max}`);
+			assert.ok(full.startsWith(text), `${where}: not a prefix of the normalized text: ...${JSON.stringify(text.slice(-6))}`);
+		};
+		const selects = spans.filter((x) => x.name === 'SELECT').sort((a, b) => (a.startTimeUnixNano < b.startTimeUnixNano ? -1 : 1));
+		assert.equal(selects.length, 9);
+		selects.forEach((x, k) => check(`OTLP span ${k}`, x.attributes['db.query.text'], k));
+		const failed = spans.find((x) => x.name === 'DO');
+		assert.equal(failed.status.code, StatusCode.ERROR);
+		assert.equal(failed.status.message, 'é'.repeat(127), 'the message cut to 255 bytes before a character');
+
+		const rows = (await admin.query("SELECT name, query, status_message FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time",
+			[ctx.traceId])).rows;
+		rows.slice(0, 9).forEach((r, k) => check(`traceprof.spans row ${k}`, r.query, k));
+		assert.equal(rows[9].status_message, 'é'.repeat(127));
+	});
+
 	test('3. SQLCommenter through npm pg: extended and simple protocol, utility, errors; the comment wins over the session', async () => {
 		const client = await connect(cluster, 'app');
 		try {
