@@ -403,19 +403,18 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 	memset(parent, 0, sizeof(*parent));
 	if (unlikely(IsParallelWorker()))
 		return false;
-	if (unlikely(open_count == MAX_OPEN_SPANS))
-	{
-		/* Nested this deep under a traced statement: a span lost, counted. */
-		if (!top_level)
-			span_store_count_unmade();
-		return false;
-	}
 	if (!top_level)
 	{
 		const TraceprofSpan *innermost;
 
 		if (open_count == 0)
 			return false;
+		if (unlikely(open_count == MAX_OPEN_SPANS))
+		{
+			/* Nested this deep under a traced statement: a span lost, counted. */
+			span_store_count_unmade();
+			return false;
+		}
 		innermost = open_spans[open_count - 1].record;
 		parent->nested = true;
 		memcpy(parent->context.trace_id, innermost->trace_id, TP_TRACE_ID_BYTES);
@@ -433,7 +432,14 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 		decided_in_message = GetCurrentStatementStartTimestamp();
 		if (source != NULL)
 			text = statement_bytes(source, location, len, &text_len);
-		return choose_root_context(text, text_len, &parent->context, &parent->remote);
+		if (!choose_root_context(text, text_len, &parent->context, &parent->remote))
+			return false;
+		if (unlikely(open_count == MAX_OPEN_SPANS))
+		{
+			/* Under as many portals kept open: traced, but no room; counted. */
+			span_store_count_unmade();
+			return false;
+		}
 	}
 	return true;
 }
@@ -1356,6 +1362,16 @@ first_span_of_current_xact(void)
 	return first;
 }
 
+/* Whether a span from index up is a statement still running (not a kept portal's). */
+static bool
+any_running(int index)
+{
+	for (int i = index; i < open_count; i++)
+		if (!open_spans[i].ended && !portal_kept_after_run(&open_spans[i]))
+			return true;
+	return false;
+}
+
 /*
  * The statement of a client message that failed before any hook of ours
  * ran for it: a syntax or name error, a Bind's bad parameter, a statement
@@ -1429,6 +1445,8 @@ record_failed_commit(const ErrorData *edata)
 static void
 traceprof_emit_log(ErrorData *edata)
 {
+	bool		owned = false;
+
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
 	if (edata->elevel < ERROR)
@@ -1436,18 +1454,22 @@ traceprof_emit_log(ErrorData *edata)
 	if (open_count > 0 && IsTransactionState())
 	{
 		/* A FATAL ends the whole session, an ERROR its (sub)transaction. */
-		close_from(edata->elevel >= FATAL ? 0 : first_span_of_current_xact(), -1,
-				   edata->sqlerrcode, error_message(edata));
+		int			first = edata->elevel >= FATAL ? 0 : first_span_of_current_xact();
+
+		owned = any_running(first);
+		close_from(first, -1, edata->sqlerrcode, error_message(edata));
 		raised.set = false;
 	}
-	else if (edata->elevel == ERROR && open_count == 0 && MyBackendType == B_BACKEND &&
-			 decided_in_message != GetCurrentStatementStartTimestamp())
+	if (owned || edata->elevel != ERROR || MyBackendType != B_BACKEND)
+		return;
+	/* No statement under way took the error: only kept portals, or nothing, were open. */
+	if (debug_query_string == NULL)
 	{
-		if (debug_query_string != NULL)
-			record_failed_message(edata);
-		else if (last_top_level_span != NULL && IsTransactionState())
+		if (last_top_level_span != NULL && IsTransactionState())
 			record_failed_commit(edata);
 	}
+	else if (decided_in_message != GetCurrentStatementStartTimestamp())
+		record_failed_message(edata);
 }
 
 /*
@@ -1470,7 +1492,9 @@ traceprof_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			decided.pending = false;
-			close_stale();		/* a ROLLBACK ends well */
+			/* A ROLLBACK ends well; a statement planned but not run failed with the rest. */
+			while (open_count > 0 && open_spans[open_count - 1].awaiting_xact_end)
+				close_innermost(-1, 0, NULL);
 			if (in_procedure)
 			{
 				raised.set = false;

@@ -771,6 +771,58 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3j. a commit failing at a Sync after an extended-protocol SELECT, whose portal is still open then: an error span beside the SELECT', async () => {
+		const client = await connect(cluster, 'app');
+		try {
+			await client.query('CREATE TABLE deferred_p3 (id int PRIMARY KEY); ' +
+				'CREATE TABLE deferred_c3 (parent int REFERENCES deferred_p3 DEFERRABLE INITIALLY DEFERRED); ' +
+				"CREATE FUNCTION insert_c3(int) RETURNS int LANGUAGE sql AS 'INSERT INTO deferred_c3 VALUES ($1) RETURNING parent'");
+			const ctx = newContext();
+			// The SELECT's unnamed portal lives until the Sync's commit, which fails.
+			await assert.rejects(client.query({ text: `SELECT insert_c3($1) /*traceparent='${ctx.header}'*/`, values: [42] }),
+				(e) => e.code === '23503');
+			const server = await waitFor(() => `the SELECT and its commit's failure:\n  ${dump(spansOf(receiver, ctx.traceId))}`, () => {
+				const found = spansOf(receiver, ctx.traceId).filter((x) => x.kind === SpanKind.SERVER);
+				return found.length >= 2 ? found : null;
+			});
+			const select = server.find((x) => x.name === 'SELECT');
+			const failed = server.find((x) => x.name === 'postgresql');
+			assert.ok(select && failed, dump(server));
+			assert.equal(select.status.code, StatusCode.UNSET, 'the SELECT itself ran well');
+			assert.equal(failed.status.code, StatusCode.ERROR);
+			assert.equal(failed.attributes['db.response.status_code'], '23503');
+			assert.equal(failed.parentSpanId, ctx.spanId);
+		} finally {
+			await client.query('DROP FUNCTION IF EXISTS insert_c3(int); DROP TABLE IF EXISTS deferred_c3, deferred_p3');
+			await client.end();
+		}
+	});
+
+	test('3k. more portals kept open than spans fit (32): a traced statement beyond them is counted as dropped, not lost silently', async () => {
+		const wire = await connectWire(cluster);
+		try {
+			const ctx = newContext();
+			const comment = `/*traceparent='${ctx.header}'*/`;
+			await wire.query('BEGIN');
+			const before = await stats(admin);
+			const messages = [];
+			for (let i = 0; i < 34; i++)
+				messages.push(serialize.parse({ name: `p${i}`, text: `SELECT g FROM generate_series(1, 3) g ${comment}` }),
+					serialize.bind({ statement: `p${i}`, portal: `p${i}` }), serialize.execute({ portal: `p${i}`, rows: 1 }));
+			wire.send(...messages, serialize.sync());
+			await wire.until('readyForQuery');
+			await wire.query('COMMIT');
+			const after = await stats(admin);
+			const kinds = (await admin.query('SELECT name, count(*)::int AS n FROM traceprof.spans WHERE trace_id = $1 GROUP BY name ORDER BY name',
+				[ctx.traceId])).rows;
+			// The 32nd statement fills the stack: its plan span (track_planning) is dropped too.
+			assert.deepEqual(kinds, [{ name: 'SELECT', n: 32 }, { name: 'plan', n: 31 }]);
+			assert.equal(after.spans_dropped - before.spans_dropped, 3, 'the two portals beyond room and the last one\'s plan are counted');
+		} finally {
+			wire.end();
+		}
+	});
+
 	test('4. generator -> loader: the server COPY and COMMIT spans are children of loader.copy and loader.commit, one trace', async () => {
 		requireExecutable(GENERATOR);
 		requireExecutable(LOADER);

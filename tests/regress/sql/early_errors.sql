@@ -53,3 +53,17 @@ SELECT name, kind, status, status_message, query,
   FROM traceprof.spans WHERE name <> 'plan'
  ORDER BY start_time;
 DROP TABLE early_child, early_parent;
+-- With errors hidden from the log (no emit_log_hook call), a statement that
+-- fails while planned ends at the abort, with its error, not as a success
+-- (without a plan span, its statement's span is the innermost one then).
+SELECT traceprof.reset();
+SET log_min_messages = panic;
+SET traceprof.track_planning = off;
+SET traceprof.traceparent = '00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01';
+SELECT 1 / 0 AS folded_while_planned;
+SET traceprof.traceparent = '';
+RESET log_min_messages;
+RESET traceprof.track_planning;
+SELECT name, status, status_message, attributes->>'db.response.status_code' AS sqlstate
+  FROM traceprof.spans WHERE name <> 'plan'
+ ORDER BY start_time;
