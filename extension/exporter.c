@@ -1,5 +1,6 @@
 /*
- * exporter.c - the background worker that sends spans over OTLP.
+ * exporter.c - the background workers that send spans over OTLP and
+ * profiles to Pyroscope.
  *
  * Network I/O happens here and nowhere else: backends only copy spans into
  * shared memory.  Each round takes up to traceprof.export_batch_size
@@ -7,6 +8,8 @@
  * bounded time, retries on 429/502/503/504), and marks them exported only
  * when the collector took them; when it could not be reached they stay for
  * the next round, and when it refused them they are dropped and counted.
+ * Profiles go from a worker of their own: a Pyroscope that hangs must not
+ * hold spans back until the ring overflows.
  */
 #include "postgres.h"
 
@@ -76,8 +79,8 @@ log_to_server(const char *message)
 	ereport(LOG, (errmsg("traceprof exporter: %s", message)));
 }
 
-void
-traceprof_register_exporter(void)
+static void
+register_worker(const char *name, const char *function)
 {
 	BackgroundWorker worker;
 
@@ -87,10 +90,17 @@ traceprof_register_exporter(void)
 	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 10;
 	strlcpy(worker.bgw_library_name, "traceprof", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "traceprof_exporter_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "traceprof exporter", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "traceprof exporter", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, function, BGW_MAXLEN);
+	strlcpy(worker.bgw_name, name, BGW_MAXLEN);
+	strlcpy(worker.bgw_type, name, BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
+}
+
+void
+traceprof_register_exporter(void)
+{
+	register_worker("traceprof exporter", "traceprof_exporter_main");
+	register_worker("traceprof profile uploader", "traceprof_profile_uploader_main");
 }
 
 /* Room for capacity spans (traceprof.export_batch_size changes on reload). */
@@ -363,13 +373,66 @@ upload_samples(tp_pyroscope_config *cfg)
 	return batch.count;
 }
 
+/*
+ * What both workers do first.  No database: the connection only gives the
+ * worker a row in pg_stat_activity, where operators see whether it is
+ * waiting or sending.
+ */
+static void
+start_worker(void)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	tp_log_set_sink(log_to_server);
+}
+
+static void
+wait_round(long timeout_ms)
+{
+	pgstat_report_activity(STATE_IDLE, NULL);
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 timeout_ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+}
+
+/*
+ * Drain full batches; stop at the first failure until the next round, and
+ * wait out a Retry-After the last export could not.
+ */
+static void
+export_spans(const tp_kvlist *resource, tp_otlp_target *target)
+{
+	while (traceprof_exporting && !*target->cancel &&
+		   tp_otlp_retry_wait_ms(target) == 0 &&
+		   export_one_batch(resource, target) == batch_size())
+		;
+}
+
+/*
+ * At shutdown, what waits in the ring would be lost with shared memory:
+ * one last drain, bounded, unless the collector is known to be failing.
+ */
+#define FINAL_EXPORT_MS 2000
+
+static void
+export_remaining_spans(const tp_kvlist *resource, tp_otlp_target *target)
+{
+	static volatile sig_atomic_t not_cancelled = 0;
+
+	if (failing)
+		return;
+	target->cancel = &not_cancelled;
+	target->timeout_ms = Min(target->timeout_ms, FINAL_EXPORT_MS);
+	export_spans(resource, target);
+}
+
 void
 traceprof_exporter_main(Datum arg)
 {
 	tp_kvlist	resource = {0};
 	tp_otlp_target target;
-	tp_pyroscope_config pyroscope;
-	TimestampTz last_upload = GetCurrentTimestamp();
 
 	/*
 	 * Encoding a batch allocates and frees about a megabyte.  By default glibc
@@ -378,27 +441,14 @@ traceprof_exporter_main(Datum arg)
 	 */
 	mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
 	mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	BackgroundWorkerUnblockSignals();
-	/*
-	 * No database: the connection only gives the worker a row in
-	 * pg_stat_activity (backend_type "traceprof exporter"), where operators
-	 * see whether it is waiting or sending.
-	 */
-	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
-	tp_log_set_sink(log_to_server);
+	start_worker();
 	span_store_set_exporter_latch(MyLatch);
 
 	build_resource(&resource);
 	build_target(&target);
-	build_pyroscope(&pyroscope);
 	while (!ShutdownRequestPending)
 	{
-		pgstat_report_activity(STATE_IDLE, NULL);
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 traceprof_export_interval_ms, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
+		wait_round(traceprof_export_interval_ms);
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
@@ -409,17 +459,39 @@ traceprof_exporter_main(Datum arg)
 			free(target.url);
 			free(target.ca_file);
 			build_target(&target);
+		}
+		export_spans(&resource, &target);
+	}
+	span_store_set_exporter_latch(NULL);
+	export_remaining_spans(&resource, &target);
+
+	/*
+	 * Exit code 1: the postmaster starts the worker again after
+	 * bgw_restart_time, so a stray SIGTERM does not end export until the
+	 * next server restart (at shutdown nothing is restarted anyway).
+	 */
+	proc_exit(1);
+}
+
+void
+traceprof_profile_uploader_main(Datum arg)
+{
+	tp_pyroscope_config pyroscope;
+	TimestampTz last_upload = GetCurrentTimestamp();
+
+	start_worker();
+	build_pyroscope(&pyroscope);
+	while (!ShutdownRequestPending)
+	{
+		wait_round(traceprof_upload_interval_ms);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
 			tp_pyroscope_config_free(&pyroscope);
 			build_pyroscope(&pyroscope);
 		}
-		/*
-		 * Drain full batches; stop at the first failure until next round, and
-		 * wait out a Retry-After the last export could not.
-		 */
-		while (traceprof_exporting && !ShutdownRequestPending &&
-			   tp_otlp_retry_wait_ms(&target) == 0 &&
-			   export_one_batch(&resource, &target) == batch_size())
-			;
+
 		/*
 		 * A Retry-After the last upload could not wait out holds the samples
 		 * in shared memory until it has passed.
@@ -434,11 +506,5 @@ traceprof_exporter_main(Datum arg)
 			last_upload = GetCurrentTimestamp();
 		}
 	}
-	span_store_set_exporter_latch(NULL);
-	/*
-	 * Exit code 1: the postmaster starts the worker again after
-	 * bgw_restart_time, so a stray SIGTERM does not end export until the
-	 * next server restart (at shutdown nothing is restarted anyway).
-	 */
-	proc_exit(1);
+	proc_exit(1);				/* restarted like the span exporter */
 }

@@ -178,6 +178,7 @@ extern void query_text_remember_constants(uint64 query_id, const char *text, int
 /* exporter.c */
 extern void traceprof_register_exporter(void);
 PGDLLEXPORT void traceprof_exporter_main(Datum arg);
+PGDLLEXPORT void traceprof_profile_uploader_main(Datum arg);
 
 /* Profiling (backend_profiler.c, sample_store.c, function_names.c) */
 typedef enum

@@ -790,6 +790,42 @@ test('4c. Pyroscope 429 with a Retry-After longer than the upload budget: no upl
 	}
 });
 
+test('4d. a Pyroscope that never answers does not hold spans back: they keep reaching the OTLP collector while an upload hangs', async () => {
+	const N = 600000;
+	const capture = await startIngest();
+	capture.setDefault({ hang: true });
+	const receiver = await startReceiver({ grpc: false });
+	const cluster = await startTraced({
+		'traceprof.pyroscope_url': capture.url,
+		'traceprof.upload_interval': '200ms',
+		'traceprof.otlp_endpoint': receiver.httpEndpoint,
+		'traceprof.otlp_timeout': '60s',	// an upload hangs for a minute
+	});
+	let client;
+	try {
+		client = await connect(cluster);
+		await client.query('SET traceprof.sample_hz = 250');
+		await traced(client, newContext(), cpuSql(N));
+		await capture.waitFor((reqs) => reqs[0], 10000, 'the first upload (never answered)');
+		for (let i = 0; i < 3; i++) {
+			const ctx = newContext();
+			const startedMs = Date.now();
+			await traced(client, ctx, 'SELECT 1 AS one');
+			await waitFor(`the span of statement ${i} at the collector while the upload hangs`,
+				() => receiver.spans().some((x) => x.traceId === ctx.traceId && x.kind === SpanKind.SERVER), 5000);
+			assert.ok(Date.now() - startedMs < 5000);
+		}
+		assert.equal(capture.requests.length >= 1 && capture.hung.length >= 1, true, 'the upload is still hanging');
+	} finally {
+		await closeAll(client);
+		const crashes = crashLines(cluster);
+		await cluster.stop();
+		await capture.close();
+		await receiver.close();
+		assert.deepEqual(crashes, [], 'no backend crashed');
+	}
+});
+
 // ---- 6: robustness -------------------------------------------------------
 
 test('6. robustness at 250 Hz: pg_cancel_backend mid-statement, then 30 traced statements from 4 concurrent sessions', async (t) => {

@@ -1374,6 +1374,34 @@ describe('retries and rejections (own cluster)', () => {
 	});
 });
 
+describe('shutdown (own cluster)', () => {
+	test('9b. a clean shutdown sends the spans still waiting in the ring (one last, bounded export)', async () => {
+		const receiver = await startReceiver({ grpc: false });
+		const cluster = await startTraced({
+			'traceprof.otlp_endpoint': receiver.httpEndpoint,
+			'traceprof.export_interval': '60000',	// no round before the shutdown
+		});
+		let running = true;
+		try {
+			const client = await connect(cluster);
+			const ctx = newContext();
+			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			for (let i = 0; i < 20; i++)
+				await client.query(`SELECT ${i} AS n`);
+			await client.end();
+			assert.equal(receiver.requests.length, 0, 'nothing was exported before the shutdown');
+			await cluster.stop();
+			running = false;
+			const server = spansOf(receiver, ctx.traceId).filter((x) => x.kind === SpanKind.SERVER);
+			assert.equal(server.length, 20, `every statement's span arrived before the server stopped:\n  ${dump(server)}`);
+		} finally {
+			if (running)
+				await cluster.stop();
+			await receiver.close();
+		}
+	});
+});
+
 describe('restart (own cluster)', () => {
 	let cluster;
 	let receiver;
