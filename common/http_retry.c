@@ -30,6 +30,12 @@ tp_sleep_ms(long ms, volatile sig_atomic_t *cancel)
 		;
 }
 
+/*
+ * Longer waits are cut to this (MAX_RETRY_WAIT_MS cuts them further): in
+ * milliseconds, a huge value would overflow and read as "no Retry-After".
+ */
+#define MAX_RETRY_AFTER_S (24 * 3600L)
+
 long
 tp_parse_retry_after(const char *value)
 {
@@ -37,13 +43,14 @@ tp_parse_retry_after(const char *value)
 	long		seconds = strtol(value, &end, 10);
 
 	if (end != value && (*end == '\0' || *end == '\r' || *end == '\n' || *end == ' '))
-		return seconds >= 0 ? seconds * 1000 : -1;
+		return seconds < 0 ? -1 : (seconds > MAX_RETRY_AFTER_S ? MAX_RETRY_AFTER_S : seconds) * 1000;
 
 	time_t		when = curl_getdate(value, NULL);
 
 	if (when < 0)
 		return -1;
-	return when > time(NULL) ? (long) (when - time(NULL)) * 1000 : 0;
+	seconds = when > time(NULL) ? (long) (when - time(NULL)) : 0;
+	return (seconds > MAX_RETRY_AFTER_S ? MAX_RETRY_AFTER_S : seconds) * 1000;
 }
 
 long

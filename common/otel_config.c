@@ -64,9 +64,8 @@ tp_otlp_traces_url(const char *endpoint, tp_otlp_protocol protocol, bool per_sig
 	return url;
 }
 
-/* Is endpoint something we can send to?  A URL with a host, or host:port. */
-static bool
-endpoint_is_valid(const char *endpoint)
+bool
+tp_otlp_endpoint_is_valid(const char *endpoint)
 {
 	const char *host = endpoint;
 
@@ -245,7 +244,7 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 	const char *ca_file;
 
 	memset(cfg, 0, sizeof(*cfg));
-	if (endpoint != NULL && !endpoint_is_valid(endpoint))
+	if (endpoint != NULL && !tp_otlp_endpoint_is_valid(endpoint))
 	{
 		tp_warn("%s=\"%s\" is not an endpoint (expected http://host:port, https://host:port or host:port); using the default",
 				name, endpoint);

@@ -11,6 +11,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "kvlist.h"
 
@@ -30,6 +31,7 @@ typedef struct tp_otlp_target
 	volatile sig_atomic_t *cancel;	/* non-zero aborts an export (shutdown) */
 	void	   *connection;		/* libcurl handle kept between exports, or NULL */
 	long		retry_not_before_ms;	/* monotonic: the last Retry-After's time, or 0 */
+	int64_t		rejected_spans; /* refused by the last delivered request's partial success */
 } tp_otlp_target;
 
 typedef struct tp_otel_config
@@ -45,6 +47,9 @@ typedef struct tp_otel_config
  * default; this never fails.
  */
 void		tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service);
+
+/* Is endpoint something we can send to?  An http(s) URL with a host, or host:port. */
+bool		tp_otlp_endpoint_is_valid(const char *endpoint);
 
 /*
  * Build the traces URL for an endpoint string as the spec defines it;

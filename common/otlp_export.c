@@ -39,6 +39,7 @@ typedef struct response
 	char		grpc_message[256];
 	uint8_t    *body;
 	size_t		body_len;
+	int64_t		rejected_spans; /* a partial success's count */
 } response;
 
 /*
@@ -155,12 +156,11 @@ request_headers(const tp_otlp_target *target, long budget_ms)
 }
 
 /*
- * Describe a partial success (or the body of an error answer) into err.
- * The body is an ExportTraceServiceResponse on success, a google.rpc.Status
- * on an OTLP/HTTP error.
+ * A partial success: the spans it refused into *rejected, and what it says
+ * into err.  The body is an ExportTraceServiceResponse.
  */
 static void
-describe_partial_success(const uint8_t *body, size_t len, char *err, size_t errlen)
+read_partial_success(const uint8_t *body, size_t len, int64_t *rejected, char *err, size_t errlen)
 {
 	Traceprof__Otlp__ExportTraceServiceResponse *answer =
 		traceprof__otlp__export_trace_service_response__unpack(NULL, len, body);
@@ -170,9 +170,12 @@ describe_partial_success(const uint8_t *body, size_t len, char *err, size_t errl
 	if (answer->partial_success != NULL &&
 		(answer->partial_success->rejected_spans > 0 ||
 		 answer->partial_success->error_message[0] != '\0'))
+	{
+		*rejected = answer->partial_success->rejected_spans;
 		snprintf(err, errlen, "collector accepted the request but rejected %lld span(s): %s",
 				 (long long) answer->partial_success->rejected_spans,
 				 answer->partial_success->error_message);
+	}
 	traceprof__otlp__export_trace_service_response__free_unpacked(answer, NULL);
 }
 
@@ -213,7 +216,7 @@ classify_transport_error(CURLcode rc, const char *curl_message, const char *url,
 }
 
 static attempt_outcome
-classify_answer(const tp_otlp_target *target, const response *r, char *err, size_t errlen)
+classify_answer(const tp_otlp_target *target, response *r, char *err, size_t errlen)
 {
 	const uint8_t *message = r->body;
 	size_t		message_len = r->body_len;
@@ -246,7 +249,7 @@ classify_answer(const tp_otlp_target *target, const response *r, char *err, size
 		message += GRPC_FRAME_HEADER;
 		message_len -= GRPC_FRAME_HEADER;
 	}
-	describe_partial_success(message, message_len, err, errlen);
+	read_partial_success(message, message_len, &r->rejected_spans, err, errlen);
 	return ATTEMPT_DELIVERED;
 }
 
@@ -323,7 +326,17 @@ attempt(tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
 		outcome = classify_answer(target, r, err, errlen);
 	}
 	else
-		outcome = classify_transport_error(rc, curl_message, target->url, err, errlen);
+	{
+		/*
+		 * OTLP/HTTP: a 2xx status is the collector's answer; a body cut short
+		 * after it changes nothing, and sending again would duplicate.
+		 */
+		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r->http_status);
+		if (target->protocol != TP_OTLP_GRPC && r->http_status >= 200 && r->http_status <= 299)
+			outcome = ATTEMPT_DELIVERED;
+		else
+			outcome = classify_transport_error(rc, curl_message, target->url, err, errlen);
+	}
 	curl_slist_free_all(headers);
 	/*
 	 * The request after a gRPC answer failed on the reused HTTP/2 connection
@@ -351,6 +364,7 @@ attempt_export(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 	response	r = {.retry_after_ms = -1, .grpc_status = -1};
 
 	x->outcome = attempt(x->target, x->payload, x->payload_len, timeout_ms, &r, err, errlen);
+	x->target->rejected_spans = r.rejected_spans;
 	free(r.body);
 	*retry_after_ms = r.retry_after_ms;
 	if (r.retry_after_ms >= 0)

@@ -31,7 +31,7 @@ typedef enum tp_export_result
  * within target->timeout_ms.  On anything but TP_EXPORT_OK, err holds one
  * line saying what went wrong (never header values, never the password of
  * the URL).  A partial success is TP_EXPORT_OK with the rejection described
- * in err.
+ * in err and the spans it refused in target->rejected_spans.
  */
 tp_export_result tp_otlp_send(tp_otlp_target *target,
 							  const uint8_t *body, size_t len,

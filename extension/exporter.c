@@ -30,6 +30,7 @@
 #include "profile.h"
 #include "pyroscope.h"
 #include "span_attributes.h"
+#include "text.h"
 
 #define SCOPE_NAME "traceprof"
 #define SCOPE_VERSION "0.1.0"
@@ -223,13 +224,33 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 	if (body == NULL)
 		strlcpy(err, "out of memory while encoding spans", sizeof(err));
 	free(body);
+	if (result == TP_EXPORT_OK && target->rejected_spans > 0)
+	{
+		/* A partial success: the refused spans are dropped, like a rejection's. */
+		int			refused = (int) Min(target->rejected_spans, (int64) exported);
+
+		span_store_mark_exported(upto, exported - refused);
+		span_store_count_refused(refused);
+		span_store_export_failed(err);
+		if (!failing)
+			ereport(WARNING,
+					(errmsg("traceprof exporter: %s", err),
+					 errdetail("Refused spans are dropped and counted in traceprof.stats, without a warning until an export is taken whole.")));
+		failing = true;
+		return exported;
+	}
 	if (result == TP_EXPORT_OK)
 	{
 		span_store_mark_exported(upto, exported);
 		if (failing)
-			ereport(LOG, (errmsg("traceprof exporter: export to %s resumed", target->url)));
+		{
+			char		shown[512];
+
+			tp_url_redact(target->url, "***@", shown, sizeof(shown));	/* its password, if any */
+			ereport(LOG, (errmsg("traceprof exporter: export to %s resumed", shown)));
+		}
 		if (err[0] != '\0')
-			ereport(WARNING, (errmsg("traceprof exporter: %s", err)));
+			ereport(LOG, (errmsg("traceprof exporter: %s", err)));	/* a collector's warning */
 		failing = false;
 		return exported;
 	}

@@ -285,6 +285,13 @@ span_store_mark_exported(uint64 upto, int count)
 	SpinLockRelease(&store->mutex);
 }
 
+/* Spans of a request the collector took, but refused in part (a partial success). */
+void
+span_store_count_refused(int count)
+{
+	shm_ring_count_dropped(ring, count);
+}
+
 /* The collector refused these spans for good: move past them as dropped. */
 void
 span_store_mark_rejected(uint64 upto, int count)

@@ -13,6 +13,8 @@
 #include "storage/shmem.h"
 #include "utils/guc.h"
 
+#include "kvlist.h"
+#include "otel_config.h"
 #include "traceprof.h"
 
 PG_MODULE_MAGIC;
@@ -127,6 +129,32 @@ assign_traceparent(const char *newval, void *extra)
 		traceprof_guc_context = *(tp_span_context *) extra;
 }
 
+/* Refused at ALTER SYSTEM or reload, not found out later from export_failures. */
+static bool
+check_otlp_endpoint(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0' || tp_otlp_endpoint_is_valid(*newval))
+		return true;
+	GUC_check_errdetail("Expected an http:// or https:// URL with a host (http://collector:4318), or host:port; "
+						"empty disables export.");
+	return false;
+}
+
+static bool
+check_resource_attributes(char **newval, void **extra, GucSource source)
+{
+	tp_kvlist	parsed = {0};
+	char		err[256];
+	bool		ok = tp_kvlist_parse(*newval ? *newval : "", TP_KV_PERCENT_DECODE, &parsed, err, sizeof(err));
+
+	tp_kvlist_free(&parsed);
+	if (ok)
+		return true;
+	GUC_check_errdetail("%s.", err);
+	GUC_check_errhint("Expected key=value,key=value with %%XX-encoded values.");
+	return false;
+}
+
 /* Every span asks whether to keep it for export: a bool, not the string. */
 static void
 assign_otlp_endpoint(const char *newval, void *extra)
@@ -182,7 +210,7 @@ define_gucs(void)
 							   "OTLP endpoint spans are exported to; empty disables export.",
 							   "http/protobuf: base URL, v1/traces is appended; grpc: http://host:port.",
 							   &traceprof_otlp_endpoint, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
-							   NULL, assign_otlp_endpoint, NULL);
+							   check_otlp_endpoint, assign_otlp_endpoint, NULL);
 	DefineCustomStringVariable("traceprof.otlp_ca_file",
 							   "PEM file of the CA certificates that verify an https OTLP endpoint; empty: the system's.",
 							   "Certificates and host names are always verified.",
@@ -199,7 +227,7 @@ define_gucs(void)
 	DefineCustomStringVariable("traceprof.resource_attributes",
 							   "Extra resource attributes, key=value,... (values percent-encoded).",
 							   NULL, &traceprof_resource_attributes, "", PGC_SIGHUP, 0,
-							   NULL, NULL, NULL);
+							   check_resource_attributes, NULL, NULL);
 	DefineCustomIntVariable("traceprof.otlp_timeout",
 							"Time budget of one export, retries included.",
 							NULL, &traceprof_otlp_timeout_ms, 10000, 100, 600000, PGC_SIGHUP,

@@ -157,6 +157,7 @@ extern void span_store_scan_retained(SpanVisitor visit, void *arg);
 extern uint64 span_store_read_unexported(char *spans, int max, int *count);
 extern void span_store_mark_exported(uint64 upto, int count);
 extern void span_store_mark_rejected(uint64 upto, int count);
+extern void span_store_count_refused(int count);
 /* A failed span export (OTLP) or profile upload (Pyroscope), and why. */
 extern void span_store_export_failed(const char *message);
 extern void span_store_upload_failed(const char *message);

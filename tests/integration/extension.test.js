@@ -380,7 +380,10 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		} finally {
 			await client.end();
 		}
-		const spans = await waitForSpans(receiver, ctx.traceId, 10);
+		const spans = await waitFor('the 10 SERVER spans at the receiver', () => {
+			const server = spansOf(receiver, ctx.traceId).filter((x) => x.kind === SpanKind.SERVER);
+			return server.length >= 10 ? server : null;
+		});
 		const check = (where, text, k) => {
 			const full = `SELECT ${params} AS "${alias(k)}"`;
 			assert.ok(Buffer.byteLength(text) <= max && Buffer.byteLength(text) > max - 4,
@@ -1305,6 +1308,44 @@ describe('retries and rejections (own cluster)', () => {
 			'the batch answered 400 is sent exactly once (OTLP: a 400 MUST NOT be retried)');
 		assert.equal(s.export_failures, before_.export_failures + 1, 'the 400 counts as one export failure');
 		assert.match(s.last_error || '', /400/, 'last_error tells the status');
+	});
+
+	test('6e. a partial success: the refused spans are counted as dropped, the rest as exported; one WARNING for the streak', async () => {
+		const logStart = cluster.readLog().length;
+		const before_ = await stats(monitor);
+		receiver.enqueue({ partialSuccess: { rejected: 1, message: 'span too large' } },
+			{ partialSuccess: { rejected: 1, message: 'span too large' } });
+		const first = await tracedSelect('partly_refused');
+		await waitFor('the first request answered with a partial success', () => requestsWith(receiver, first.traceId).length >= 1);
+		const second = await tracedSelect('partly_refused_again');
+		await waitFor('the second request answered with a partial success', () => requestsWith(receiver, second.traceId).length >= 1);
+		const barrier = await tracedSelect('after_partial');
+		await waitForSpans(receiver, barrier.traceId, 2);
+		await sleep(3 * EXPORT_INTERVAL_MS);
+
+		const s = await stats(monitor);
+		const sent = receiver.requests.filter((r) => r.behaviour.partialSuccess).reduce((n, r) => n + decodeTraces(r.body).spans.length, 0);
+		assert.equal(s.spans_dropped - before_.spans_dropped, 2, 'each request\'s refused span counts as dropped');
+		assert.ok(s.spans_exported - before_.spans_exported >= sent - 2, `the rest count as exported (${sent} sent)`);
+		assert.equal(s.export_failures - before_.export_failures, 2);
+		assert.match(s.last_error || '', /rejected 1 span\(s\): span too large/);
+		assert.equal(requestsWith(receiver, first.traceId).length, 1, 'a partial success is not sent again');
+		const warnings = logLines(cluster, logStart).filter((l) => /WARNING:.*rejected 1 span/.test(l));
+		assert.equal(warnings.length, 1, `one WARNING for the streak:\n${warnings.join('\n')}`);
+	});
+
+	test('6f. a 200 whose body is cut short: delivered (the status is the answer), not sent again', async () => {
+		const before_ = await stats(monitor);
+		receiver.enqueue({ cutBody: true });
+		const ctx = await tracedSelect('cut_answer');
+		await waitFor('the request answered with a cut 200', () => requestsWith(receiver, ctx.traceId).length >= 1);
+		const barrier = await tracedSelect('after_cut_answer');
+		await waitForSpans(receiver, barrier.traceId, 2);
+		await sleep(3 * EXPORT_INTERVAL_MS);
+		assert.equal(requestsWith(receiver, ctx.traceId).length, 1, 'sent once: a resend would duplicate its spans');
+		const s = await stats(monitor);
+		assert.equal(s.export_failures, before_.export_failures);
+		assert.equal(s.spans_dropped, before_.spans_dropped);
 	});
 
 	test('6d. 429 + Retry-After longer than the export budget: no request until it has passed, then the batch is delivered', async () => {

@@ -13,6 +13,10 @@ TEST(retry_after_in_seconds)
 	CHECK(tp_parse_retry_after("120") == 120000);
 	CHECK(tp_parse_retry_after("3\r\n") == 3000);
 	CHECK(tp_parse_retry_after("-1") == -1);
+	/* Too long to count in milliseconds: cut, not read as "none". */
+	CHECK(tp_parse_retry_after("86400") == 86400000L);
+	CHECK(tp_parse_retry_after("99999999999999999999") == 86400000L);
+	CHECK(tp_parse_retry_after("9300000000000000") == 86400000L);
 }
 
 TEST(retry_after_as_http_date)

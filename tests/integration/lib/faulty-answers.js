@@ -7,6 +7,7 @@
 //   {reset: true}     abort the connection with a TCP RST
 //   {hang: true}      accept the request, never answer
 //   {trickle: true}   200 with a long body sent one byte a second, never ending
+//   {cutBody: true}   200 whose body stops short of its Content-Length (the connection closes)
 
 /**
  * Answer req/res per behaviour b if b is a fault; returns false when it is
@@ -24,6 +25,11 @@ function answerFault(server, req, res, b) {
 	}
 	if (b.hang) {
 		server.hung.push(res);
+		return true;
+	}
+	if (b.cutBody) {
+		res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': 100 });
+		res.write(Buffer.alloc(10), () => req.socket.destroy());
 		return true;
 	}
 	if (b.trickle) {

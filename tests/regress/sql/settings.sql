@@ -73,3 +73,13 @@ SELECT s.query, count(p.span_id) AS plan_spans, count(p.cpu_time_ms) AS plan_cpu
  WHERE s.kind = 'server' AND s.name = 'SELECT'
  GROUP BY s.span_id, s.query, s.attributes, s.cpu_time_ms, s.start_time
  ORDER BY s.start_time;
+-- Export settings are checked when written, not found out later from
+-- traceprof.stats.
+ALTER SYSTEM SET traceprof.otlp_endpoint = 'ftp://collector:4318';
+ALTER SYSTEM SET traceprof.otlp_endpoint = 'http://';
+ALTER SYSTEM SET traceprof.resource_attributes = 'team=db,owner';
+ALTER SYSTEM SET traceprof.resource_attributes = 'team=%zz';
+ALTER SYSTEM SET traceprof.otlp_endpoint = 'collector:4318';
+ALTER SYSTEM SET traceprof.resource_attributes = 'deployment.environment=prod,team=db%2Cpayments';
+ALTER SYSTEM RESET traceprof.otlp_endpoint;
+ALTER SYSTEM RESET traceprof.resource_attributes;
