@@ -105,7 +105,10 @@ static struct
  * so that ExecutorStart does not decide again: no second sampling draw, no
  * second count of a malformed comment.  Identified by query id and place in
  * the source text, since the extended protocol executes a copy of the plan.
- * Cached plans skip the planner and are decided in ExecutorStart.
+ * Cached plans skip the planner and are decided in ExecutorStart.  One
+ * statement may be planned more than once in a message (a rule's further
+ * queries; a custom plan after a generic one) and run as several queries
+ * (a rule's): the first decision stands for all of them, one span.
  */
 typedef struct DecidedStatement
 {
@@ -113,6 +116,7 @@ typedef struct DecidedStatement
 	uint64		query_id;
 	int			location;
 	int			len;
+	Portal		portal;			/* running a rule's queries: the next one's too */
 } DecidedStatement;
 
 static DecidedStatement decided;
@@ -986,6 +990,17 @@ end_planning(OpenSpan *statement, OpenSpan *planning)
 		statement->record->planning_ns = (int64) tp_unix_now_ns() - statement->record->start_ns;
 }
 
+/*
+ * Planned in the message that decided, before anything ran: the same
+ * statement's further queries (a rule's, placed in its rule's text), or
+ * its custom plan after a generic one.
+ */
+static bool
+planned_again(void)
+{
+	return decided.pending && decided_in_message == GetCurrentStatementStartTimestamp();
+}
+
 static PlannedStmt *
 traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 				  ParamListInfo bound_params)
@@ -995,7 +1010,7 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	PlannedStmt *result;
 	ErrorContextCallback watch;
 	bool		watching;
-	bool		deciding = query_string != NULL && at_top_level();
+	bool		deciding = query_string != NULL && at_top_level() && !planned_again();
 
 	if (deciding)
 	{
@@ -1021,24 +1036,56 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 
 	if (deciding)
 	{
-		decided.pending = true;
-		decided.query_id = result->queryId;
-		decided.location = result->stmt_location;
-		decided.len = result->stmt_len;
+		decided = (DecidedStatement) {true, result->queryId, result->stmt_location, result->stmt_len, NULL};
 	}
 	if (statement != NULL)
 		end_planning(statement, planning);
 	return result;
 }
 
-/* Consume the planner's decision if it was about this statement. */
+/*
+ * Whether the running portal has queries to run after stmt (a statement a
+ * rule rewrote into several).  Utility statements among them get their own
+ * spans.
+ */
 static bool
-was_decided_by_planner(const PlannedStmt *stmt)
+more_queries_follow(const PlannedStmt *stmt)
 {
-	bool		same = decided.pending && decided.query_id == stmt->queryId &&
-		decided.location == stmt->stmt_location && decided.len == stmt->stmt_len;
+	bool		after = false;
+	ListCell   *lc;
+
+	if (ActivePortal == NULL || list_length(ActivePortal->stmts) < 2)
+		return false;
+	foreach(lc, ActivePortal->stmts)
+	{
+		const PlannedStmt *query = lfirst_node(PlannedStmt, lc);
+
+		if (after && query->commandType != CMD_UTILITY)
+			return true;
+		after = after || query == stmt;
+	}
+	return false;
+}
+
+/* The decision stands for the running portal's further queries. */
+static void
+keep_decision_for_next_query(const PlannedStmt *stmt)
+{
+	decided = (DecidedStatement) {true, stmt->queryId, stmt->stmt_location, stmt->stmt_len, ActivePortal};
+}
+
+/* Consume the decision if it was about this statement (kept for its further queries). */
+static bool
+was_decided(const PlannedStmt *stmt)
+{
+	bool		same = decided.pending &&
+		((decided.query_id == stmt->queryId && decided.location == stmt->stmt_location &&
+		  decided.len == stmt->stmt_len) ||
+		 (decided.portal != NULL && decided.portal == ActivePortal));
 
 	decided.pending = false;
+	if (same && unlikely(more_queries_follow(stmt)))
+		keep_decision_for_next_query(stmt);
 	return same;
 }
 
@@ -1062,7 +1109,7 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 
 	if (top_level)
 		profiler_statement_start(innermost_record());
-	if (top_level && was_decided_by_planner(stmt))
+	if (top_level && was_decided(stmt))
 	{
 		if (open_count > 0 && open_spans[open_count - 1].awaiting_executor)
 		{
@@ -1071,8 +1118,12 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 		}
 	}
 	else if (top_level || traceprof_track == TRACK_ALL)
+	{
 		span = open_statement_span(top_level, query_desc->sourceText, stmt->stmt_location,
 								   stmt->stmt_len, (Node *) stmt, stmt->queryId);
+		if (top_level && unlikely(more_queries_follow(stmt)))
+			keep_decision_for_next_query(stmt); /* a cached plan of a rule's queries */
+	}
 	if (span != NULL)
 		span->query_desc = query_desc;
 	watching = watch_errors(&watch);
@@ -1094,8 +1145,10 @@ static void
 count_rows(OpenSpan *span, const QueryDesc *query_desc)
 {
 	span->record->rows = (int64) span->rows_run;
-	span->record->rows_meaning = query_desc->operation == CMD_SELECT ? ROWS_RETURNED :
-		ROWS_AFFECTED | (query_desc->plannedstmt->hasReturning ? ROWS_RETURNED : 0);
+	/* Of a rule's queries, the one whose count the client gets says what rows are. */
+	if (query_desc->plannedstmt->canSetTag)
+		span->record->rows_meaning = query_desc->operation == CMD_SELECT ? ROWS_RETURNED :
+			ROWS_AFFECTED | (query_desc->plannedstmt->hasReturning ? ROWS_RETURNED : 0);
 }
 
 /*
@@ -1197,6 +1250,13 @@ end_with_span(int owner, QueryDesc *query_desc)
 	count_rows(&open_spans[owner], query_desc);
 	call_ExecutorEnd(query_desc);
 	unwatch_errors(&watch, watching);
+	if (unlikely(open_spans[owner].top_level && more_queries_follow(query_desc->plannedstmt)))
+	{
+		/* A rule's further queries run next, in the same span. */
+		open_spans[owner].query_desc = NULL;
+		open_spans[owner].awaiting_executor = true;
+		return;
+	}
 	close_statement(owner, open_spans[owner].record->rows);
 }
 

@@ -193,3 +193,25 @@ SET traceprof.traceparent = '';
 SELECT name, attributes->>'db.operation.name' AS operation
   FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
 DROP TABLE ops_t;
+-- A statement a rule rewrites into several queries is one span: named and
+-- counted as the client's statement, its comment read once, for the plan the
+-- planner makes and for a cached one alike.
+CREATE TABLE rule_main (id int, v text);
+CREATE TABLE rule_log (id int);
+CREATE RULE rule_also AS ON INSERT TO rule_main DO ALSO INSERT INTO rule_log VALUES (new.id);
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+INSERT INTO rule_main VALUES (1, 'a');
+INSERT INTO rule_main VALUES (2, 'b') /*traceparent='00-badbad-01'*/;
+SET plan_cache_mode = force_generic_plan;
+PREPARE rule_insert(int) AS INSERT INTO rule_main VALUES ($1, 'p');
+EXECUTE rule_insert(3);
+EXECUTE rule_insert(4);
+RESET plan_cache_mode;
+SET traceprof.traceparent = '';
+SELECT name, kind, status, query, attributes->>'traceprof.rows_affected' AS written
+  FROM traceprof.spans WHERE name <> 'plan' AND kind = 'server'
+ ORDER BY start_time;
+SELECT malformed_contexts FROM traceprof.stats;
+SELECT count(*) AS logged FROM rule_log;
+DROP TABLE rule_main, rule_log;
