@@ -95,7 +95,8 @@ span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, t
 		add_int(&list, "db.response.returned_rows", r->rows);
 	if (r->rows >= 0 && (r->rows_meaning & ROWS_AFFECTED))
 		add_int(&list, "traceprof.rows_affected", r->rows);
-	if (r->query_id != 0)
+	/* As pg_stat_statements shows it: with the text, to whoever may see that. */
+	if (include_private && r->query_id != 0)
 		add_int(&list, "traceprof.query_id", (int64) r->query_id);
 	add_int(&list, "traceprof.backend_pid", r->pid);
 	add_string(&list, "traceprof.user", r->username);

@@ -841,6 +841,9 @@ statement_collection(Node *stmt)
 		case T_CreateStmt:
 			rel = ((CreateStmt *) stmt)->relation;
 			break;
+		case T_CreateTableAsStmt:	/* SELECT INTO too */
+			rel = ((CreateTableAsStmt *) stmt)->into->rel;
+			break;
 		case T_IndexStmt:
 			rel = ((IndexStmt *) stmt)->relation;
 			break;

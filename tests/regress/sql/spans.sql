@@ -188,11 +188,13 @@ START TRANSACTION;
 DELETE FROM ops_t WHERE id = 2;
 ROLLBACK;
 MERGE INTO ops_t USING (VALUES (1)) v(id) ON ops_t.id = v.id WHEN MATCHED THEN UPDATE SET n = 0;
+CREATE TABLE ops_copy AS SELECT * FROM ops_t;
+SELECT * INTO ops_into FROM ops_t;
 SELECT 1 AS one;
 SET traceprof.traceparent = '';
-SELECT name, attributes->>'db.operation.name' AS operation
+SELECT name, attributes->>'db.operation.name' AS operation, attributes->>'db.collection.name' AS collection
   FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
-DROP TABLE ops_t;
+DROP TABLE ops_t, ops_copy, ops_into;
 -- A statement a rule rewrites into several queries is one span: named and
 -- counted as the client's statement, its comment read once, for the plan the
 -- planner makes and for a cached one alike.

@@ -1,5 +1,7 @@
--- Other users' query text is visible only to superusers and pg_read_all_stats
+-- Other users' query text (and query id, as pg_stat_statements shows them)
+-- is visible only to superusers and pg_read_all_stats
 SELECT traceprof.reset();
+SET compute_query_id = on;
 CREATE ROLE traceprof_alice LOGIN;
 CREATE ROLE traceprof_bob LOGIN;
 CREATE ROLE traceprof_auditor LOGIN IN ROLE pg_read_all_stats;
@@ -12,17 +14,19 @@ SET traceprof.traceparent = '';
 RESET ROLE;
 
 SET ROLE traceprof_bob;
-SELECT username, query, status_message, attributes ? 'db.query.text' AS has_text
+SELECT username, query, status_message, attributes ? 'db.query.text' AS has_text,
+       attributes ? 'traceprof.query_id' AS has_query_id
   FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
 SELECT traceprof.reset();
 RESET ROLE;
 
 SET ROLE traceprof_auditor;
-SELECT username, query, status_message FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
+SELECT username, query, status_message, attributes ? 'traceprof.query_id' AS has_query_id FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
 RESET ROLE;
 
 SET ROLE traceprof_alice;
 SELECT username, query FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
 RESET ROLE;
 
+RESET compute_query_id;
 DROP ROLE traceprof_alice, traceprof_bob, traceprof_auditor;
