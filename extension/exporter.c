@@ -61,6 +61,13 @@ static Batch batch;
  */
 #define BATCH_RECORD_BYTES (4 * 1024 * 1024)
 
+/*
+ * Set by SIGTERM and SIGHUP: a request in flight, or its retry's wait, ends
+ * so that the worker exits, or takes a new endpoint, at once and not after
+ * traceprof.otlp_timeout.  What it was sending stays for the next round.
+ */
+static volatile sig_atomic_t interrupted = false;
+
 static bool failing = false;	/* inside a streak of failed exports */
 static bool pyroscope_failing = false;
 
@@ -165,7 +172,7 @@ build_target(tp_otlp_target *target)
 	target->timeout_ms = traceprof_otlp_timeout_ms;
 	if (traceprof_otlp_ca_file[0] != '\0')
 		target->ca_file = strdup(traceprof_otlp_ca_file);
-	target->cancel = &ShutdownRequestPending;
+	target->cancel = &interrupted;
 }
 
 /*
@@ -268,6 +275,8 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 		failing = true;
 		return 0;
 	}
+	if (interrupted)
+		return -1;				/* the spans stay for the next round */
 	span_store_export_failed(err);
 	/* One warning per streak of failures, not one per round. */
 	if (!failing)
@@ -297,7 +306,7 @@ build_pyroscope(tp_pyroscope_config *cfg)
 	}
 	tp_pyroscope_parse_tags(traceprof_pyroscope_tags, &cfg->tags);
 	cfg->timeout_ms = traceprof_otlp_timeout_ms;
-	cfg->cancel = &ShutdownRequestPending;	/* a shutdown aborts an upload or its retry wait */
+	cfg->cancel = &interrupted;
 }
 
 static bool
@@ -376,6 +385,8 @@ upload_samples(tp_pyroscope_config *cfg)
 	pgstat_report_wait_end();
 	tp_profile_free(batch.cpu);
 	tp_profile_free(batch.wall);
+	if (!ok && interrupted)
+		return 0;				/* the samples stay for the next round */
 	if (ok)
 	{
 		sample_store_mark_exported(upto, batch.count);
@@ -400,10 +411,24 @@ upload_samples(tp_pyroscope_config *cfg)
  * waiting or sending.
  */
 static void
+on_sighup(SIGNAL_ARGS)
+{
+	interrupted = true;
+	SignalHandlerForConfigReload(postgres_signal_arg);
+}
+
+static void
+on_sigterm(SIGNAL_ARGS)
+{
+	interrupted = true;
+	SignalHandlerForShutdownRequest(postgres_signal_arg);
+}
+
+static void
 start_worker(void)
 {
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, on_sighup);
+	pqsignal(SIGTERM, on_sigterm);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	tp_log_set_sink(log_to_server);
@@ -416,6 +441,8 @@ wait_round(long timeout_ms)
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 timeout_ms, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
+	/* Before the reload below: a SIGHUP after it interrupts the next send. */
+	interrupted = ShutdownRequestPending;
 }
 
 /*

@@ -1415,6 +1415,40 @@ describe('retries and rejections (own cluster)', () => {
 	});
 });
 
+describe('reload while a request hangs (own cluster)', () => {
+	test('5g. a new endpoint takes effect at the reload, not when the hanging request times out; the interrupted batch is neither a failure nor lost', async () => {
+		const hanging = await startReceiver({ grpc: false });
+		hanging.setDefault({ hang: true });
+		const live = await startReceiver({ grpc: false });
+		const cluster = await startTraced({
+			'traceprof.otlp_endpoint': hanging.httpEndpoint,
+			'traceprof.otlp_timeout': '60000',
+		});
+		const admin = await connect(cluster);
+		try {
+			const ctx = newContext();
+			await admin.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await admin.query('SELECT 1 AS before_reload');
+			await admin.query("SET traceprof.traceparent = ''");
+			await waitFor('the request that hangs', () => requestsWith(hanging, ctx.traceId).length >= 1);
+			const before_ = await stats(admin);
+			const reloadedMs = Date.now();
+			await admin.query(`ALTER SYSTEM SET traceprof.otlp_endpoint = '${live.httpEndpoint}'`);
+			await admin.query('SELECT pg_reload_conf()');
+			await waitForServerSpan(live, ctx);
+			assert.ok(Date.now() - reloadedMs < 10000, `the batch reached the new endpoint ${Date.now() - reloadedMs} ms after the reload`);
+			const after_ = await stats(admin);
+			assert.equal(after_.export_failures, before_.export_failures, 'an interrupted request is not a failure');
+			assert.equal(after_.spans_dropped, before_.spans_dropped);
+		} finally {
+			await admin.end();
+			await cluster.stop();
+			await hanging.close();
+			await live.close();
+		}
+	});
+});
+
 describe('shutdown (own cluster)', () => {
 	test('9b. a clean shutdown sends the spans still waiting in the ring (one last, bounded export)', async () => {
 		const receiver = await startReceiver({ grpc: false });
