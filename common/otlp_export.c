@@ -228,6 +228,13 @@ classify_answer(const tp_otlp_target *target, response *r, char *err, size_t err
 		snprintf(err, errlen, "%s: HTTP status %ld", shown, r->http_status);
 		return ATTEMPT_RETRY;
 	}
+	if (r->http_status >= 300 && r->http_status <= 399)
+	{
+		/* Following one would send the spans, and any credentials, elsewhere. */
+		snprintf(err, errlen, "%s: HTTP status %ld, a redirect, which is not followed: "
+				 "set the endpoint to the address it names", shown, r->http_status);
+		return ATTEMPT_REJECTED;
+	}
 	if (r->http_status < 200 || r->http_status > 299)
 	{
 		char		what[512];

@@ -1348,6 +1348,19 @@ describe('retries and rejections (own cluster)', () => {
 		assert.equal(s.spans_dropped, before_.spans_dropped);
 	});
 
+	test('6g. a redirect (307) is not followed: the batch is refused once, and last_error says what to change', async () => {
+		const before_ = await stats(monitor);
+		receiver.enqueue({ status: 307, headers: { location: 'http://127.0.0.1:9/v1/traces' } });
+		const ctx = await tracedSelect('redirected');
+		await waitFor('the request answered 307', () => requestsWith(receiver, ctx.traceId).length >= 1);
+		const barrier = await tracedSelect('after_redirect');
+		await waitForSpans(receiver, barrier.traceId, 2);
+		const s = await stats(monitor);
+		assert.equal(requestsWith(receiver, ctx.traceId).length, 1);
+		assert.equal(s.export_failures, before_.export_failures + 1);
+		assert.match(s.last_error || '', /HTTP status 307, a redirect, which is not followed: set the endpoint to the address it names/);
+	});
+
 	test('6d. 429 + Retry-After longer than the export budget: no request until it has passed, then the batch is delivered', async () => {
 		const RETRY_AFTER_S = 7;	// traceprof.otlp_timeout is 5 s: the export gives up at once
 		const before_ = await stats(monitor);
