@@ -290,6 +290,7 @@ set_names(TraceprofSpan *r, const char *name, const char *operation, const char 
  * Names are kept zero-padded, so every span copies them whole (no strlen).
  * They are looked up in the catalogs once, inside a transaction: a statement
  * refused in an aborted one may be the first traced (record_failed_message).
+ * The span also keeps the database's encoding, which readers cut its text by.
  */
 static void
 set_database_name(TraceprofSpan *record)
@@ -297,6 +298,7 @@ set_database_name(TraceprofSpan *record)
 	static char name[NAMEDATALEN];
 	static uint8 len;
 	static bool known;
+	static int	encoding = -1;
 
 	StaticAssertStmt(sizeof(name) == sizeof(record->dbname), "dbname size");
 	if (unlikely(!known) && IsTransactionState())
@@ -306,8 +308,11 @@ set_database_name(TraceprofSpan *record)
 		len = copy_string(name, db ? db : "", sizeof(name));
 		known = true;
 	}
+	if (unlikely(encoding < 0))
+		encoding = GetDatabaseEncoding();	/* the database's, set before any statement */
 	memcpy(record->dbname, name, sizeof(name));
 	record->dbname_len = len;
+	record->encoding = (uint8) encoding;
 }
 
 static void
@@ -485,7 +490,6 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	r->query_id = query_id;
 	r->rows = -1;
 	r->planning_ns = -1;
-	r->encoding = (uint8) GetDatabaseEncoding();
 	set_names(r, name, operation, collection);
 	set_database_name(r);
 	set_user_name(r);
@@ -994,6 +998,20 @@ end_planning(OpenSpan *statement, OpenSpan *planning)
 }
 
 /*
+ * What was decided about a statement, for its execution to find: planned
+ * now (portal NULL), or one of a portal's queries with more to come.
+ */
+static void
+remember_decision(const PlannedStmt *stmt, Portal portal)
+{
+	decided.pending = true;
+	decided.query_id = stmt->queryId;
+	decided.location = stmt->stmt_location;
+	decided.len = stmt->stmt_len;
+	decided.portal = portal;
+}
+
+/*
  * Planned in the message that decided, before anything ran: the same
  * statement's further queries (a rule's, placed in its rule's text), or
  * its custom plan after a generic one.
@@ -1039,7 +1057,7 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 
 	if (deciding)
 	{
-		decided = (DecidedStatement) {true, result->queryId, result->stmt_location, result->stmt_len, NULL};
+		remember_decision(result, NULL);
 	}
 	if (statement != NULL)
 		end_planning(statement, planning);
@@ -1051,14 +1069,12 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
  * rule rewrote into several).  Utility statements among them get their own
  * spans.
  */
-static bool
-more_queries_follow(const PlannedStmt *stmt)
+static pg_noinline bool
+more_queries_after(const PlannedStmt *stmt)
 {
 	bool		after = false;
 	ListCell   *lc;
 
-	if (ActivePortal == NULL || list_length(ActivePortal->stmts) < 2)
-		return false;
 	foreach(lc, ActivePortal->stmts)
 	{
 		const PlannedStmt *query = lfirst_node(PlannedStmt, lc);
@@ -1070,11 +1086,11 @@ more_queries_follow(const PlannedStmt *stmt)
 	return false;
 }
 
-/* The decision stands for the running portal's further queries. */
-static void
-keep_decision_for_next_query(const PlannedStmt *stmt)
+static inline bool
+more_queries_follow(const PlannedStmt *stmt)
 {
-	decided = (DecidedStatement) {true, stmt->queryId, stmt->stmt_location, stmt->stmt_len, ActivePortal};
+	return ActivePortal != NULL && unlikely(list_length(ActivePortal->stmts) > 1) &&
+		more_queries_after(stmt);
 }
 
 /* Consume the decision if it was about this statement (kept for its further queries). */
@@ -1087,8 +1103,8 @@ was_decided(const PlannedStmt *stmt)
 		 (decided.portal != NULL && decided.portal == ActivePortal));
 
 	decided.pending = false;
-	if (same && unlikely(more_queries_follow(stmt)))
-		keep_decision_for_next_query(stmt);
+	if (same && more_queries_follow(stmt))
+		remember_decision(stmt, ActivePortal);
 	return same;
 }
 
@@ -1124,8 +1140,8 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 	{
 		span = open_statement_span(top_level, query_desc->sourceText, stmt->stmt_location,
 								   stmt->stmt_len, (Node *) stmt, stmt->queryId);
-		if (top_level && unlikely(more_queries_follow(stmt)))
-			keep_decision_for_next_query(stmt); /* a cached plan of a rule's queries */
+		if (top_level && more_queries_follow(stmt))
+			remember_decision(stmt, ActivePortal); /* a cached plan of a rule's queries */
 	}
 	if (span != NULL)
 		span->query_desc = query_desc;
@@ -1253,7 +1269,7 @@ end_with_span(int owner, QueryDesc *query_desc)
 	count_rows(&open_spans[owner], query_desc);
 	call_ExecutorEnd(query_desc);
 	unwatch_errors(&watch, watching);
-	if (unlikely(open_spans[owner].top_level && more_queries_follow(query_desc->plannedstmt)))
+	if (open_spans[owner].top_level && more_queries_follow(query_desc->plannedstmt))
 	{
 		/* A rule's further queries run next, in the same span. */
 		open_spans[owner].query_desc = NULL;
