@@ -90,6 +90,12 @@ tp_http_status_is_retryable(long status)
 }
 
 bool
+tp_http_answered_ok(CURLcode rc, long status)
+{
+	return status >= 200 && status <= 299 && rc != CURLE_OPERATION_TIMEDOUT;
+}
+
+bool
 tp_curl_error_is_dropped_connection(CURLcode rc)
 {
 	switch (rc)

@@ -44,6 +44,14 @@ bool		tp_http_status_is_retryable(long status);
 bool		tp_curl_error_is_dropped_connection(CURLcode rc);
 
 /*
+ * The server took the request: a 2xx status, even if the connection then
+ * dropped before the body's end (sending again would duplicate), but not
+ * when the body was still coming at the deadline (a server that slow counts
+ * as failing).
+ */
+bool		tp_http_answered_ok(CURLcode rc, long status);
+
+/*
  * One attempt, given timeout_ms (at least 1) of the budget: writes its story
  * to err and a Retry-After to *retry_after_ms (-1: none).  True asks for
  * another attempt; the caller keeps the attempt's outcome in arg.

@@ -334,12 +334,9 @@ attempt(tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
 	}
 	else
 	{
-		/*
-		 * OTLP/HTTP: a 2xx status is the collector's answer; a body cut short
-		 * after it changes nothing, and sending again would duplicate.
-		 */
+		/* OTLP/HTTP only: gRPC's status comes in the trailers, after the body. */
 		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r->http_status);
-		if (target->protocol != TP_OTLP_GRPC && r->http_status >= 200 && r->http_status <= 299)
+		if (target->protocol != TP_OTLP_GRPC && tp_http_answered_ok(rc, r->http_status))
 			outcome = ATTEMPT_DELIVERED;
 		else
 			outcome = classify_transport_error(rc, curl_message, target->url, err, errlen);

@@ -597,7 +597,10 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 	}
 
 	rc = curl_easy_perform(curl);
-	if (rc != CURLE_OK)
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+	if (tp_http_answered_ok(rc, status))
+		outcome = ATTEMPT_DELIVERED;
+	else if (rc != CURLE_OK)
 	{
 		snprintf(err, errlen, "%s: %s", req->where,
 				 curl_message[0] ? curl_message : curl_easy_strerror(rc));
@@ -605,14 +608,8 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 	}
 	else
 	{
-		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-		if (status >= 200 && status <= 299)
-			outcome = ATTEMPT_DELIVERED;
-		else
-		{
-			describe_status(req->where, status, a, err, errlen);
-			outcome = tp_http_status_is_retryable(status) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
-		}
+		describe_status(req->where, status, a, err, errlen);
+		outcome = tp_http_status_is_retryable(status) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
 	}
 	curl_easy_cleanup(curl);
 	return outcome;

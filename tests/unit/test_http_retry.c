@@ -76,6 +76,16 @@ TEST(dropped_connections_are_retried_refusals_are_not)
 	CHECK(!tp_curl_error_is_dropped_connection(CURLE_OK));
 }
 
+TEST(a_2xx_is_taken_even_if_its_body_is_cut_but_not_if_it_outlasts_the_deadline)
+{
+	CHECK(tp_http_answered_ok(CURLE_OK, 200));
+	CHECK(tp_http_answered_ok(CURLE_PARTIAL_FILE, 200));
+	CHECK(tp_http_answered_ok(CURLE_RECV_ERROR, 204));
+	CHECK(!tp_http_answered_ok(CURLE_OPERATION_TIMEDOUT, 200));
+	CHECK(!tp_http_answered_ok(CURLE_PARTIAL_FILE, 503));
+	CHECK(!tp_http_answered_ok(CURLE_COULDNT_CONNECT, 0));
+}
+
 TEST(a_kept_retry_after_is_capped_at_ten_minutes)
 {
 	long		day = tp_retry_not_before_ms(86400L * 1000);
@@ -94,6 +104,7 @@ main(void)
 	RUN(backoff_grows_with_jitter_and_a_cap);
 	RUN(only_throttling_and_unavailable_answers_are_retried);
 	RUN(dropped_connections_are_retried_refusals_are_not);
+	RUN(a_2xx_is_taken_even_if_its_body_is_cut_but_not_if_it_outlasts_the_deadline);
 	RUN(a_kept_retry_after_is_capped_at_ten_minutes);
 	return unit_summary();
 }
