@@ -105,10 +105,10 @@ static struct
  * so that ExecutorStart does not decide again: no second sampling draw, no
  * second count of a malformed comment.  Identified by query id and place in
  * the source text, since the extended protocol executes a copy of the plan.
- * Cached plans skip the planner and are decided in ExecutorStart.  One
- * statement may be planned more than once in a message (a rule's further
- * queries; a custom plan after a generic one) and run as several queries
- * (a rule's): the first decision stands for all of them, one span.
+ * Cached plans skip the planner and are decided in ExecutorStart.  A
+ * custom plan made right after a generic one keeps the decision.  The
+ * further queries a rule adds (canSetTag false) decide nothing: they run in
+ * their statement's span.
  */
 typedef struct DecidedStatement
 {
@@ -116,7 +116,6 @@ typedef struct DecidedStatement
 	uint64		query_id;
 	int			location;
 	int			len;
-	Portal		portal;			/* running a rule's queries: the next one's too */
 } DecidedStatement;
 
 static DecidedStatement decided;
@@ -168,6 +167,19 @@ static inline bool
 at_top_level(void)
 {
 	return nesting_level == 0 && plan_nesting == 0 && DatumGetInt32(pg_trigger_depth(NULL)) == 0;
+}
+
+/*
+ * Whether a top-level plan or run is of the client's statement, not of an
+ * expression PostgreSQL evaluates for the message outside any statement (a
+ * domain's CHECK calling a PL/pgSQL function, at Bind), which has text of
+ * its own.  EXECUTE runs its prepared statement's text; other kinds of
+ * process have no client message.
+ */
+static inline bool
+is_clients_text(const char *text)
+{
+	return text == debug_query_string || utility_depth > 0 || MyBackendType != B_BACKEND;
 }
 
 /*
@@ -997,29 +1009,13 @@ end_planning(OpenSpan *statement, OpenSpan *planning)
 		statement->record->planning_ns = (int64) tp_unix_now_ns() - statement->record->start_ns;
 }
 
-/*
- * What was decided about a statement, for its execution to find: planned
- * now (portal NULL), or one of a portal's queries with more to come.
- */
-static void
-remember_decision(const PlannedStmt *stmt, Portal portal)
-{
-	decided.pending = true;
-	decided.query_id = stmt->queryId;
-	decided.location = stmt->stmt_location;
-	decided.len = stmt->stmt_len;
-	decided.portal = portal;
-}
-
-/*
- * Planned in the message that decided, before anything ran: the same
- * statement's further queries (a rule's, placed in its rule's text), or
- * its custom plan after a generic one.
- */
+/* The same statement planned again in the message that decided: a custom plan after a generic one. */
 static bool
-planned_again(void)
+planned_again(const Query *parse)
 {
-	return decided.pending && decided_in_message == GetCurrentStatementStartTimestamp();
+	return decided.pending && decided.query_id == parse->queryId &&
+		decided.location == parse->stmt_location && decided.len == parse->stmt_len &&
+		decided_in_message == GetCurrentStatementStartTimestamp();
 }
 
 static PlannedStmt *
@@ -1031,7 +1027,8 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	PlannedStmt *result;
 	ErrorContextCallback watch;
 	bool		watching;
-	bool		deciding = query_string != NULL && at_top_level() && !planned_again();
+	bool		deciding = query_string != NULL && parse->canSetTag && at_top_level() &&
+		is_clients_text(query_string) && !planned_again(parse);
 
 	if (deciding)
 	{
@@ -1057,7 +1054,10 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 
 	if (deciding)
 	{
-		remember_decision(result, NULL);
+		decided.pending = true;
+		decided.query_id = result->queryId;
+		decided.location = result->stmt_location;
+		decided.len = result->stmt_len;
 	}
 	if (statement != NULL)
 		end_planning(statement, planning);
@@ -1093,19 +1093,50 @@ more_queries_follow(const PlannedStmt *stmt)
 		more_queries_after(stmt);
 }
 
-/* Consume the decision if it was about this statement (kept for its further queries). */
+/* Consume the planner's decision if it was about this statement. */
 static bool
-was_decided(const PlannedStmt *stmt)
+was_decided_by_planner(const PlannedStmt *stmt)
 {
-	bool		same = decided.pending &&
-		((decided.query_id == stmt->queryId && decided.location == stmt->stmt_location &&
-		  decided.len == stmt->stmt_len) ||
-		 (decided.portal != NULL && decided.portal == ActivePortal));
+	bool		same = decided.pending && decided.query_id == stmt->queryId &&
+		decided.location == stmt->stmt_location && decided.len == stmt->stmt_len;
 
 	decided.pending = false;
-	if (same && more_queries_follow(stmt))
-		remember_decision(stmt, ActivePortal);
 	return same;
+}
+
+/* Whether one of the portal's queries sets the command tag (the client's statement). */
+static bool
+portal_sets_tag(Portal portal)
+{
+	ListCell   *lc;
+
+	foreach(lc, portal->stmts)
+		if (lfirst_node(PlannedStmt, lc)->canSetTag)
+			return true;
+	return false;
+}
+
+/*
+ * A rule's further query (canSetTag false) runs in its statement's span,
+ * when that waits for it: planned, or run up to the query before.  When no
+ * query of the statement sets the tag (INSTEAD rules of another command),
+ * the first one decides.
+ */
+static pg_noinline OpenSpan *
+span_of_rule_query(const QueryDesc *query_desc)
+{
+	const PlannedStmt *stmt = query_desc->plannedstmt;
+	OpenSpan   *span = open_count > 0 ? &open_spans[open_count - 1] : NULL;
+
+	if (span != NULL && span->awaiting_executor && span->top_level)
+	{
+		span->awaiting_executor = false;
+		return span;
+	}
+	if (ActivePortal != NULL && !portal_sets_tag(ActivePortal))
+		return open_statement_span(true, query_desc->sourceText, stmt->stmt_location,
+								   stmt->stmt_len, (Node *) stmt, stmt->queryId);
+	return NULL;
 }
 
 static inline void
@@ -1128,7 +1159,9 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 
 	if (top_level)
 		profiler_statement_start(innermost_record());
-	if (top_level && was_decided(stmt))
+	if (top_level && unlikely(!stmt->canSetTag))
+		span = span_of_rule_query(query_desc);
+	else if (top_level && was_decided_by_planner(stmt))
 	{
 		if (open_count > 0 && open_spans[open_count - 1].awaiting_executor)
 		{
@@ -1136,13 +1169,9 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 			span->awaiting_executor = false;
 		}
 	}
-	else if (top_level || traceprof_track == TRACK_ALL)
-	{
+	else if (top_level ? is_clients_text(query_desc->sourceText) : traceprof_track == TRACK_ALL)
 		span = open_statement_span(top_level, query_desc->sourceText, stmt->stmt_location,
 								   stmt->stmt_len, (Node *) stmt, stmt->queryId);
-		if (top_level && more_queries_follow(stmt))
-			remember_decision(stmt, ActivePortal); /* a cached plan of a rule's queries */
-	}
 	if (span != NULL)
 		span->query_desc = query_desc;
 	watching = watch_errors(&watch);
@@ -1191,7 +1220,8 @@ run_ended(OpenSpan *span, const QueryDesc *query_desc)
 {
 	if (unlikely(span->query_desc != query_desc))
 		return;					/* its span was ended by what the run did */
-	span->rows_run += query_desc->estate->es_processed;
+	if (query_desc->plannedstmt->canSetTag)	/* not a rule's further query */
+		span->rows_run += query_desc->estate->es_processed;
 	if (query_desc->dest->mydest != DestRemoteExecute)
 		return;
 	span->last_run_end_ns = (int64) tp_unix_now_ns();
@@ -1357,7 +1387,10 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	bool		transparent = IsA(stmt, ExecuteStmt) || IsA(stmt, PrepareStmt) ||
 		IsA(stmt, DeallocateStmt);
 
-	if (top_level)
+	/* A rule's NOTIFY (canSetTag false) is part of its statement's span. */
+	if (top_level && unlikely(!pstmt->canSetTag))
+		transparent = true;
+	else if (top_level)
 		close_stale();
 	if (unlikely(sets_traceparent(stmt)))
 	{

@@ -801,6 +801,29 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3l. a domain CHECK calling PL/pgSQL at Bind (an expression planned outside any statement) makes no span; the statement keeps its own', async () => {
+		await admin.query('CREATE FUNCTION positive_ok(x int) RETURNS bool LANGUAGE plpgsql AS $$ BEGIN RETURN x > 0; END $$; ' +
+			'CREATE DOMAIN positive_id AS int CHECK (positive_ok(VALUE))');
+		try {
+			const text = 'SELECT count(*) AS n FROM orders_sc WHERE id < $1::positive_id';
+			for (let run = 0; run < 2; run++) {
+				const ctx = newContext();
+				const client = await connect(cluster, 'app');	// a new session: PL/pgSQL plans its expression afresh
+				try {
+					await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+					assert.equal((await client.query({ text, values: [3] })).rows[0].n, '2');
+				} finally {
+					await client.end();
+				}
+				const rows = (await admin.query("SELECT name, query FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server'",
+					[ctx.traceId])).rows;
+				assert.deepEqual(rows, [{ name: 'SELECT orders_sc', query: text }], `run ${run}: ${jsonish(rows)}`);
+			}
+		} finally {
+			await admin.query('DROP DOMAIN positive_id; DROP FUNCTION positive_ok(int)');
+		}
+	});
+
 	test('3k. more portals kept open than spans fit (32): a traced statement beyond them is counted as dropped, not lost silently', async () => {
 		const wire = await connectWire(cluster);
 		try {

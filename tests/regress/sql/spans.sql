@@ -216,4 +216,27 @@ SELECT name, kind, status, query, attributes->>'traceprof.rows_affected' AS writ
  ORDER BY start_time;
 SELECT malformed_contexts FROM traceprof.stats;
 SELECT count(*) AS logged FROM rule_log;
-DROP TABLE rule_main, rule_log;
+-- UPDATE and DELETE run a DO ALSO rule's query first; a NOTIFY among the
+-- actions; a DO ALSO SELECT; two INSTEAD queries; an action that fails.
+CREATE TABLE rule_upd (id int, v text);
+INSERT INTO rule_upd SELECT g, 'a' FROM generate_series(1, 5) g;
+CREATE RULE rule_upd_also AS ON UPDATE TO rule_upd DO ALSO (INSERT INTO rule_log VALUES (new.id); NOTIFY rule_chan);
+CREATE RULE rule_del_also AS ON DELETE TO rule_upd DO ALSO INSERT INTO rule_log VALUES (old.id);
+CREATE TABLE rule_sel (id int);
+CREATE RULE rule_sel_also AS ON INSERT TO rule_sel DO ALSO SELECT new.id * 10 AS tenfold;
+CREATE TABLE rule_two (id int);
+CREATE RULE rule_two_instead AS ON INSERT TO rule_two DO INSTEAD (SELECT 1 AS a; SELECT 2 AS b, 3 AS c);
+ALTER TABLE rule_log ADD CHECK (id < 1000);
+SELECT traceprof.reset();
+SELECT 0 AS before \; UPDATE rule_upd SET v = 'b' WHERE id <= 3 /*traceparent='00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-aaaaaaaaaaaaaaaa-01'*/ \; SELECT 1 AS after /*traceparent='00-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-bbbbbbbbbbbbbbbb-01'*/;
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+DELETE FROM rule_upd WHERE id = 5;
+INSERT INTO rule_sel VALUES (1);
+INSERT INTO rule_two VALUES (1);
+INSERT INTO rule_main VALUES (1000, 'too big for the log');
+SET traceprof.traceparent = '';
+SELECT name, status, trace_id, query, attributes->>'traceprof.rows_affected' AS written,
+       attributes->>'db.response.returned_rows' AS returned
+  FROM traceprof.spans WHERE name <> 'plan' AND kind = 'server'
+ ORDER BY start_time;
+DROP TABLE rule_main, rule_log, rule_upd, rule_sel, rule_two;
