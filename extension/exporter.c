@@ -434,15 +434,21 @@ start_worker(void)
 	tp_log_set_sink(log_to_server);
 }
 
-static void
+/* Wait for the next round; true when the configuration was reloaded meanwhile. */
+static bool
 wait_round(long timeout_ms)
 {
 	pgstat_report_activity(STATE_IDLE, NULL);
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 timeout_ms, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
-	/* Before the reload below: a SIGHUP after it interrupts the next send. */
+	/* Before the reload: a SIGHUP after it interrupts the next send. */
 	interrupted = ShutdownRequestPending;
+	if (!ConfigReloadPending)
+		return false;
+	ConfigReloadPending = false;
+	ProcessConfigFile(PGC_SIGHUP);
+	return true;
 }
 
 /*
@@ -496,11 +502,8 @@ traceprof_exporter_main(Datum arg)
 	build_target(&target);
 	while (!ShutdownRequestPending)
 	{
-		wait_round(traceprof_export_interval_ms);
-		if (ConfigReloadPending)
+		if (wait_round(traceprof_export_interval_ms))
 		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
 			tp_kvlist_free(&resource);
 			build_resource(&resource);
 			tp_otlp_target_close(&target);
@@ -531,11 +534,8 @@ traceprof_profile_uploader_main(Datum arg)
 	build_pyroscope(&pyroscope);
 	while (!ShutdownRequestPending)
 	{
-		wait_round(traceprof_upload_interval_ms);
-		if (ConfigReloadPending)
+		if (wait_round(traceprof_upload_interval_ms))
 		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
 			tp_pyroscope_config_free(&pyroscope);
 			build_pyroscope(&pyroscope);
 		}
