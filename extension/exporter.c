@@ -186,6 +186,19 @@ report_sending(const char *what)
 	pgstat_report_wait_start(PG_WAIT_EXTENSION);
 }
 
+/*
+ * An export that failed, or was refused in whole or part: counted, and
+ * warned about once a streak (the counts are in traceprof.stats).
+ */
+static void
+export_failed(const char *err, const char *warning, const char *detail)
+{
+	span_store_export_failed(err);
+	if (!failing)
+		ereport(WARNING, (errmsg("traceprof exporter: %s", warning), errdetail("%s", detail)));
+	failing = true;
+}
+
 /* Spans per request: traceprof.export_batch_size, as far as BATCH_RECORD_BYTES allows. */
 static int
 batch_size(void)
@@ -202,6 +215,7 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 	uint8_t    *body;
 	size_t		len;
 	char		err[1024];
+	char		warning[1100];
 	tp_export_result result;
 
 	if (!batch_reserve(batch_size()))
@@ -238,12 +252,8 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 
 		span_store_mark_exported(upto, exported - refused);
 		span_store_count_refused(refused);
-		span_store_export_failed(err);
-		if (!failing)
-			ereport(WARNING,
-					(errmsg("traceprof exporter: %s", err),
-					 errdetail("Refused spans are dropped and counted in traceprof.stats, without a warning until an export is taken whole.")));
-		failing = true;
+		export_failed(err, err, "Refused spans are dropped and counted in traceprof.stats, "
+					  "without a warning until an export is taken whole.");
 		return exported;
 	}
 	if (result == TP_EXPORT_OK)
@@ -265,25 +275,16 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 	{
 		/* Resending what the collector refused would block the ring forever. */
 		span_store_mark_rejected(upto, exported);
-		span_store_export_failed(err);
-		/* Like failures, one warning per streak: the count is in traceprof.stats. */
-		if (!failing)
-			ereport(WARNING,
-					(errmsg("traceprof exporter: %d spans rejected by the collector and dropped: %s",
-							exported, err),
-					 errdetail("Further rejections are counted in traceprof.stats without a warning until an export succeeds.")));
-		failing = true;
+		snprintf(warning, sizeof(warning), "%d spans rejected by the collector and dropped: %s", exported, err);
+		export_failed(err, warning,
+					  "Further rejections are counted in traceprof.stats without a warning until an export succeeds.");
 		return 0;
 	}
 	if (interrupted)
 		return -1;				/* the spans stay for the next round */
-	span_store_export_failed(err);
-	/* One warning per streak of failures, not one per round. */
-	if (!failing)
-		ereport(WARNING,
-				(errmsg("traceprof exporter: cannot export spans: %s", err),
-				 errdetail("Spans stay in shared memory and are retried; when it fills, new spans are dropped and counted in traceprof.stats.")));
-	failing = true;
+	snprintf(warning, sizeof(warning), "cannot export spans: %s", err);
+	export_failed(err, warning,
+				  "Spans stay in shared memory and are retried; when it fills, new spans are dropped and counted in traceprof.stats.");
 	return -1;
 }
 
