@@ -1066,8 +1066,8 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 
 /*
  * Whether the running portal has queries to run after stmt (a statement a
- * rule rewrote into several).  Utility statements among them get their own
- * spans.
+ * rule rewrote into several).  A NOTIFY among them does not count: it runs
+ * in no span of its own, and in none at all after the last query.
  */
 static pg_noinline bool
 more_queries_after(const PlannedStmt *stmt)
