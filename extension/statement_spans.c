@@ -172,14 +172,22 @@ at_top_level(void)
 /*
  * Whether a top-level plan or run is of the client's statement, not of an
  * expression PostgreSQL evaluates for the message outside any statement (a
- * domain's CHECK calling a PL/pgSQL function, at Bind), which has text of
- * its own.  EXECUTE runs its prepared statement's text; other kinds of
- * process have no client message.
+ * domain's CHECK calling a PL/pgSQL function, at Bind).  Such a plan has
+ * text of its own (the client's is planned with the message's very text);
+ * such a run has no portal (the client's runs in one).  EXECUTE plans and
+ * runs its prepared statement's text; other kinds of process have no client
+ * message.
  */
 static inline bool
-is_clients_text(const char *text)
+is_clients_plan(const char *text)
 {
 	return text == debug_query_string || utility_depth > 0 || MyBackendType != B_BACKEND;
+}
+
+static inline bool
+is_clients_run(void)
+{
+	return ActivePortal != NULL || utility_depth > 0 || MyBackendType != B_BACKEND;
 }
 
 /*
@@ -1028,7 +1036,7 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	ErrorContextCallback watch;
 	bool		watching;
 	bool		deciding = query_string != NULL && parse->canSetTag && at_top_level() &&
-		is_clients_text(query_string) && !planned_again(parse);
+		is_clients_plan(query_string) && !planned_again(parse);
 
 	if (deciding)
 	{
@@ -1104,39 +1112,68 @@ was_decided_by_planner(const PlannedStmt *stmt)
 	return same;
 }
 
-/* Whether one of the portal's queries sets the command tag (the client's statement). */
-static bool
-portal_sets_tag(Portal portal)
+/*
+ * The query of the running portal that sets the command tag (the client's
+ * statement), if it has not run yet: NULL when it ran before stmt.  *any
+ * says whether there is one at all.
+ */
+static const PlannedStmt *
+tag_query_to_come(const PlannedStmt *stmt, bool *any)
 {
+	bool		after = false;
 	ListCell   *lc;
 
-	foreach(lc, portal->stmts)
-		if (lfirst_node(PlannedStmt, lc)->canSetTag)
-			return true;
-	return false;
+	*any = false;
+	foreach(lc, ActivePortal->stmts)
+	{
+		const PlannedStmt *query = lfirst_node(PlannedStmt, lc);
+
+		after = after || query == stmt;
+		if (query->canSetTag)
+		{
+			*any = true;
+			return after ? query : NULL;
+		}
+	}
+	return NULL;
 }
 
 /*
  * A rule's further query (canSetTag false) runs in its statement's span,
- * when that waits for it: planned, or run up to the query before.  When no
- * query of the statement sets the tag (INSTEAD rules of another command),
- * the first one decides.
+ * when that waits for it: planned, or run up to the query before.  A cached
+ * plan's statement whose rule query runs first (UPDATE, DELETE) is decided
+ * here, as the statement, whose own start then finds the decision.  When no
+ * query sets the tag (INSTEAD rules of another command), the first decides.
  */
 static pg_noinline OpenSpan *
 span_of_rule_query(const QueryDesc *query_desc)
 {
 	const PlannedStmt *stmt = query_desc->plannedstmt;
+	const PlannedStmt *tag;
 	OpenSpan   *span = open_count > 0 ? &open_spans[open_count - 1] : NULL;
+	bool		any;
 
 	if (span != NULL && span->awaiting_executor && span->top_level)
 	{
 		span->awaiting_executor = false;
 		return span;
 	}
-	if (ActivePortal != NULL && !portal_sets_tag(ActivePortal))
-		return open_statement_span(true, query_desc->sourceText, stmt->stmt_location,
-								   stmt->stmt_len, (Node *) stmt, stmt->queryId);
-	return NULL;
+	if (ActivePortal == NULL)
+		return NULL;
+	tag = tag_query_to_come(stmt, &any);
+	if (any && tag == NULL)
+		return NULL;			/* decided, untraced, at the statement's own start */
+	if (tag == NULL)
+		tag = stmt;
+	else
+	{
+		decided.pending = true;
+		decided.query_id = tag->queryId;
+		decided.location = tag->stmt_location;
+		decided.len = tag->stmt_len;
+	}
+	return open_statement_span(true, query_desc->sourceText, tag->stmt_location, tag->stmt_len,
+							   (Node *) tag, tag->queryId);
 }
 
 static inline void
@@ -1169,7 +1206,7 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 			span->awaiting_executor = false;
 		}
 	}
-	else if (top_level ? is_clients_text(query_desc->sourceText) : traceprof_track == TRACK_ALL)
+	else if (top_level ? is_clients_run() : traceprof_track == TRACK_ALL)
 		span = open_statement_span(top_level, query_desc->sourceText, stmt->stmt_location,
 								   stmt->stmt_len, (Node *) stmt, stmt->queryId);
 	if (span != NULL)

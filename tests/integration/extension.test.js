@@ -824,6 +824,24 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3m. named prepared statements through npm pg, their generic plan cached (no planning at Bind): every execution is a span', async () => {
+		const ctx = newContext();
+		const client = await connect(cluster, 'app');
+		try {
+			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await client.query('SET plan_cache_mode = force_generic_plan');
+			for (let i = 1; i <= 8; i++) {
+				await client.query({ name: 'by_id', text: 'SELECT note FROM orders_sc WHERE id = $1', values: [1 + (i % 3)] });
+				await client.query({ name: 'touch', text: 'UPDATE orders_sc SET note = note WHERE id = $1', values: [1 + (i % 3)] });
+			}
+		} finally {
+			await client.end();
+		}
+		const rows = (await admin.query("SELECT name, count(*)::int AS n FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' " +
+			"AND name IN ('SELECT orders_sc', 'UPDATE orders_sc') GROUP BY name ORDER BY name", [ctx.traceId])).rows;
+		assert.deepEqual(rows, [{ name: 'SELECT orders_sc', n: 8 }, { name: 'UPDATE orders_sc', n: 8 }]);
+	});
+
 	test('3k. more portals kept open than spans fit (32): a traced statement beyond them is counted as dropped, not lost silently', async () => {
 		const wire = await connectWire(cluster);
 		try {

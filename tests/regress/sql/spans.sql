@@ -219,7 +219,7 @@ SELECT count(*) AS logged FROM rule_log;
 -- UPDATE and DELETE run a DO ALSO rule's query first; a NOTIFY among the
 -- actions; a DO ALSO SELECT; two INSTEAD queries; an action that fails.
 CREATE TABLE rule_upd (id int, v text);
-INSERT INTO rule_upd SELECT g, 'a' FROM generate_series(1, 5) g;
+INSERT INTO rule_upd SELECT g, 'a' FROM generate_series(1, 5) g UNION ALL SELECT 1000, 'too big for the log';
 CREATE RULE rule_upd_also AS ON UPDATE TO rule_upd DO ALSO (INSERT INTO rule_log VALUES (new.id); NOTIFY rule_chan);
 CREATE RULE rule_del_also AS ON DELETE TO rule_upd DO ALSO INSERT INTO rule_log VALUES (old.id);
 CREATE TABLE rule_sel (id int);
@@ -234,6 +234,14 @@ DELETE FROM rule_upd WHERE id = 5;
 INSERT INTO rule_sel VALUES (1);
 INSERT INTO rule_two VALUES (1);
 INSERT INTO rule_main VALUES (1000, 'too big for the log');
+-- a cached plan whose rule query runs first: one span still covers both, and
+-- fails when the rule query does
+SET plan_cache_mode = force_generic_plan;
+PREPARE rule_update(int) AS UPDATE rule_upd SET v = 'p' WHERE id = $1;
+EXECUTE rule_update(1);
+EXECUTE rule_update(2);
+EXECUTE rule_update(1000);
+RESET plan_cache_mode;
 SET traceprof.traceparent = '';
 SELECT name, status, trace_id, query, attributes->>'traceprof.rows_affected' AS written,
        attributes->>'db.response.returned_rows' AS returned
