@@ -63,6 +63,7 @@ typedef struct OpenSpan
 	SubTransactionId subid;		/* the (sub)transaction it was opened in */
 	QueryDesc  *query_desc;		/* executor span: its query; else NULL */
 	bool		awaiting_executor;	/* opened by the planner, not yet run */
+	TimestampTz planned_in;		/* the message that decided it (DecidedStatement) */
 	bool		awaiting_xact_end;	/* COMMIT/ROLLBACK: ends when the xact does */
 	int64		cpu_start_ns;	/* -1: CPU time not tracked */
 	uint64		rows_run;		/* es_processed summed over its runs (pages) */
@@ -105,6 +106,10 @@ static struct
  * so that ExecutorStart does not decide again: no second sampling draw, no
  * second count of a malformed comment.  Identified by query id and place in
  * the source text, since the extended protocol executes a copy of the plan.
+ * With query ids off, every extended-protocol statement has id 0 and
+ * place 0: the message that decided tells them apart, as the creation time
+ * of the portal that runs the statement (pipelined Binds: a statement
+ * planned in one, another run from a cached plan before it).
  * Cached plans skip the planner and are decided in ExecutorStart.  A
  * custom plan made right after a generic one keeps the decision.  The
  * further queries a rule adds (canSetTag false) decide nothing: they run in
@@ -116,6 +121,7 @@ typedef struct DecidedStatement
 	uint64		query_id;
 	int			location;
 	int			len;
+	TimestampTz message;		/* of the decision: its portal's creation_time */
 } DecidedStatement;
 
 static DecidedStatement decided;
@@ -1023,7 +1029,7 @@ planned_again(const Query *parse)
 {
 	return decided.pending && decided.query_id == parse->queryId &&
 		decided.location == parse->stmt_location && decided.len == parse->stmt_len &&
-		decided_in_message == GetCurrentStatementStartTimestamp();
+		decided.message == GetCurrentStatementStartTimestamp();
 }
 
 static PlannedStmt *
@@ -1046,6 +1052,7 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 		if (statement != NULL)
 		{
 			statement->awaiting_executor = true;
+			statement->planned_in = decided_in_message;
 			if (traceprof_track_planning)
 				planning = open_planning_span(statement, parse->queryId);
 		}
@@ -1066,10 +1073,27 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 		decided.query_id = result->queryId;
 		decided.location = result->stmt_location;
 		decided.len = result->stmt_len;
+		decided.message = decided_in_message;	/* set by this decision */
 	}
 	if (statement != NULL)
 		end_planning(statement, planning);
 	return result;
+}
+
+/*
+ * The span the decision opened for the statement about to run, if traced.
+ * A portal opened since (pipelined Binds) may stand above it.
+ */
+static OpenSpan *
+planned_span(void)
+{
+	for (int i = open_count - 1; i >= 0; i--)
+		if (open_spans[i].awaiting_executor && open_spans[i].planned_in == decided.message)
+		{
+			open_spans[i].awaiting_executor = false;
+			return &open_spans[i];
+		}
+	return NULL;
 }
 
 /*
@@ -1101,14 +1125,19 @@ more_queries_follow(const PlannedStmt *stmt)
 		more_queries_after(stmt);
 }
 
-/* Consume the planner's decision if it was about this statement. */
+/*
+ * Consume the planner's decision if it was about this statement.  Another
+ * statement's leaves it for its own run (a transaction's end forgets it).
+ */
 static bool
 was_decided_by_planner(const PlannedStmt *stmt)
 {
 	bool		same = decided.pending && decided.query_id == stmt->queryId &&
-		decided.location == stmt->stmt_location && decided.len == stmt->stmt_len;
+		decided.location == stmt->stmt_location && decided.len == stmt->stmt_len &&
+		(ActivePortal == NULL || ActivePortal->creation_time == decided.message);
 
-	decided.pending = false;
+	if (same)
+		decided.pending = false;
 	return same;
 }
 
@@ -1171,9 +1200,13 @@ span_of_rule_query(const QueryDesc *query_desc)
 		decided.query_id = tag->queryId;
 		decided.location = tag->stmt_location;
 		decided.len = tag->stmt_len;
+		decided.message = ActivePortal->creation_time;
 	}
-	return open_statement_span(true, query_desc->sourceText, tag->stmt_location, tag->stmt_len,
+	span = open_statement_span(true, query_desc->sourceText, tag->stmt_location, tag->stmt_len,
 							   (Node *) tag, tag->queryId);
+	if (span != NULL)
+		span->planned_in = decided.message;
+	return span;
 }
 
 static inline void
@@ -1199,13 +1232,7 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 	if (top_level && unlikely(!stmt->canSetTag))
 		span = span_of_rule_query(query_desc);
 	else if (top_level && was_decided_by_planner(stmt))
-	{
-		if (open_count > 0 && open_spans[open_count - 1].awaiting_executor)
-		{
-			span = &open_spans[open_count - 1];	/* planned just now */
-			span->awaiting_executor = false;
-		}
-	}
+		span = planned_span();
 	else if (top_level ? is_clients_run() : traceprof_track == TRACK_ALL)
 		span = open_statement_span(top_level, query_desc->sourceText, stmt->stmt_location,
 								   stmt->stmt_len, (Node *) stmt, stmt->queryId);

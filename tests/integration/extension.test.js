@@ -842,6 +842,33 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		assert.deepEqual(rows, [{ name: 'SELECT orders_sc', n: 8 }, { name: 'UPDATE orders_sc', n: 8 }]);
 	});
 
+	test('3n. pipelined Binds, one statement planned and another run from its cached plan first: each run is its own span (query ids off)', async () => {
+		const wire = await connectWire(cluster);
+		try {
+			const ctx = newContext();
+			await wire.query(`SET traceprof.traceparent = '${ctx.header}'; SET plan_cache_mode = force_generic_plan`);
+			wire.send(serialize.parse({ name: 'pick', text: 'SELECT note, pg_sleep(0.1) FROM orders_sc WHERE id = $1', types: [23] }),
+				serialize.bind({ statement: 'pick', values: ['1'] }), serialize.execute({}), serialize.sync());
+			await wire.until('readyForQuery');	// its generic plan is cached now
+			await admin.query('SELECT traceprof.reset()');
+			wire.send(serialize.parse({ name: 'add', text: 'INSERT INTO orders_sc VALUES ($1, $2)', types: [23, 25] }),
+				serialize.bind({ statement: 'add', portal: 'a', values: ['900', 'piped'] }),	// planned here
+				serialize.bind({ statement: 'pick', portal: 'b', values: ['2'] }),	// its cached plan
+				serialize.execute({ portal: 'b' }), serialize.execute({ portal: 'a' }), serialize.sync());
+			await wire.until('readyForQuery');
+			const rows = (await admin.query("SELECT name, duration_ms, attributes->>'traceprof.rows_affected' AS written, " +
+				"attributes->>'db.response.returned_rows' AS returned FROM traceprof.spans " +
+				"WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time", [ctx.traceId])).rows;
+			assert.deepEqual(rows.map((r) => [r.name, r.written, r.returned]),
+				[['INSERT orders_sc', '1', null], ['SELECT orders_sc', null, '1']], jsonish(rows));
+			assert.ok(rows[1].duration_ms >= 100, `the SELECT's span holds its 100 ms sleep: ${jsonish(rows)}`);
+			assert.ok(rows[0].duration_ms >= 100, 'the INSERT was planned at its Bind, before the SELECT ran');
+		} finally {
+			await wire.query('DELETE FROM orders_sc WHERE id = 900');
+			wire.end();
+		}
+	});
+
 	test('3k. more portals kept open than spans fit (32): a traced statement beyond them is counted as dropped, not lost silently', async () => {
 		const wire = await connectWire(cluster);
 		try {
