@@ -60,11 +60,11 @@ typedef struct OpenSpan
 	TraceprofSpan *root;		/* the top-level span it belongs to */
 	bool		top_level;		/* a client's statement, not nested in ours */
 	bool		ended;			/* stored already, popped once on top */
+	bool		awaiting_executor;	/* opened by the planner, not yet run */
+	bool		awaiting_xact_end;	/* COMMIT/ROLLBACK: ends when the xact does */
 	SubTransactionId subid;		/* the (sub)transaction it was opened in */
 	QueryDesc  *query_desc;		/* executor span: its query; else NULL */
-	bool		awaiting_executor;	/* opened by the planner, not yet run */
 	TimestampTz planned_in;		/* the message that decided it (DecidedStatement) */
-	bool		awaiting_xact_end;	/* COMMIT/ROLLBACK: ends when the xact does */
 	int64		cpu_start_ns;	/* -1: CPU time not tracked */
 	uint64		rows_run;		/* es_processed summed over its runs (pages) */
 	/* Extended protocol: when its portal last ran, and in which message. */
