@@ -1023,6 +1023,17 @@ end_planning(OpenSpan *statement, OpenSpan *planning)
 		statement->record->planning_ns = (int64) tp_unix_now_ns() - statement->record->start_ns;
 }
 
+/* What was decided about stmt, in the message of that time, for its run to find. */
+static void
+remember_decision(const PlannedStmt *stmt, TimestampTz message)
+{
+	decided.pending = true;
+	decided.query_id = stmt->queryId;
+	decided.location = stmt->stmt_location;
+	decided.len = stmt->stmt_len;
+	decided.message = message;
+}
+
 /* The same statement planned again in the message that decided: a custom plan after a generic one. */
 static bool
 planned_again(const Query *parse)
@@ -1068,13 +1079,7 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	unwatch_errors(&watch, watching);
 
 	if (deciding)
-	{
-		decided.pending = true;
-		decided.query_id = result->queryId;
-		decided.location = result->stmt_location;
-		decided.len = result->stmt_len;
-		decided.message = decided_in_message;	/* set by this decision */
-	}
+		remember_decision(result, decided_in_message);	/* this message: set deciding */
 	if (statement != NULL)
 		end_planning(statement, planning);
 	return result;
@@ -1195,13 +1200,7 @@ span_of_rule_query(const QueryDesc *query_desc)
 	if (tag == NULL)
 		tag = stmt;
 	else
-	{
-		decided.pending = true;
-		decided.query_id = tag->queryId;
-		decided.location = tag->stmt_location;
-		decided.len = tag->stmt_len;
-		decided.message = ActivePortal->creation_time;
-	}
+		remember_decision(tag, ActivePortal->creation_time);
 	span = open_statement_span(true, query_desc->sourceText, tag->stmt_location, tag->stmt_len,
 							   (Node *) tag, tag->queryId);
 	if (span != NULL)
