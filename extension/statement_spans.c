@@ -28,6 +28,7 @@
 #include "access/parallel.h"
 #include "access/xact.h"
 #include "commands/dbcommands.h"
+#include "commands/prepare.h"
 #include "common/pg_prng.h"
 #include "executor/executor.h"
 #include "executor/instrument.h"
@@ -81,6 +82,7 @@ static int	open_count;
 static int	nesting_level;		/* executor and utility nesting */
 static int	plan_nesting;
 static int	utility_depth;		/* ProcessUtility calls under way */
+static const char *prepared_text;	/* what a top-level EXECUTE runs, while it does */
 
 /* The nesting when a subtransaction began, by transaction nesting level. */
 typedef struct NestingAtStart
@@ -181,13 +183,14 @@ at_top_level(void)
  * domain's CHECK calling a PL/pgSQL function, at Bind).  Such a plan has
  * text of its own (the client's is planned with the message's very text);
  * such a run has no portal (the client's runs in one).  EXECUTE plans and
- * runs its prepared statement's text; other kinds of process have no client
- * message.
+ * runs its prepared statement's text (a function in its parameters plans
+ * its own); other kinds of process have no client message.
  */
 static inline bool
 is_clients_plan(const char *text)
 {
-	return text == debug_query_string || utility_depth > 0 || MyBackendType != B_BACKEND;
+	return text == debug_query_string || (text == prepared_text && text != NULL) ||
+		MyBackendType != B_BACKEND;
 }
 
 static inline bool
@@ -1419,6 +1422,15 @@ sets_traceparent(Node *stmt)
 		strcmp(((VariableSetStmt *) stmt)->name, "traceprof.traceparent") == 0;
 }
 
+/* The text of the prepared statement EXECUTE names; NULL if there is none. */
+static pg_noinline const char *
+prepared_statement_text(const ExecuteStmt *stmt)
+{
+	PreparedStatement *prepared = FetchPreparedStatement(stmt->name, false);
+
+	return prepared ? prepared->plansource->query_string : NULL;
+}
+
 /* The profiler's static callers of a top-level utility statement. */
 static pg_noinline void
 learn_utility_callers(const DestReceiver *dest)
@@ -1471,6 +1483,8 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 		ActivePortal != NULL)
 		learn_utility_callers(dest);
 
+	if (top_level && IsA(stmt, ExecuteStmt))
+		prepared_text = prepared_statement_text((ExecuteStmt *) stmt);
 	watching = watch_errors(&watch);
 	if (!transparent)
 		nesting_level++;
@@ -1490,10 +1504,14 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 		utility_depth--;
 		if (!transparent)
 			nesting_level--;
+		if (top_level)
+			prepared_text = NULL;
 		unwatch_errors(&watch, watching);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	if (top_level)
+		prepared_text = NULL;
 	utility_depth--;
 	if (!transparent)
 		nesting_level--;

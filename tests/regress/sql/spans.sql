@@ -248,3 +248,18 @@ SELECT name, status, trace_id, query, attributes->>'traceprof.rows_affected' AS 
   FROM traceprof.spans WHERE name <> 'plan' AND kind = 'server'
  ORDER BY start_time;
 DROP TABLE rule_main, rule_log, rule_upd, rule_sel, rule_two;
+-- A PL/pgSQL function in EXECUTE's parameters plans its own expression at
+-- the top level: that is no span; the prepared statement's run is.
+CREATE FUNCTION plus_one(x int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN x + 1; END $$;
+CREATE TABLE exec_t (id int);
+INSERT INTO exec_t SELECT generate_series(1, 10);
+PREPARE count_below(int) AS SELECT count(*) FROM exec_t WHERE id < $1;
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+EXECUTE count_below(plus_one(3));
+SET traceprof.traceparent = '';
+SELECT name, query, attributes->>'db.response.returned_rows' AS returned
+  FROM traceprof.spans WHERE kind = 'server' AND name <> 'plan' ORDER BY start_time;
+DEALLOCATE count_below;
+DROP FUNCTION plus_one(int);
+DROP TABLE exec_t;
