@@ -196,7 +196,7 @@ is_clients_plan(const char *text)
 static inline bool
 is_clients_run(void)
 {
-	return ActivePortal != NULL || utility_depth > 0 || MyBackendType != B_BACKEND;
+	return ActivePortal != NULL || MyBackendType != B_BACKEND;
 }
 
 /*
@@ -447,12 +447,6 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 
 		if (open_count == 0)
 			return false;
-		if (unlikely(open_count == MAX_OPEN_SPANS))
-		{
-			/* Nested this deep under a traced statement: a span lost, counted. */
-			span_store_count_unmade();
-			return false;
-		}
 		innermost = open_spans[open_count - 1].record;
 		parent->nested = true;
 		memcpy(parent->context.trace_id, innermost->trace_id, TP_TRACE_ID_BYTES);
@@ -472,12 +466,12 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 			text = statement_bytes(source, location, len, &text_len);
 		if (!choose_root_context(text, text_len, &parent->context, &parent->remote))
 			return false;
-		if (unlikely(open_count == MAX_OPEN_SPANS))
-		{
-			/* Under as many portals kept open: traced, but no room; counted. */
-			span_store_count_unmade();
-			return false;
-		}
+	}
+	if (unlikely(open_count == MAX_OPEN_SPANS))
+	{
+		/* Traced, but nested this deep, or under as many portals kept open: lost, counted. */
+		span_store_count_unmade();
+		return false;
 	}
 	return true;
 }
