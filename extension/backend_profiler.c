@@ -15,6 +15,7 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -227,8 +228,12 @@ remember_span_name(const TraceprofSpan *span)
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	entry = hash_search(sampled_spans, span->span_id, HASH_ENTER, &found);
-	if (!found)
-		entry->name_id = function_names_intern(span->name);
+	if (found)
+		return;
+	/* pprof's strings are UTF-8, as OTLP's (span_encoding.c). */
+	if (span->encoding != PG_UTF8)
+		span = span_in_utf8(span);
+	entry->name_id = function_names_intern(span->name);
 }
 
 /* The labelled span, if its record still holds it, is named for its samples. */

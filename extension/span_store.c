@@ -8,6 +8,7 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "storage/shmem.h"
@@ -82,8 +83,9 @@ unpack_string(const char *in, const char *end, char *s, Size size, uint8 *len)
 	return nul + 1;
 }
 
+/* A packed span into span, its texts in encoding (span_encoding.c). */
 static bool
-span_unpack(const char *in, Size len, TraceprofSpan *span)
+span_unpack(const char *in, Size len, TraceprofSpan *span, int encoding)
 {
 	const char *end = in + len;
 	const char *p = in + PACKED_FIXED;
@@ -106,11 +108,14 @@ span_unpack(const char *in, Size len, TraceprofSpan *span)
 		span->query_len = query_text_normalize_literals(p, nul - p, span->query_form, span->encoding,
 														 span->query);
 		span->query_form = QUERY_FORM_FINAL;
-		return true;
 	}
-	span->query_len = Min(nul - p, traceprof_max_query_length);
-	memcpy(span->query, p, span->query_len);
-	span->query[span->query_len] = '\0';
+	else
+	{
+		span->query_len = Min(nul - p, traceprof_max_query_length);
+		memcpy(span->query, p, span->query_len);
+		span->query[span->query_len] = '\0';
+	}
+	span_texts_to_encoding(span, encoding);
 	return true;
 }
 
@@ -167,6 +172,9 @@ span_store_write(const TraceprofSpan *span)
 
 	if (store == NULL)
 		return;
+	/* OTLP and the other databases' readers want UTF-8 (span_encoding.c). */
+	if (unlikely(span->encoding != PG_UTF8 && span->encoding != PG_SQL_ASCII))
+		span = span_in_utf8(span);
 	len = span_packed_size(span);
 	if (likely(len <= SPAN_SLOT_DATA))
 	{
@@ -227,7 +235,7 @@ visit_span(const void *record, Size len, void *arg)
 {
 	SpanVisit  *v = arg;
 
-	if (!span_unpack(record, len, v->span))
+	if (!span_unpack(record, len, v->span, GetDatabaseEncoding()))
 		return true;
 	return v->visit(v->span, v->arg);
 }
@@ -254,7 +262,7 @@ unpack_next(const void *record, Size len, void *arg)
 {
 	UnpackInto *into = arg;
 
-	if (span_unpack(record, len, (TraceprofSpan *) (into->spans + into->count * TraceprofSpanSize())))
+	if (span_unpack(record, len, (TraceprofSpan *) (into->spans + into->count * TraceprofSpanSize()), PG_UTF8))
 		into->count++;
 	return true;
 }

@@ -165,6 +165,10 @@ extern void span_store_set_exporter_latch(Latch *latch);
 extern void span_store_get_stats(SpanStoreStats *stats);
 extern void span_store_reset(void);
 
+/* span_encoding.c: texts converted for readers; '?' for what cannot be */
+extern void span_texts_to_encoding(TraceprofSpan *span, int encoding);
+extern const TraceprofSpan *span_in_utf8(const TraceprofSpan *span);
+
 /* statement_spans.c: hooks that open and close spans */
 extern void statement_spans_install_hooks(void);
 

@@ -403,6 +403,91 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		assert.equal(rows[9].status_message, 'é'.repeat(127));
 	});
 
+	test('1g. texts of LATIN1 and SQL_ASCII databases: UTF-8 in OTLP and in a UTF-8 database\'s traceprof.spans, LATIN1 in a LATIN1 one; "?" for what cannot be converted', async () => {
+		await admin.query("CREATE DATABASE enc_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0 OWNER app");
+		await admin.query("CREATE DATABASE enc_ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0 OWNER app");
+		const latin = newContext();
+		const ascii = newContext();
+		const utf8 = newContext();
+		const runTraced = async (database, ctx, statements) => {
+			const client = await connect(cluster, 'app', database);
+			try {
+				for (const [sql, fails] of statements) {
+					if (sql.startsWith('SET traceprof'))
+						await client.query(sql.replace('CTX', ctx.header));
+					else if (fails)
+						await assert.rejects(client.query(sql));
+					else
+						await client.query(sql);
+				}
+			} finally {
+				await client.end();
+			}
+		};
+		const select = 'SELECT count("naïve") AS "Ölmenge" FROM "café"';
+		// Under the cap in LATIN1, over it in UTF-8 (ï takes two bytes there).
+		const max = Number((await admin.query("SELECT setting FROM pg_settings WHERE name = 'traceprof.max_query_length'")).rows[0].setting);
+		const long = `SELECT ${Array(Math.floor((max - 30) / 9)).fill('"naïve"').join(', ')} FROM "café"`;
+		assert.ok(Buffer.byteLength(long, 'latin1') < max && Buffer.byteLength(long) > max);
+		await runTraced('enc_latin1', latin, [
+			['CREATE TABLE "café" ("naïve" int)'],
+			["SET traceprof.traceparent = 'CTX'"],
+			[select],
+			[long],
+			["DO $$BEGIN RAISE EXCEPTION 'déjà vu'; END$$", true],
+		]);
+		// Bytes E9 20 C3 A9: no UTF-8 (E9 leads three bytes), then an é that is;
+		// SQL_ASCII takes any.
+		await runTraced('enc_ascii', ascii, [
+			["SET traceprof.traceparent = 'CTX'"],
+			["DO $$BEGIN RAISE EXCEPTION '%', convert_from('\\xe920c3a9'::bytea, 'SQL_ASCII'); END$$", true],
+		]);
+		// A character LATIN1 lacks, for a reader there.
+		await runTraced('app', utf8, [["SET traceprof.traceparent = 'CTX'"], ['SELECT 1 AS "€uro"']]);
+
+		const server = (ctx, n) => waitFor(`${n} SERVER span(s) of trace ${ctx.traceId}`, () => {
+			const spans = spansOf(receiver, ctx.traceId).filter((x) => x.kind === SpanKind.SERVER);
+			return spans.length >= n ? spans : null;
+		});
+		const [latinSpans, asciiSpans, utf8Spans] = [await server(latin, 3), await server(ascii, 1), await server(utf8, 1)];
+		for (const x of [...latinSpans, ...asciiSpans, ...utf8Spans])
+			for (const v of [x.name, x.status.message ?? '', ...Object.values(x.attributes).map(String)])
+				assert.ok(!v.includes('\uFFFD'), `span ${x.name}: not valid UTF-8 on the wire: ${JSON.stringify(v)}`);
+		const latinSelect = latinSpans.find((x) => x.name === 'SELECT café');
+		assert.ok(latinSelect, `LATIN1 spans: ${latinSpans.map((x) => x.name)}`);
+		assert.equal(latinSelect.attributes['db.query.text'], select);
+		assert.equal(latinSelect.attributes['db.collection.name'], 'café');
+		assert.equal(latinSelect.attributes['db.namespace'], 'enc_latin1');
+		const longText = latinSpans.filter((x) => x.name === 'SELECT café').map((x) => x.attributes['db.query.text']).find((t) => t !== select);
+		assert.ok(Buffer.byteLength(longText) <= max && Buffer.byteLength(longText) > max - 2 && long.startsWith(longText),
+			`converted, then cut to ${max} bytes on a character: ${Buffer.byteLength(longText)} bytes, ends ${JSON.stringify(longText.slice(-8))}`);
+		assert.equal(latinSpans.find((x) => x.name === 'DO').status.message, 'déjà vu');
+		assert.equal(asciiSpans[0].status.message, '? é');
+		assert.equal(utf8Spans[0].attributes['db.query.text'], 'SELECT $1 AS "€uro"');
+
+		// Read in a UTF-8 database: the same texts.
+		const rows = async (client, ctx) => (await client.query(
+			"SELECT name, status_message, query, attributes->>'db.collection.name' AS collection FROM traceprof.spans " +
+			"WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time", [ctx.traceId])).rows;
+		const inUtf8 = await rows(admin, latin);
+		assert.deepEqual(inUtf8.map((r) => [r.name, r.status_message, r.collection]),
+			[['SELECT café', null, 'café'], ['SELECT café', null, 'café'], ['DO', 'déjà vu', null]]);
+		assert.equal(inUtf8[1].query, longText);
+		assert.equal(inUtf8[0].query, select);
+		assert.equal((await rows(admin, ascii))[0].status_message, '? é');
+
+		// Read in the LATIN1 database: LATIN1's own texts back, € as "?".
+		const inLatin = await connect(cluster, 'postgres', 'enc_latin1');
+		try {
+			await inLatin.query('CREATE EXTENSION traceprof');
+			assert.deepEqual((await rows(inLatin, latin)).map((r) => [r.name, r.status_message, r.collection]),
+				[['SELECT café', null, 'café'], ['SELECT café', null, 'café'], ['DO', 'déjà vu', null]]);
+			assert.equal((await rows(inLatin, utf8))[0].query, 'SELECT $1 AS "?uro"');
+		} finally {
+			await inLatin.end();
+		}
+	});
+
 	test('3. SQLCommenter through npm pg: extended and simple protocol, utility, errors; the comment wins over the session', async () => {
 		const client = await connect(cluster, 'app');
 		try {

@@ -1,0 +1,147 @@
+/*
+ * span_encoding.c - a span's texts in the encoding its reader needs.
+ *
+ * A span's texts (names, query, error message) are in its database's
+ * encoding.  OTLP carries UTF-8 only, and a receiver that checks refuses a
+ * whole batch for one bad string; a reader in another database needs its
+ * own encoding.  So a backend of a database in neither UTF-8 nor SQL_ASCII
+ * stores its spans converted to UTF-8 (only such backends pay for it), and
+ * every reader converts what it gets to its own encoding.  Nothing here
+ * raises an error: a character that cannot be converted, or a byte that is
+ * not valid in the target (SQL_ASCII stores any), becomes '?', so that one
+ * span can neither fail a view nor poison a batch.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "fmgr.h"
+#include "mb/pg_wchar.h"
+#include "utils/memutils.h"
+
+#include "traceprof.h"
+
+/* A conversion function, looked up once (it takes a transaction). */
+typedef struct Converter
+{
+	int			from;
+	int			to;
+	bool		found;
+	FmgrInfo	function;
+} Converter;
+
+/* A backend converts from its database's encoding; a reader to its own. */
+#define MAX_CONVERTERS 8
+
+static Converter converters[MAX_CONVERTERS];
+static int	converter_count;
+static char *scratch;
+
+/* The conversion from one encoding to another, NULL when none can be had now. */
+static FmgrInfo *
+find_converter(int from, int to)
+{
+	Converter  *c;
+	Oid			proc;
+
+	if (from == PG_SQL_ASCII)
+		return NULL;			/* any bytes: nothing says what they are */
+	for (int i = 0; i < converter_count; i++)
+		if (converters[i].from == from && converters[i].to == to)
+			return converters[i].found ? &converters[i].function : NULL;
+	/* The exporter (no database) and an aborted transaction cannot look. */
+	if (!IsTransactionState() || converter_count == MAX_CONVERTERS)
+		return NULL;
+	c = &converters[converter_count];
+	proc = FindDefaultConversionProc(from, to);
+	c->found = OidIsValid(proc);
+	if (c->found)
+		fmgr_info_cxt(proc, &c->function, TopMemoryContext);
+	c->from = from;
+	c->to = to;
+	converter_count++;
+	return c->found ? &c->function : NULL;
+}
+
+/*
+ * The len bytes at text (size bytes of room, a NUL after them) converted
+ * in place, cut on a character boundary to fit; returns the new length.
+ * Without a converter the bytes are kept where valid in the target.
+ */
+static uint32
+convert_text(char *text, uint32 len, Size size, int from, int to, FmgrInfo *converter)
+{
+	uint32		done = 0;
+	uint32		out = 0;
+
+	while (done < len)
+	{
+		if (converter != NULL)
+		{
+			/* Writes up to MAX_CONVERSION_GROWTH bytes a byte and a NUL. */
+			done += DatumGetInt32(FunctionCall6(converter, Int32GetDatum(from), Int32GetDatum(to),
+												CStringGetDatum(text + done),
+												CStringGetDatum(scratch + out),
+												Int32GetDatum(len - done), BoolGetDatum(true)));
+			out += strlen(scratch + out);
+		}
+		else
+		{
+			int			valid = pg_encoding_verifymbstr(to, text + done, len - done);
+
+			memcpy(scratch + out, text + done, valid);
+			out += valid;
+			done += valid;
+		}
+		if (done >= len)
+			break;
+		/* What stopped it: one character of the source, or one byte. */
+		scratch[out++] = '?';
+		done += converter != NULL ? Min((uint32) pg_encoding_mblen_bounded(from, text + done), len - done) : 1;
+	}
+	if (out > size - 1)
+		out = pg_encoding_mbcliplen(to, scratch, out, size - 1);
+	memcpy(text, scratch, out);
+	text[out] = '\0';
+	return out;
+}
+
+#define CONVERT(field, len_field) \
+	(span->len_field = convert_text(span->field, span->len_field, sizeof(span->field), \
+									span->encoding, to, converter))
+
+void
+span_texts_to_encoding(TraceprofSpan *span, int to)
+{
+	FmgrInfo   *converter;
+
+	if (span->encoding == to || to == PG_SQL_ASCII)
+		return;
+	/* The longest text grown, and a '?' for every byte at worst. */
+	if (scratch == NULL)
+		scratch = MemoryContextAlloc(TopMemoryContext,
+									 (Size) (traceprof_max_query_length + 1) * (MAX_CONVERSION_GROWTH + 1) + 1);
+	converter = find_converter(span->encoding, to);
+	CONVERT(name, name_len);
+	CONVERT(operation, operation_len);
+	CONVERT(collection, collection_len);
+	CONVERT(dbname, dbname_len);
+	CONVERT(username, username_len);
+	CONVERT(message, message_len);
+	span->query_len = (int32) convert_text(span->query, (uint32) span->query_len,
+										   traceprof_max_query_length + 1, span->encoding, to, converter);
+	span->encoding = (uint8) to;
+}
+
+/* A copy of the span with its texts in UTF-8, valid until the next call. */
+const TraceprofSpan *
+span_in_utf8(const TraceprofSpan *span)
+{
+	static TraceprofSpan *copy;
+
+	if (copy == NULL)
+		copy = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
+	memcpy(copy, span, offsetof(TraceprofSpan, query) + span->query_len + 1);
+	span_texts_to_encoding(copy, PG_UTF8);
+	return copy;
+}
