@@ -8,6 +8,18 @@ BEGIN
   INSERT INTO tx_t VALUES (2);
   ROLLBACK;
 END $$;
+-- A loop over a query that commits: the commit keeps the query's rows and
+-- ends its run, so its span ends there; the loop's later statements are the
+-- procedure's, where the first was the query's (it ran inside the run).
+CREATE PROCEDURE tx_loop_commit() LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT g FROM generate_series(11, 13) g LOOP
+    INSERT INTO tx_t VALUES (r.g);
+    COMMIT;
+  END LOOP;
+END $$;
 CREATE FUNCTION tx_catch() RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
   BEGIN
@@ -48,6 +60,7 @@ INSERT INTO tx_guarded VALUES (7);
 SELECT 'after the trigger' AS next;
 SET traceprof.track = 'all';
 CALL tx_commit_rollback();
+CALL tx_loop_commit();
 SELECT tx_catch();
 SELECT tx_catch_and_go_on();
 SELECT 'after both, nested' AS next;
@@ -77,6 +90,7 @@ SELECT s.kind, s.name, s.status, s.status_message,
  WHERE s.name NOT IN ('plan', 'SET', 'RESET')
  ORDER BY s.start_time, s.kind DESC;
 DROP PROCEDURE tx_commit_rollback();
+DROP PROCEDURE tx_loop_commit();
 DROP FUNCTION tx_catch();
 DROP FUNCTION tx_catch_and_go_on();
 DROP TABLE tx_guarded;
