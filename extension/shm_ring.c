@@ -1,6 +1,7 @@
 /* shm_ring.c - lock-free record ring in shared memory (see shm_ring.h). */
 #include "postgres.h"
 
+#include "ring_positions.h"
 #include "shm_ring.h"
 
 /*
@@ -115,7 +116,7 @@ claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
 	for (;;)
 	{
 		if (keep_unexported &&
-			*position + nslots - pg_atomic_read_u64(&ring->exported_upto) > (uint64) ring->capacity)
+			!tp_ring_has_room(*position, nslots, pg_atomic_read_u64(&ring->exported_upto), ring->capacity))
 		{
 			pg_atomic_fetch_add_u64(&ring->dropped, 1);
 			return false;
@@ -145,7 +146,7 @@ publish(ShmRing *ring, uint64 position, uint32 nslots, uint64 *pending)
 	pg_write_barrier();
 	for (uint32 i = nslots; i-- > 0;)
 		pg_atomic_write_u64(&slot_at(ring, position + i)->seq, position + i + 1);
-	*pending = position + nslots - pg_atomic_read_u64(&ring->exported_upto);
+	*pending = tp_ring_pending(position + nslots, pg_atomic_read_u64(&ring->exported_upto));
 }
 
 bool
@@ -319,7 +320,7 @@ shm_ring_counts(ShmRing *ring, bool keep_unexported, ShmRingCounts *counts)
 	counts->dropped = pg_atomic_read_u64(&ring->dropped);
 	counts->exported = pg_atomic_read_u64(&ring->exported);
 	counts->pending = keep_unexported ?
-		(int64) Min(end - exported_upto, (uint64) ring->capacity) : 0;
+		(int64) Min(tp_ring_pending(end, exported_upto), (uint64) ring->capacity) : 0;
 	counts->capacity = ring->capacity;
 }
 
