@@ -37,6 +37,13 @@ static Converter converters[MAX_CONVERTERS];
 static int	converter_count;
 static char *scratch;
 
+/* Memory for good, or NULL: never an error. */
+static void *
+allocate(Size size)
+{
+	return MemoryContextAllocExtended(TopMemoryContext, size, MCXT_ALLOC_NO_OOM);
+}
+
 /* The conversion from one encoding to another, NULL when none can be had now. */
 static FmgrInfo *
 find_converter(int from, int to)
@@ -117,10 +124,14 @@ span_texts_to_encoding(TraceprofSpan *span, int to)
 
 	if (span->encoding == to || to == PG_SQL_ASCII)
 		return;
-	/* The longest text grown, and a '?' for every byte at worst. */
+	/*
+	 * The longest text grown, and a '?' for every byte at worst.  Maybe
+	 * while a transaction aborts: no error, the texts stay as they are.
+	 */
 	if (scratch == NULL)
-		scratch = MemoryContextAlloc(TopMemoryContext,
-									 (Size) (traceprof_max_query_length + 1) * (MAX_CONVERSION_GROWTH + 1) + 1);
+		scratch = allocate((Size) (traceprof_max_query_length + 1) * (MAX_CONVERSION_GROWTH + 1) + 1);
+	if (scratch == NULL)
+		return;
 	converter = find_converter(span->encoding, to);
 	CONVERT(name, name_len);
 	CONVERT(operation, operation_len);
@@ -133,14 +144,19 @@ span_texts_to_encoding(TraceprofSpan *span, int to)
 	span->encoding = (uint8) to;
 }
 
-/* A copy of the span with its texts in UTF-8, valid until the next call. */
+/*
+ * A copy of the span with its texts in UTF-8, valid until the next call
+ * (the span itself when there is no memory for it).
+ */
 const TraceprofSpan *
 span_in_utf8(const TraceprofSpan *span)
 {
 	static TraceprofSpan *copy;
 
 	if (copy == NULL)
-		copy = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
+		copy = allocate(TraceprofSpanSize());
+	if (copy == NULL)
+		return span;
 	memcpy(copy, span, offsetof(TraceprofSpan, query) + span->query_len + 1);
 	span_texts_to_encoding(copy, PG_UTF8);
 	return copy;
