@@ -162,9 +162,9 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 			if (i > 0)
 				appendStringInfoChar(&stack, ';');
 		}
-		values[0] = CStringGetTextDatum(group->key.span_name_id ?
-										function_names_get(group->key.span_name_id) : "");
-		values[1] = CStringGetTextDatum(stack.data);
+		values[0] = PointerGetDatum(utf8_to_database_text(group->key.span_name_id ?
+														  function_names_get(group->key.span_name_id) : ""));
+		values[1] = PointerGetDatum(utf8_to_database_text(stack.data));
 		values[2] = Int64GetDatum(group->samples);
 		values[3] = Int64GetDatum(group->nanoseconds);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -267,7 +267,7 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 		bool		nulls[6] = {false, false, false, false, false, false};
 
 		count = sorted[i];
-		values[0] = CStringGetTextDatum(function_names_get(count->name_id));
+		values[0] = PointerGetDatum(utf8_to_database_text(function_names_get(count->name_id)));
 		values[1] = Int64GetDatum(count->self);
 		values[2] = Int64GetDatum(count->total);
 		values[3] = Float8GetDatum(weight_total > 0 ? 100.0 * count->self / weight_total : 0);
@@ -334,7 +334,7 @@ svg_result(char *svg, const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory while drawing the %s", what)));
-	result = cstring_to_text(svg);
+	result = utf8_to_database_text(svg);
 	free(svg);
 	return result;
 }

@@ -17,6 +17,7 @@
 #include "catalog/namespace.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 
 #include "traceprof.h"
@@ -71,41 +72,56 @@ find_converter(int from, int to)
 }
 
 /*
- * The len bytes at text (size bytes of room, a NUL after them) converted
- * in place, cut on a character boundary to fit; returns the new length.
- * Without a converter the bytes are kept where valid in the target.
+ * The len bytes at src converted into dest, which holds
+ * len * (MAX_CONVERSION_GROWTH + 1) + 1 bytes (every byte grown, or a '?');
+ * returns the length written, NUL not counted.  Without a converter the
+ * bytes are kept where valid in the target.
  */
 static uint32
-convert_text(char *text, uint32 len, Size size, int from, int to, FmgrInfo *converter)
+convert_into(const char *src, uint32 len, int from, int to, FmgrInfo *converter, char *dest)
 {
 	uint32		done = 0;
 	uint32		out = 0;
 
+	dest[0] = '\0';
 	while (done < len)
 	{
 		if (converter != NULL)
 		{
 			/* Writes up to MAX_CONVERSION_GROWTH bytes a byte and a NUL. */
 			done += DatumGetInt32(FunctionCall6(converter, Int32GetDatum(from), Int32GetDatum(to),
-												CStringGetDatum(text + done),
-												CStringGetDatum(scratch + out),
+												CStringGetDatum(src + done),
+												CStringGetDatum(dest + out),
 												Int32GetDatum(len - done), BoolGetDatum(true)));
-			out += strlen(scratch + out);
+			out += strlen(dest + out);
 		}
 		else
 		{
-			int			valid = pg_encoding_verifymbstr(to, text + done, len - done);
+			int			valid = pg_encoding_verifymbstr(to, src + done, len - done);
 
-			memcpy(scratch + out, text + done, valid);
+			memcpy(dest + out, src + done, valid);
 			out += valid;
 			done += valid;
 		}
 		if (done >= len)
 			break;
 		/* What stopped it: one character of the source, or one byte. */
-		scratch[out++] = '?';
-		done += converter != NULL ? Min((uint32) pg_encoding_mblen_bounded(from, text + done), len - done) : 1;
+		dest[out++] = '?';
+		done += converter != NULL ? Min((uint32) pg_encoding_mblen_bounded(from, src + done), len - done) : 1;
 	}
+	dest[out] = '\0';
+	return out;
+}
+
+/*
+ * The len bytes at text (size bytes of room) converted in place, cut on a
+ * character boundary to fit; returns the new length.
+ */
+static uint32
+convert_text(char *text, uint32 len, Size size, int from, int to, FmgrInfo *converter)
+{
+	uint32		out = convert_into(text, len, from, to, converter, scratch);
+
 	if (out > size - 1)
 		out = pg_encoding_mbcliplen(to, scratch, out, size - 1);
 	memcpy(text, scratch, out);
@@ -160,4 +176,25 @@ span_in_utf8(const TraceprofSpan *span)
 	memcpy(copy, span, offsetof(TraceprofSpan, query) + span->query_len + 1);
 	span_texts_to_encoding(copy, PG_UTF8);
 	return copy;
+}
+
+/*
+ * A UTF-8 string (span and function names in profiles, which keep them in
+ * UTF-8 for pprof) as text in the database's encoding.
+ */
+text *
+utf8_to_database_text(const char *s)
+{
+	int			to = GetDatabaseEncoding();
+	uint32		len = strlen(s);
+	char	   *converted;
+	text	   *result;
+
+	if (to == PG_UTF8 || to == PG_SQL_ASCII)
+		return cstring_to_text_with_len(s, len);
+	converted = palloc((Size) len * (MAX_CONVERSION_GROWTH + 1) + 1);
+	len = convert_into(s, len, PG_UTF8, to, find_converter(PG_UTF8, to), converted);
+	result = cstring_to_text_with_len(converted, len);
+	pfree(converted);
+	return result;
 }

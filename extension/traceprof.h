@@ -168,6 +168,7 @@ extern void span_store_reset(void);
 /* span_encoding.c: texts converted for readers; '?' for what cannot be */
 extern void span_texts_to_encoding(TraceprofSpan *span, int encoding);
 extern const TraceprofSpan *span_in_utf8(const TraceprofSpan *span);
+extern text *utf8_to_database_text(const char *s);
 
 /* statement_spans.c: hooks that open and close spans */
 extern void statement_spans_install_hooks(void);

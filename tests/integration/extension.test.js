@@ -403,7 +403,7 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		assert.equal(rows[9].status_message, 'é'.repeat(127));
 	});
 
-	test('1g. texts of LATIN1 and SQL_ASCII databases: UTF-8 in OTLP and in a UTF-8 database\'s traceprof.spans, LATIN1 in a LATIN1 one; "?" for what cannot be converted', async () => {
+	test('1g. texts of LATIN1 and SQL_ASCII databases: UTF-8 in OTLP and in a UTF-8 database\'s traceprof.spans and profiles, LATIN1 in a LATIN1 one; "?" for what cannot be converted', async () => {
 		await admin.query("CREATE DATABASE enc_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0 OWNER app");
 		await admin.query("CREATE DATABASE enc_ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0 OWNER app");
 		const latin = newContext();
@@ -434,6 +434,8 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			["SET traceprof.traceparent = 'CTX'"],
 			[select],
 			[long],
+			// CPU enough for the sampler (100 Hz): a profile of "INSERT café".
+			['INSERT INTO "café" SELECT g FROM generate_series(1, 1500000) g'],
 			["DO $$BEGIN RAISE EXCEPTION 'déjà vu'; END$$", true],
 		]);
 		// Bytes E9 20 C3 A9: no UTF-8 (E9 leads three bytes), then an é that is;
@@ -449,7 +451,7 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			const spans = spansOf(receiver, ctx.traceId).filter((x) => x.kind === SpanKind.SERVER);
 			return spans.length >= n ? spans : null;
 		});
-		const [latinSpans, asciiSpans, utf8Spans] = [await server(latin, 3), await server(ascii, 1), await server(utf8, 1)];
+		const [latinSpans, asciiSpans, utf8Spans] = [await server(latin, 4), await server(ascii, 1), await server(utf8, 1)];
 		for (const x of [...latinSpans, ...asciiSpans, ...utf8Spans])
 			for (const v of [x.name, x.status.message ?? '', ...Object.values(x.attributes).map(String)])
 				assert.ok(!v.includes('\uFFFD'), `span ${x.name}: not valid UTF-8 on the wire: ${JSON.stringify(v)}`);
@@ -471,8 +473,11 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			"WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time", [ctx.traceId])).rows;
 		const inUtf8 = await rows(admin, latin);
 		assert.deepEqual(inUtf8.map((r) => [r.name, r.status_message, r.collection]),
-			[['SELECT café', null, 'café'], ['SELECT café', null, 'café'], ['DO', 'déjà vu', null]]);
+			[['SELECT café', null, 'café'], ['SELECT café', null, 'café'], ['INSERT café', null, 'café'], ['DO', 'déjà vu', null]]);
 		assert.equal(inUtf8[1].query, longText);
+		const profiled = async (client) => (await client.query('SELECT DISTINCT span_name FROM traceprof.profile($1)', [latin.traceId]))
+			.rows.map((r) => r.span_name);
+		assert.ok((await profiled(admin)).includes('INSERT café'), `profile span names: ${await profiled(admin)}`);
 		assert.equal(inUtf8[0].query, select);
 		assert.equal((await rows(admin, ascii))[0].status_message, '? é');
 
@@ -481,7 +486,10 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		try {
 			await inLatin.query('CREATE EXTENSION traceprof');
 			assert.deepEqual((await rows(inLatin, latin)).map((r) => [r.name, r.status_message, r.collection]),
-				[['SELECT café', null, 'café'], ['SELECT café', null, 'café'], ['DO', 'déjà vu', null]]);
+				[['SELECT café', null, 'café'], ['SELECT café', null, 'café'], ['INSERT café', null, 'café'], ['DO', 'déjà vu', null]]);
+			assert.ok((await profiled(inLatin)).includes('INSERT café'), `profile span names there: ${await profiled(inLatin)}`);
+			const svg = (await inLatin.query('SELECT traceprof.flamegraph($1) AS svg', [latin.traceId])).rows[0].svg;
+			assert.match(svg, /^<\?xml[^]*data-total="[1-9][^]*<\/svg>\s*$/, 'the flame graph of its samples, read there');
 			assert.equal((await rows(inLatin, utf8))[0].query, 'SELECT $1 AS "?uro"');
 		} finally {
 			await inLatin.end();
