@@ -23,11 +23,14 @@ tp_ring_has_room(uint64_t position, uint32_t nslots, uint64_t exported_upto, uin
 	return position + nslots <= exported_upto + capacity;
 }
 
-/* Slots written below end and not exported; none when the exporter is past end. */
+/*
+ * Positions from start up to end (written and not exported: from
+ * exported_upto); none when start was read after end and is past it.
+ */
 static inline uint64_t
-tp_ring_pending(uint64_t end, uint64_t exported_upto)
+tp_ring_between(uint64_t start, uint64_t end)
 {
-	return end > exported_upto ? end - exported_upto : 0;
+	return end > start ? end - start : 0;
 }
 
 #endif

@@ -334,8 +334,15 @@ svg_result(char *svg, const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory while drawing the %s", what)));
-	result = utf8_to_database_text(svg);
-	free(svg);
+	PG_TRY();
+	{
+		result = utf8_to_database_text(svg);
+	}
+	PG_FINALLY();
+	{
+		free(svg);
+	}
+	PG_END_TRY();
 	return result;
 }
 

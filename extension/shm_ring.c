@@ -146,7 +146,7 @@ publish(ShmRing *ring, uint64 position, uint32 nslots, uint64 *pending)
 	pg_write_barrier();
 	for (uint32 i = nslots; i-- > 0;)
 		pg_atomic_write_u64(&slot_at(ring, position + i)->seq, position + i + 1);
-	*pending = tp_ring_pending(position + nslots, pg_atomic_read_u64(&ring->exported_upto));
+	*pending = tp_ring_between(pg_atomic_read_u64(&ring->exported_upto), position + nslots);
 }
 
 bool
@@ -315,12 +315,12 @@ shm_ring_counts(ShmRing *ring, bool keep_unexported, ShmRingCounts *counts)
 	 * Every claimed position was written: no counter shared by all writers
 	 * but the rare one of records longer than a slot.
 	 */
-	counts->written = end - pg_atomic_read_u64(&ring->view_base) -
-		pg_atomic_read_u64(&ring->extra_slots);
+	counts->written = tp_ring_between(pg_atomic_read_u64(&ring->view_base) +
+									  pg_atomic_read_u64(&ring->extra_slots), end);
 	counts->dropped = pg_atomic_read_u64(&ring->dropped);
 	counts->exported = pg_atomic_read_u64(&ring->exported);
 	counts->pending = keep_unexported ?
-		(int64) Min(tp_ring_pending(end, exported_upto), (uint64) ring->capacity) : 0;
+		(int64) Min(tp_ring_between(exported_upto, end), (uint64) ring->capacity) : 0;
 	counts->capacity = ring->capacity;
 }
 

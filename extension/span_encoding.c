@@ -38,6 +38,12 @@ static Converter converters[MAX_CONVERTERS];
 static int	converter_count;
 static char *scratch;
 
+/* The longest text but the query: a message, a span name. */
+#define MAX_SHORT_TEXT 255
+StaticAssertDecl(sizeof(((TraceprofSpan *) NULL)->message) <= MAX_SHORT_TEXT + 1 &&
+				 sizeof(((TraceprofSpan *) NULL)->name) <= MAX_SHORT_TEXT + 1,
+				 "scratch holds every text");
+
 /* Memory for good, or NULL: never an error. */
 static void *
 allocate(Size size)
@@ -45,9 +51,12 @@ allocate(Size size)
 	return MemoryContextAllocExtended(TopMemoryContext, size, MCXT_ALLOC_NO_OOM);
 }
 
-/* The conversion from one encoding to another, NULL when none can be had now. */
+/*
+ * The conversion from one encoding to another, NULL when none can be had:
+ * looked up only when look_up and a transaction allows it.
+ */
 static FmgrInfo *
-find_converter(int from, int to)
+find_converter(int from, int to, bool look_up)
 {
 	Converter  *c;
 	Oid			proc;
@@ -58,7 +67,7 @@ find_converter(int from, int to)
 		if (converters[i].from == from && converters[i].to == to)
 			return converters[i].found ? &converters[i].function : NULL;
 	/* The exporter (no database) and an aborted transaction cannot look. */
-	if (!IsTransactionState() || converter_count == MAX_CONVERTERS)
+	if (!look_up || !IsTransactionState() || converter_count == MAX_CONVERTERS)
 		return NULL;
 	c = &converters[converter_count];
 	proc = FindDefaultConversionProc(from, to);
@@ -107,7 +116,8 @@ convert_into(const char *src, uint32 len, int from, int to, FmgrInfo *converter,
 			break;
 		/* What stopped it: one character of the source, or one byte. */
 		dest[out++] = '?';
-		done += converter != NULL ? Min((uint32) pg_encoding_mblen_bounded(from, src + done), len - done) : 1;
+		done += converter != NULL ?
+			Min((uint32) Max(pg_encoding_mblen_bounded(from, src + done), 1), len - done) : 1;
 	}
 	dest[out] = '\0';
 	return out;
@@ -133,8 +143,8 @@ convert_text(char *text, uint32 len, Size size, int from, int to, FmgrInfo *conv
 	(span->len_field = convert_text(span->field, span->len_field, sizeof(span->field), \
 									span->encoding, to, converter))
 
-void
-span_texts_to_encoding(TraceprofSpan *span, int to)
+static void
+texts_to_encoding(TraceprofSpan *span, int to, bool look_up)
 {
 	FmgrInfo   *converter;
 
@@ -145,10 +155,11 @@ span_texts_to_encoding(TraceprofSpan *span, int to)
 	 * while a transaction aborts: no error, the texts stay as they are.
 	 */
 	if (scratch == NULL)
-		scratch = allocate((Size) (traceprof_max_query_length + 1) * (MAX_CONVERSION_GROWTH + 1) + 1);
+		scratch = allocate((Size) (Max(traceprof_max_query_length, MAX_SHORT_TEXT) + 1) *
+						   (MAX_CONVERSION_GROWTH + 1) + 1);
 	if (scratch == NULL)
 		return;
-	converter = find_converter(span->encoding, to);
+	converter = find_converter(span->encoding, to, look_up);
 	CONVERT(name, name_len);
 	CONVERT(operation, operation_len);
 	CONVERT(collection, collection_len);
@@ -158,6 +169,27 @@ span_texts_to_encoding(TraceprofSpan *span, int to)
 	span->query_len = (int32) convert_text(span->query, (uint32) span->query_len,
 										   traceprof_max_query_length + 1, span->encoding, to, converter);
 	span->encoding = (uint8) to;
+}
+
+void
+span_texts_to_encoding(TraceprofSpan *span, int to)
+{
+	texts_to_encoding(span, to, true);
+}
+
+/*
+ * A backend of a database that is neither UTF-8 nor SQL_ASCII looks up its
+ * conversion once, at its first traced statement: storing a span may
+ * happen while an error is reported or a transaction aborts, where no
+ * catalog lookup belongs.
+ */
+void
+span_encoding_prepare(void)
+{
+	int			encoding = GetDatabaseEncoding();
+
+	if (encoding != PG_UTF8 && encoding != PG_SQL_ASCII)
+		(void) find_converter(encoding, PG_UTF8, true);
 }
 
 /*
@@ -174,7 +206,7 @@ span_in_utf8(const TraceprofSpan *span)
 	if (copy == NULL)
 		return span;
 	memcpy(copy, span, offsetof(TraceprofSpan, query) + span->query_len + 1);
-	span_texts_to_encoding(copy, PG_UTF8);
+	texts_to_encoding(copy, PG_UTF8, false);
 	return copy;
 }
 
@@ -192,8 +224,8 @@ utf8_to_database_text(const char *s)
 
 	if (to == PG_UTF8 || to == PG_SQL_ASCII)
 		return cstring_to_text_with_len(s, len);
-	converted = palloc((Size) len * (MAX_CONVERSION_GROWTH + 1) + 1);
-	len = convert_into(s, len, PG_UTF8, to, find_converter(PG_UTF8, to), converted);
+	converted = palloc_extended((Size) len * (MAX_CONVERSION_GROWTH + 1) + 1, MCXT_ALLOC_HUGE);
+	len = convert_into(s, len, PG_UTF8, to, find_converter(PG_UTF8, to, true), converted);
 	result = cstring_to_text_with_len(converted, len);
 	pfree(converted);
 	return result;

@@ -295,7 +295,7 @@ set_names(TraceprofSpan *r, const char *name, const char *operation, const char 
 {
 	int			len;
 
-	StaticAssertStmt(sizeof(r->name) >= 2 * NAMEDATALEN, "span name size");
+	StaticAssertStmt(sizeof(r->name) >= sizeof(r->operation) + sizeof(r->collection), "span name size");
 	r->operation_len = copy_string(r->operation, operation ? operation : "", sizeof(r->operation));
 	r->collection_len = copy_string(r->collection, collection ? collection : "", sizeof(r->collection));
 	if (name != NULL)
@@ -316,31 +316,41 @@ set_names(TraceprofSpan *r, const char *name, const char *operation, const char 
 }
 
 /*
- * Names are kept zero-padded, so every span copies them whole (no strlen).
- * They are looked up in the catalogs once, inside a transaction: a statement
- * refused in an aborted one may be the first traced (record_failed_message).
- * The span also keeps the database's encoding, which readers cut its text by.
+ * What a session's spans need of the catalogs, looked up once, at its
+ * first statement's parse analysis (a transaction in progress): its
+ * database's name, and the conversion its spans are stored with (a span
+ * may be stored while an error is reported or a transaction aborts, where
+ * no lookup belongs; a statement refused in an aborted transaction may be
+ * the first traced).  Names are kept zero-padded, so every span copies
+ * them whole (no strlen).
  */
+static char database_name[NAMEDATALEN];
+static uint8 database_name_len;
+static bool database_known;
+
+static pg_noinline void
+remember_database(void)
+{
+	char	   *db = get_database_name(MyDatabaseId);
+
+	database_name_len = copy_string(database_name, db ? db : "", sizeof(database_name));
+	span_encoding_prepare();
+	database_known = true;
+}
+
+/* The span also keeps the database's encoding, which readers cut its text by. */
 static void
 set_database_name(TraceprofSpan *record)
 {
-	static char name[NAMEDATALEN];
-	static uint8 len;
-	static bool known;
 	static int	encoding = -1;
 
-	StaticAssertStmt(sizeof(name) == sizeof(record->dbname), "dbname size");
-	if (unlikely(!known) && IsTransactionState())
-	{
-		char	   *db = get_database_name(MyDatabaseId);
-
-		len = copy_string(name, db ? db : "", sizeof(name));
-		known = true;
-	}
+	StaticAssertStmt(sizeof(database_name) <= sizeof(record->dbname), "dbname size");
+	if (unlikely(!database_known) && IsTransactionState())
+		remember_database();
 	if (unlikely(encoding < 0))
 		encoding = GetDatabaseEncoding();	/* the database's, set before any statement */
-	memcpy(record->dbname, name, sizeof(name));
-	record->dbname_len = len;
+	memcpy(record->dbname, database_name, sizeof(database_name));
+	record->dbname_len = database_name_len;
 	record->encoding = (uint8) encoding;
 }
 
@@ -351,7 +361,7 @@ set_user_name(TraceprofSpan *record)
 	static char cached_name[NAMEDATALEN];
 	static uint8 cached_len;
 
-	StaticAssertStmt(sizeof(cached_name) == sizeof(record->username), "username size");
+	StaticAssertStmt(sizeof(cached_name) <= sizeof(record->username), "username size");
 	if (unlikely(cached_user != GetUserId()))
 	{
 		char	   *name;
@@ -971,6 +981,9 @@ traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jsta
 {
 	if (prev_post_parse_analyze)
 		prev_post_parse_analyze(pstate, query, jstate);
+	/* Not in an aborted transaction block, where COMMIT and ROLLBACK are analysed. */
+	if (unlikely(!database_known) && IsTransactionState())
+		remember_database();
 	/* Out of line: without compute_query_id, the statement's path stops here. */
 	if (jstate != NULL && jstate->clocations_count > 0 && pstate->p_sourcetext != NULL &&
 		traceprof_query_text == QUERY_TEXT_NORMALIZED)

@@ -65,6 +65,12 @@ extern tp_span_context traceprof_guc_context;
  * instead of the ~900 bytes its arrays span.  The query text's room is
  * traceprof.max_query_length bytes.
  */
+/*
+ * Room for a name: NAMEDATALEN bytes of its database's encoding may take
+ * up to three times as many in UTF-8 (span_encoding.c).
+ */
+#define SPAN_NAME_BYTES (3 * NAMEDATALEN)
+
 typedef struct TraceprofSpan
 {
 	uint8		trace_id[TP_TRACE_ID_BYTES];
@@ -100,11 +106,11 @@ typedef struct TraceprofSpan
 	uint8		username_len;
 	uint8		message_len;
 	char		sqlstate[6];
-	char		name[2 * NAMEDATALEN];
+	char		name[NAMEDATALEN + SPAN_NAME_BYTES];	/* operation and collection */
 	char		operation[NAMEDATALEN];
-	char		collection[NAMEDATALEN];
-	char		dbname[NAMEDATALEN];
-	char		username[NAMEDATALEN];
+	char		collection[SPAN_NAME_BYTES];
+	char		dbname[SPAN_NAME_BYTES];
+	char		username[SPAN_NAME_BYTES];
 	char		message[256];
 	char		query[FLEXIBLE_ARRAY_MEMBER];	/* NUL-terminated, query_len bytes */
 } TraceprofSpan;
@@ -169,6 +175,7 @@ extern void span_store_reset(void);
 extern void span_texts_to_encoding(TraceprofSpan *span, int encoding);
 extern const TraceprofSpan *span_in_utf8(const TraceprofSpan *span);
 extern text *utf8_to_database_text(const char *s);
+extern void span_encoding_prepare(void);
 
 /* statement_spans.c: hooks that open and close spans */
 extern void statement_spans_install_hooks(void);

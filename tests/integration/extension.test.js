@@ -1384,6 +1384,67 @@ describe('long texts, large batch setting (own cluster)', () => {
 	});
 });
 
+describe('a LATIN1 database, the shortest max_query_length (own cluster)', () => {
+	let cluster;
+
+	before(async () => {
+		cluster = await startTraced({ 'traceprof.max_query_length': '64' });
+		const admin = await connect(cluster);
+		try {
+			await admin.query("CREATE DATABASE enc_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0 OWNER app");
+		} finally {
+			await admin.end();
+		}
+	});
+
+	after(async () => {
+		if (cluster)
+			await cluster.stop();
+	});
+
+	test('1h. texts that grow in UTF-8: a 255-byte message, a 40-letter table name; the first span of a session refused in an aborted transaction is converted too', async () => {
+		const ctx = newContext();
+		const table = 'é'.repeat(40);	// 40 bytes in LATIN1, 80 in UTF-8
+		const latin = await connect(cluster, 'app', 'enc_latin1');
+		try {
+			await latin.query(`CREATE TABLE "${table}" (id int)`);
+			await latin.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await latin.query(`INSERT INTO "${table}" VALUES (1)`);
+			await assert.rejects(latin.query("DO $$BEGIN RAISE EXCEPTION '%', repeat('é', 300); END$$"));
+		} finally {
+			await latin.end();
+		}
+		// A new session whose first traced statement is refused: no catalog
+		// lookup is possible then, the conversion was looked up before.
+		const refused = newContext();
+		const late = await connect(cluster, 'app', 'enc_latin1');
+		try {
+			await late.query('BEGIN');
+			await assert.rejects(late.query('SELECT 1 / 0'));
+			await assert.rejects(late.query(`SELECT 1 AS "ñandú" /*traceparent='${refused.header}'*/`), (e) => e.code === '25P02');
+			await late.query('ROLLBACK');
+		} finally {
+			await late.end();
+		}
+
+		const admin = await connect(cluster);
+		try {
+			const rows = async (c) => (await admin.query(
+				"SELECT name, status_message, query, attributes->>'db.collection.name' AS collection FROM traceprof.spans " +
+				"WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time", [c.traceId])).rows;
+			const [insert, failed] = await rows(ctx);
+			assert.equal(insert.name, `INSERT ${table}`);
+			assert.equal(insert.collection, table, 'the whole name: 80 bytes in UTF-8');
+			assert.equal(failed.status_message, 'é'.repeat(127), '255 LATIN1 bytes, in UTF-8 cut to 255 bytes before a character');
+			const [first] = await rows(refused);
+			assert.equal(first.name, 'postgresql');
+			assert.ok(first.query.includes('"ñandú"'), `converted, not "?": ${first.query}`);
+		} finally {
+			await admin.end();
+		}
+	});
+});
+
 describe('retries and rejections (own cluster)', () => {
 	let cluster;
 	let receiver;
