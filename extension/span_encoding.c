@@ -179,9 +179,9 @@ span_texts_to_encoding(TraceprofSpan *span, int to)
 
 /*
  * A backend of a database that is neither UTF-8 nor SQL_ASCII looks up its
- * conversion once, at its first traced statement: storing a span may
- * happen while an error is reported or a transaction aborts, where no
- * catalog lookup belongs.
+ * conversion once, at its first statement (statement_spans.c): storing a
+ * span may happen while an error is reported or a transaction aborts,
+ * where no catalog lookup belongs.
  */
 void
 span_encoding_prepare(void)

@@ -59,18 +59,18 @@ extern tp_span_context traceprof_guc_context;
 #define SPAN_STATUS_ERROR 2
 
 /*
- * One span, as a backend builds it and as readers get it back.  Shared
- * memory keeps it packed (span_store.c): the fields before name, then the
- * strings back to back, so a short statement's span takes a few cache lines
- * instead of the ~900 bytes its arrays span.  The query text's room is
- * traceprof.max_query_length bytes.
- */
-/*
  * Room for a name: NAMEDATALEN bytes of its database's encoding may take
  * up to three times as many in UTF-8 (span_encoding.c).
  */
 #define SPAN_NAME_BYTES (3 * NAMEDATALEN)
 
+/*
+ * One span, as a backend builds it and as readers get it back.  Shared
+ * memory keeps it packed (span_store.c): the fields before name, then the
+ * strings back to back, so a short statement's span takes a few cache lines
+ * instead of the ~1,150 bytes its string arrays span.  The query text's room is
+ * traceprof.max_query_length bytes.
+ */
 typedef struct TraceprofSpan
 {
 	uint8		trace_id[TP_TRACE_ID_BYTES];
