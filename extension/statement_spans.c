@@ -329,13 +329,21 @@ static uint8 database_name_len;
 static bool database_known;
 
 static pg_noinline void
-remember_database(void)
+look_up_database(void)
 {
 	char	   *db = get_database_name(MyDatabaseId);
 
 	database_name_len = copy_string(database_name, db ? db : "", sizeof(database_name));
 	span_encoding_prepare();
 	database_known = true;
+}
+
+/* Not in an aborted transaction block, where COMMIT and ROLLBACK are analysed. */
+static inline void
+remember_database(void)
+{
+	if (unlikely(!database_known) && IsTransactionState())
+		look_up_database();
 }
 
 /* The span also keeps the database's encoding, which readers cut its text by. */
@@ -345,8 +353,7 @@ set_database_name(TraceprofSpan *record)
 	static int	encoding = -1;
 
 	StaticAssertStmt(sizeof(database_name) <= sizeof(record->dbname), "dbname size");
-	if (unlikely(!database_known) && IsTransactionState())
-		remember_database();
+	remember_database();
 	if (unlikely(encoding < 0))
 		encoding = GetDatabaseEncoding();	/* the database's, set before any statement */
 	memcpy(record->dbname, database_name, sizeof(database_name));
@@ -981,9 +988,7 @@ traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jsta
 {
 	if (prev_post_parse_analyze)
 		prev_post_parse_analyze(pstate, query, jstate);
-	/* Not in an aborted transaction block, where COMMIT and ROLLBACK are analysed. */
-	if (unlikely(!database_known) && IsTransactionState())
-		remember_database();
+	remember_database();
 	/* Out of line: without compute_query_id, the statement's path stops here. */
 	if (jstate != NULL && jstate->clocations_count > 0 && pstate->p_sourcetext != NULL &&
 		traceprof_query_text == QUERY_TEXT_NORMALIZED)
