@@ -32,6 +32,7 @@
 #include "common/pg_prng.h"
 #include "executor/executor.h"
 #include "executor/instrument.h"
+#include "libpq/libpq-be.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -102,6 +103,9 @@ static struct
 	int			sqlerrcode;
 	char		message[256];
 } raised;
+
+/* Our emit_log_hook is at work: an error is being reported, no catalog lookup. */
+static bool reporting_error;
 
 /*
  * The statement whose tracing the planner already decided (traced or not),
@@ -316,26 +320,28 @@ set_names(TraceprofSpan *r, const char *name, const char *operation, const char 
 }
 
 /*
- * What a session's spans need of the catalogs, looked up once, at its
- * first statement's parse analysis (a transaction in progress): its
- * database's name, and the conversion its spans are stored with (a span
- * may be stored while an error is reported or a transaction aborts, where
- * no lookup belongs; a statement refused in an aborted transaction may be
- * the first traced).  Names are kept zero-padded, so every span copies
- * them whole (no strlen).
+ * The session's database name and the conversion its spans are stored with.
+ * A client's backend has the name it connected with (a database cannot be
+ * renamed while connected to).  The conversion (and the name, in a process
+ * with no client) needs the catalogs: looked up once, at the first
+ * statement's parse analysis, a transaction in progress.  A span may be
+ * stored while an error is reported or a transaction aborts, where no lookup
+ * belongs: a session's first statement may fail before parse analysis (its
+ * texts are then kept where valid UTF-8, span_encoding.c).  Names are kept
+ * zero-padded, so every span copies them whole (no strlen).
  */
 static char database_name[NAMEDATALEN];
 static uint8 database_name_len;
 static bool database_known;
 
 static pg_noinline void
-look_up_database(void)
+take_database_name(bool may_look_up)
 {
-	char	   *db = get_database_name(MyDatabaseId);
+	const char *name = MyProcPort != NULL ? MyProcPort->database_name : NULL;
 
-	database_name_len = copy_string(database_name, db ? db : "", sizeof(database_name));
-	span_encoding_prepare();
-	database_known = true;
+	if (name == NULL && may_look_up)
+		name = get_database_name(MyDatabaseId);
+	database_name_len = copy_string(database_name, name ? name : "", sizeof(database_name));
 }
 
 /* Not in an aborted transaction block, where COMMIT and ROLLBACK are analysed. */
@@ -343,7 +349,11 @@ static inline void
 remember_database(void)
 {
 	if (unlikely(!database_known) && IsTransactionState())
-		look_up_database();
+	{
+		take_database_name(true);
+		span_encoding_prepare();
+		database_known = true;
+	}
 }
 
 /* The span also keeps the database's encoding, which readers cut its text by. */
@@ -353,7 +363,8 @@ set_database_name(TraceprofSpan *record)
 	static int	encoding = -1;
 
 	StaticAssertStmt(sizeof(database_name) <= sizeof(record->dbname), "dbname size");
-	remember_database();
+	if (unlikely(!database_known))
+		take_database_name(false);
 	if (unlikely(encoding < 0))
 		encoding = GetDatabaseEncoding();	/* the database's, set before any statement */
 	memcpy(record->dbname, database_name, sizeof(database_name));
@@ -373,11 +384,14 @@ set_user_name(TraceprofSpan *record)
 	{
 		char	   *name;
 
-		if (!IsTransactionState())
+		if (!IsTransactionState() || reporting_error)
 		{
+			/* No lookup: a client's own role has the name it logged in with. */
+			bool		own = MyProcPort != NULL && GetUserId() == GetAuthenticatedUserId();
+
 			record->userid = GetUserId();
-			memset(record->username, 0, sizeof(record->username));
-			record->username_len = 0;
+			record->username_len = copy_string(record->username, own ? MyProcPort->user_name : "",
+											   sizeof(record->username));
 			return;
 		}
 		name = GetUserNameFromId(GetUserId(), true);
@@ -1656,6 +1670,7 @@ traceprof_emit_log(ErrorData *edata)
 		prev_emit_log_hook(edata);
 	if (edata->elevel < ERROR)
 		return;
+	reporting_error = true;
 	if (open_count > 0 && IsTransactionState())
 	{
 		/* A FATAL ends the whole session, an ERROR its (sub)transaction. */
@@ -1665,16 +1680,18 @@ traceprof_emit_log(ErrorData *edata)
 		close_from(first, -1, edata->sqlerrcode, error_message(edata));
 		raised.set = false;
 	}
-	if (owned || edata->elevel != ERROR || MyBackendType != B_BACKEND)
-		return;
-	/* No statement under way took the error: only kept portals, or nothing, were open. */
-	if (debug_query_string == NULL)
+	if (!owned && edata->elevel == ERROR && MyBackendType == B_BACKEND)
 	{
-		if (last_top_level_span != NULL && IsTransactionState())
-			record_failed_commit(edata);
+		/* No statement under way took the error: only kept portals, or nothing, were open. */
+		if (debug_query_string == NULL)
+		{
+			if (last_top_level_span != NULL && IsTransactionState())
+				record_failed_commit(edata);
+		}
+		else if (decided_in_message != GetCurrentStatementStartTimestamp())
+			record_failed_message(edata);
 	}
-	else if (decided_in_message != GetCurrentStatementStartTimestamp())
-		record_failed_message(edata);
+	reporting_error = false;
 }
 
 /*

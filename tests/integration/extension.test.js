@@ -1443,6 +1443,46 @@ describe('a LATIN1 database, the shortest max_query_length (own cluster)', () =>
 			await admin.end();
 		}
 	});
+
+	test('1i. a session whose first statement fails before parse analysis: its span is stored with no catalog lookup, so a lock on a catalog cannot block the error', async () => {
+		const ctx = newContext();
+		const locker = await connect(cluster, 'postgres', 'enc_latin1');
+		// A client in the database's own encoding: nothing has looked up the conversion to UTF-8 yet.
+		const first = await connectWire(cluster, 'app', 'enc_latin1', 'LATIN1');
+		let outcome;
+		try {
+			// What a VACUUM FULL of the catalogs holds.  The error is reported
+			// with interrupts held: a lookup waiting here could not be cancelled.
+			await locker.query('BEGIN');
+			await locker.query('LOCK TABLE pg_catalog.pg_conversion IN ACCESS EXCLUSIVE MODE');
+			outcome = await Promise.race([
+				first.query(`SELEC x /*traceparent='${ctx.header}'*/`).then(() => 'succeeded', (e) => e.code),
+				sleep(10000).then(() => 'blocked behind the lock')]);
+		} finally {
+			await locker.query('ROLLBACK');
+			await locker.end();
+		}
+		try {
+			assert.equal(outcome, '42601', 'the syntax error, at once');
+			await first.until('readyForQuery');
+			// Its next statement is analysed, and looks the conversion up then.
+			await first.query(`SELECT 1 AS later /*traceparent='${ctx.header}'*/`);
+		} finally {
+			first.end();
+		}
+
+		const admin = await connect(cluster);
+		try {
+			const { rows } = await admin.query(
+				"SELECT name, status, attributes->>'db.namespace' AS namespace, attributes->>'traceprof.user' AS usr " +
+				"FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time", [ctx.traceId]);
+			assert.deepEqual(rows.map((r) => [r.name, r.status, r.namespace, r.usr]), [
+				['postgresql', 'error', 'enc_latin1', 'app'],	// the names the client connected with
+				['SELECT', 'unset', 'enc_latin1', 'app']]);
+		} finally {
+			await admin.end();
+		}
+	});
 });
 
 describe('retries and rejections (own cluster)', () => {

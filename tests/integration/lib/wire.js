@@ -8,12 +8,22 @@ const net = require('node:net');
 const path = require('node:path');
 const { serialize, parse } = require('pg-protocol');
 
+/** A StartupMessage of exactly params (pg-protocol's always asks for client_encoding UTF8). */
+function startupMessage(params) {
+	const body = Buffer.from(Object.entries(params).map(([name, value]) => `${name}\0${value}\0`).join('') + '\0');
+	const head = Buffer.alloc(8);
+	head.writeInt32BE(head.length + body.length, 0);
+	head.writeInt32BE(3 << 16, 4);	// protocol 3.0
+	return Buffer.concat([head, body]);
+}
+
 /**
- * Connect over the cluster's unix socket (trusted).  Returns
+ * Connect over the cluster's unix socket (trusted); clientEncoding, when
+ * given, instead of UTF8.  Returns
  * { send(...buffers), until(name) -> the messages up to and including the
  * first called name (an ErrorResponse rejects), end() }.
  */
-async function connectWire(cluster, user = 'postgres', database = 'app') {
+async function connectWire(cluster, user = 'postgres', database = 'app', clientEncoding = undefined) {
 	const socket = net.createConnection(path.join(cluster.socketDir, `.s.PGSQL.${cluster.port}`));
 	const inbox = [];
 	let wake = null;
@@ -45,7 +55,7 @@ async function connectWire(cluster, user = 'postgres', database = 'app') {
 	const send = (...buffers) => socket.write(Buffer.concat(buffers));
 
 	await new Promise((resolve, reject) => { socket.once('connect', resolve); socket.once('error', reject); });
-	send(serialize.startup({ user, database }));
+	send(clientEncoding ? startupMessage({ user, database, client_encoding: clientEncoding }) : serialize.startup({ user, database }));
 	await until('readyForQuery');
 	return {
 		send,
