@@ -69,8 +69,8 @@ typedef struct OpenSpan
 	TimestampTz planned_in;		/* the message that decided it (DecidedStatement) */
 	int64		cpu_start_ns;	/* -1: CPU time not tracked */
 	uint64		rows_run;		/* es_processed summed over its runs (pages) */
-	/* Extended protocol: when its portal last ran, and in which message. */
-	int64		last_run_end_ns;	/* 0: not run through the extended protocol */
+	/* Extended protocol: when its work last paused (a run, a Bind's planning), in which message. */
+	int64		last_run_end_ns;	/* 0: running, or not in the extended protocol */
 	TimestampTz last_run_message;
 	/* The three counters a span reports, not the whole usage structs. */
 	int64		shared_blks_hit_start;
@@ -615,26 +615,51 @@ set_error(TraceprofSpan *r, int sqlerrcode, const char *message)
 	r->message_len = copy_text(r->message, message, sizeof(r->message));
 }
 
+/* The span's CPU time (cpu: if tracked; else -1), buffers and WAL from its start to now. */
+static void
+measure_work(OpenSpan *span, bool cpu)
+{
+	TraceprofSpan *r = span->record;
+
+	r->cpu_ns = cpu && span->cpu_start_ns >= 0 ? thread_cpu_ns() - span->cpu_start_ns : -1;
+	r->shared_blks_hit = pgBufferUsage.shared_blks_hit - span->shared_blks_hit_start;
+	r->shared_blks_read = pgBufferUsage.shared_blks_read - span->shared_blks_read_start;
+	r->wal_bytes = (int64) (pgWalUsage.wal_bytes - span->wal_bytes_start);
+}
+
+/*
+ * Its work pauses at end_ns, in this message: an Execute's run ended, or a
+ * Bind planned it.  A later message that ends the span (its portal kept, the
+ * Bind never executed) ends it there, as measured there.
+ */
+static void
+pause_work(OpenSpan *span, int64 end_ns, bool cpu)
+{
+	span->last_run_end_ns = end_ns;
+	span->last_run_message = GetCurrentStatementStartTimestamp();
+	measure_work(span, cpu);
+}
+
 /* End a span and store it; it stays on the stack. */
 static void
 end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
 {
 	TraceprofSpan *r = span->record;
-	bool		kept = unlikely(portal_kept_after_run(span));
 
-	r->cpu_ns = span->cpu_start_ns >= 0 ? thread_cpu_ns() - span->cpu_start_ns : -1;
-	r->shared_blks_hit = pgBufferUsage.shared_blks_hit - span->shared_blks_hit_start;
-	r->shared_blks_read = pgBufferUsage.shared_blks_read - span->shared_blks_read_start;
-	r->wal_bytes = (int64) (pgWalUsage.wal_bytes - span->wal_bytes_start);
 	/*
 	 * A portal kept after its run ended then, with the rows counted then
 	 * (run_ended); a later statement's error is not its own.
 	 */
-	r->end_ns = kept ? span->last_run_end_ns : (int64) tp_unix_now_ns();
-	if (!kept)
+	if (unlikely(portal_kept_after_run(span)))
+		r->end_ns = span->last_run_end_ns;
+	else
+	{
+		measure_work(span, true);
+		r->end_ns = (int64) tp_unix_now_ns();
 		r->rows = rows;
-	if (unlikely(message != NULL) && !kept)
-		set_error(r, sqlerrcode, message);
+		if (unlikely(message != NULL))
+			set_error(r, sqlerrcode, message);
+	}
 	/* Grafana finds a span's profile through the span_id its samples carry. */
 	r->profiled = profiler_is_sampling();
 	if (r->profiled)
@@ -1042,14 +1067,19 @@ open_planning_span(OpenSpan *statement, uint64 query_id)
 static pg_noinline void
 end_planning(OpenSpan *statement, OpenSpan *planning)
 {
+	int64		end_ns;
+
 	if (planning != NULL)
 	{
 		close_from(index_of(planning), -1, 0, NULL);
 		/* The closed span's record stays in its slot until the next open. */
-		statement->record->planning_ns = planning->record->end_ns - planning->record->start_ns;
+		end_ns = planning->record->end_ns;
 	}
 	else
-		statement->record->planning_ns = (int64) tp_unix_now_ns() - statement->record->start_ns;
+		end_ns = (int64) tp_unix_now_ns();
+	statement->record->planning_ns = end_ns - statement->record->start_ns;
+	/* Its run resets this; the CPU clock, a system call, is not read for an unused Bind. */
+	pause_work(statement, end_ns, false);
 }
 
 /* What was decided about stmt, in the message of that time, for its run to find. */
@@ -1114,6 +1144,15 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	return result;
 }
 
+/* A span awaiting its executor gets it: its work no longer paused at planning. */
+static OpenSpan *
+executor_starts(OpenSpan *span)
+{
+	span->awaiting_executor = false;
+	span->last_run_end_ns = 0;
+	return span;
+}
+
 /*
  * The span the decision opened for the statement about to run, if traced.
  * A portal opened since (pipelined Binds) may stand above it.
@@ -1123,10 +1162,7 @@ planned_span(void)
 {
 	for (int i = open_count - 1; i >= 0; i--)
 		if (open_spans[i].awaiting_executor && open_spans[i].planned_in == decided.message)
-		{
-			open_spans[i].awaiting_executor = false;
-			return &open_spans[i];
-		}
+			return executor_starts(&open_spans[i]);
 	return NULL;
 }
 
@@ -1217,10 +1253,7 @@ span_of_rule_query(const QueryDesc *query_desc)
 	bool		any;
 
 	if (span != NULL && span->awaiting_executor && span->top_level)
-	{
-		span->awaiting_executor = false;
-		return span;
-	}
+		return executor_starts(span);
 	if (ActivePortal == NULL)
 		return NULL;
 	tag = tag_query_to_come(stmt, &any);
@@ -1302,8 +1335,7 @@ run_starts(const QueryDesc *query_desc)
 
 	if (owner < 0)
 		return NULL;
-	if (query_desc->dest->mydest == DestRemoteExecute)
-		open_spans[owner].last_run_end_ns = 0;
+	open_spans[owner].last_run_end_ns = 0;
 	return &open_spans[owner];
 }
 
@@ -1316,8 +1348,7 @@ run_ended(OpenSpan *span, const QueryDesc *query_desc)
 		span->rows_run += query_desc->estate->es_processed;
 	if (query_desc->dest->mydest != DestRemoteExecute)
 		return;
-	span->last_run_end_ns = (int64) tp_unix_now_ns();
-	span->last_run_message = GetCurrentStatementStartTimestamp();
+	pause_work(span, (int64) tp_unix_now_ns(), true);
 	count_rows(span, query_desc);
 }
 

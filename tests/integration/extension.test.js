@@ -867,6 +867,45 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3o. a kept portal\'s span counts the buffers and WAL of its own runs, not of statements run before its Close; an unused Bind\'s span ends with its planning', async () => {
+		const wire = await connectWire(cluster, 'app');
+		const PAUSE_MS = 400;
+		try {
+			const kept = newContext();
+			const unused = newContext();
+			await wire.query('CREATE TABLE busy_3o (n int)');
+			await wire.query('BEGIN');
+			wire.send(serialize.parse({ text: `SELECT 1 AS one /*traceparent='${kept.header}'*/` }),
+				serialize.bind({ portal: 'kept' }), serialize.execute({ portal: 'kept', rows: 0 }), serialize.sync());
+			await wire.until('readyForQuery');
+			// Another statement's work while the portal stays open: WAL and buffers.
+			await wire.query('INSERT INTO busy_3o SELECT g FROM generate_series(1, 5000) g');
+			wire.send(serialize.close({ type: 'P', name: 'kept' }), serialize.sync());
+			await wire.until('readyForQuery');
+			// Planned at Bind, never executed: the next statement's planning closes it.
+			wire.send(serialize.parse({ text: `UPDATE busy_3o SET n = n WHERE false /*traceparent='${unused.header}'*/` }),
+				serialize.bind({}), serialize.sync());
+			await wire.until('readyForQuery');
+			await sleep(PAUSE_MS);
+			await wire.query('SELECT 2 AS next');
+			await wire.query('COMMIT');
+
+			const keptSpan = await waitForServerSpan(receiver, kept);
+			assert.equal(keptSpan.attributes['traceprof.wal_bytes'], 0, 'a SELECT 1 writes no WAL: the INSERT\'s is not its own');
+			assert.ok(keptSpan.attributes['traceprof.shared_blks_hit'] < 50,
+				`the INSERT's buffers are not its own: ${keptSpan.attributes['traceprof.shared_blks_hit']}`);
+			const unusedSpan = await waitForServerSpan(receiver, unused);
+			assert.equal(unusedSpan.name, 'UPDATE busy_3o');
+			assert.ok(durationMs(unusedSpan) < PAUSE_MS / 2,
+				`it ends with its planning, not when the next statement planned (${durationMs(unusedSpan).toFixed(1)} ms)`);
+			assert.notEqual(unusedSpan.status.code, StatusCode.ERROR);
+		} finally {
+			await wire.query('ROLLBACK').catch(() => {});
+			await wire.query('DROP TABLE IF EXISTS busy_3o').catch(() => {});
+			wire.end();
+		}
+	});
+
 	test('3j. a commit failing at a Sync after an extended-protocol SELECT, whose portal is still open then: an error span beside the SELECT', async () => {
 		const client = await connect(cluster, 'app');
 		try {
