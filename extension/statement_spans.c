@@ -616,7 +616,7 @@ set_error(TraceprofSpan *r, int sqlerrcode, const char *message)
 }
 
 /* The span's CPU time (cpu: if tracked; else -1), buffers and WAL from its start to now. */
-static void
+static pg_attribute_always_inline void
 measure_work(OpenSpan *span, bool cpu)
 {
 	TraceprofSpan *r = span->record;
@@ -632,7 +632,7 @@ measure_work(OpenSpan *span, bool cpu)
  * Bind planned it.  A later message that ends the span (its portal kept, the
  * Bind never executed) ends it there, as measured there.
  */
-static void
+static inline void
 pause_work(OpenSpan *span, int64 end_ns, bool cpu)
 {
 	span->last_run_end_ns = end_ns;
