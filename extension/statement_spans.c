@@ -69,8 +69,8 @@ typedef struct OpenSpan
 	TimestampTz planned_in;		/* the message that decided it (DecidedStatement) */
 	int64		cpu_start_ns;	/* -1: CPU time not tracked */
 	uint64		rows_run;		/* es_processed summed over its runs (pages) */
-	/* Extended protocol: when its work last paused (a run, a Bind's planning), in which message. */
-	int64		last_run_end_ns;	/* 0: running, or not in the extended protocol */
+	/* When its work last paused (an Execute's run ended, a Bind planned it), in which message. */
+	int64		last_run_end_ns;	/* 0: not paused */
 	TimestampTz last_run_message;
 	/* The three counters a span reports, not the whole usage structs. */
 	int64		shared_blks_hit_start;
@@ -595,12 +595,13 @@ innermost_record(void)
  * A SELECT's portal lives until the client drops it: through the extended
  * protocol inside a transaction block, until the next Bind, a Close or the
  * block's end, a round trip or the client's think time later.  Its
- * statement ended with its last run.  Dropped by a message of its own
+ * statement ended with its last run.  So did a statement a Bind planned and
+ * nothing executed, with its planning.  Dropped by a message of its own
  * (Close sets no statement_timestamp()) or by a later statement's, with no
  * portal running, or while another statement runs.
  */
 static bool
-portal_kept_after_run(const OpenSpan *span)
+ended_in_earlier_message(const OpenSpan *span)
 {
 	return span->last_run_end_ns != 0 &&
 		(ActivePortal == NULL || span->last_run_message != GetCurrentStatementStartTimestamp());
@@ -647,10 +648,10 @@ end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
 	TraceprofSpan *r = span->record;
 
 	/*
-	 * A portal kept after its run ended then, with the rows counted then
-	 * (run_ended); a later statement's error is not its own.
+	 * A portal kept after its run ended then, measured and with the rows
+	 * counted then (run_ended); a later statement's error is not its own.
 	 */
-	if (unlikely(portal_kept_after_run(span)))
+	if (unlikely(ended_in_earlier_message(span)))
 		r->end_ns = span->last_run_end_ns;
 	else
 	{
@@ -1326,7 +1327,7 @@ count_rows(OpenSpan *span, const QueryDesc *query_desc)
 
 /*
  * A run of a query with a span starts: through an Execute message, the
- * statement runs again until it ends (portal_kept_after_run).
+ * statement runs again until it ends (ended_in_earlier_message).
  */
 static pg_noinline OpenSpan *
 run_starts(const QueryDesc *query_desc)
@@ -1617,7 +1618,7 @@ static bool
 any_running(int index)
 {
 	for (int i = index; i < open_count; i++)
-		if (!open_spans[i].ended && !portal_kept_after_run(&open_spans[i]))
+		if (!open_spans[i].ended && !ended_in_earlier_message(&open_spans[i]))
 			return true;
 	return false;
 }
