@@ -596,15 +596,19 @@ innermost_record(void)
  * protocol inside a transaction block, until the next Bind, a Close or the
  * block's end, a round trip or the client's think time later.  Its
  * statement ended with its last run.  So did a statement a Bind planned and
- * nothing executed, with its planning.  Dropped by a message of its own
- * (Close sets no statement_timestamp()) or by a later statement's, with no
- * portal running, or while another statement runs.
+ * nothing executed, with its planning.  Dropped by a later statement's
+ * message, or by a Close or Sync: these set no statement_timestamp(), but
+ * run no statement (debug_query_string).  An error in the message that
+ * paused it (an AFTER trigger once the run ended, a Bind failing after
+ * planning) is its own: PortalRun's and PortalStart's catch have reset
+ * ActivePortal by the time it is reported.
  */
 static bool
 ended_in_earlier_message(const OpenSpan *span)
 {
 	return span->last_run_end_ns != 0 &&
-		(ActivePortal == NULL || span->last_run_message != GetCurrentStatementStartTimestamp());
+		(span->last_run_message != GetCurrentStatementStartTimestamp() ||
+		 (ActivePortal == NULL && debug_query_string == NULL));
 }
 
 /* A failed span: error status, its SQLSTATE and message. */
@@ -1079,7 +1083,10 @@ end_planning(OpenSpan *statement, OpenSpan *planning)
 	else
 		end_ns = (int64) tp_unix_now_ns();
 	statement->record->planning_ns = end_ns - statement->record->start_ns;
-	/* Its run resets this; the CPU clock, a system call, is not read for an unused Bind. */
+	/*
+	 * Until its first run (a SELECT's executor starts at Bind, its run at
+	 * Execute).  The CPU clock, a system call, is not read for an unused Bind.
+	 */
 	pause_work(statement, end_ns, false);
 }
 
@@ -1145,15 +1152,6 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 	return result;
 }
 
-/* A span awaiting its executor gets it: its work no longer paused at planning. */
-static OpenSpan *
-executor_starts(OpenSpan *span)
-{
-	span->awaiting_executor = false;
-	span->last_run_end_ns = 0;
-	return span;
-}
-
 /*
  * The span the decision opened for the statement about to run, if traced.
  * A portal opened since (pipelined Binds) may stand above it.
@@ -1163,7 +1161,10 @@ planned_span(void)
 {
 	for (int i = open_count - 1; i >= 0; i--)
 		if (open_spans[i].awaiting_executor && open_spans[i].planned_in == decided.message)
-			return executor_starts(&open_spans[i]);
+		{
+			open_spans[i].awaiting_executor = false;
+			return &open_spans[i];
+		}
 	return NULL;
 }
 
@@ -1254,7 +1255,10 @@ span_of_rule_query(const QueryDesc *query_desc)
 	bool		any;
 
 	if (span != NULL && span->awaiting_executor && span->top_level)
-		return executor_starts(span);
+	{
+		span->awaiting_executor = false;
+		return span;
+	}
 	if (ActivePortal == NULL)
 		return NULL;
 	tag = tag_query_to_come(stmt, &any);
@@ -1746,6 +1750,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			decided.pending = false;
+			reporting_error = false;	/* in case our emit_log_hook was left by an error */
 			/* A ROLLBACK ends well; a statement planned but not run failed with the rest. */
 			while (open_count > 0 && open_spans[open_count - 1].awaiting_xact_end)
 				close_innermost(-1, 0, NULL);

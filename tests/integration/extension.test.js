@@ -906,6 +906,41 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3p. extended protocol: an error after the run (an immediate foreign key, checked in ExecutorFinish) and an error after planning (a Bind refused) fail their statements\' spans', async () => {
+		const wire = await connectWire(cluster, 'app');
+		try {
+			const fk = newContext();
+			const refused = newContext();
+			await wire.query('CREATE TABLE fk_parent_3p (id int PRIMARY KEY); CREATE TABLE fk_child_3p (pid int REFERENCES fk_parent_3p)');
+			wire.send(serialize.parse({ text: `INSERT INTO fk_child_3p VALUES ($1) /*traceparent='${fk.header}'*/` }),
+				serialize.bind({ values: ['7'] }), serialize.execute({}), serialize.sync());
+			await assert.rejects(wire.until('readyForQuery'), (e) => e.code === '23503');
+			await wire.until('readyForQuery');
+			// Two result formats for a one-column result: planned at Bind, then refused by it.
+			const bindTwoFormats = Buffer.from([0x42, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0]);
+			wire.send(serialize.parse({ text: `INSERT INTO fk_parent_3p VALUES (1) RETURNING id /*traceparent='${refused.header}'*/` }),
+				bindTwoFormats, serialize.execute({}), serialize.sync());
+			await assert.rejects(wire.until('readyForQuery'), (e) => e.code === '08P01');
+			await wire.until('readyForQuery');
+
+			const fkSpan = await waitForServerSpan(receiver, fk);
+			assert.equal(fkSpan.name, 'INSERT fk_child_3p');
+			assert.equal(fkSpan.status.code, StatusCode.ERROR, 'the foreign key failed it after its run');
+			assert.equal(fkSpan.attributes['db.response.status_code'], '23503');
+			const refusedSpan = await waitForServerSpan(receiver, refused);
+			assert.equal(refusedSpan.name, 'INSERT fk_parent_3p');
+			assert.equal(refusedSpan.status.code, StatusCode.ERROR, 'the Bind failed it after its planning');
+			assert.equal(refusedSpan.attributes['db.response.status_code'], '08P01');
+			await sleep(3 * EXPORT_INTERVAL_MS);
+			const servers = (ctx) => spansOf(receiver, ctx.traceId).filter((x) => x.kind === SpanKind.SERVER);
+			assert.equal(servers(fk).length, 1, 'one span for the failed INSERT');
+			assert.equal(servers(refused).length, 1, 'one span for the refused INSERT');
+		} finally {
+			await wire.query('DROP TABLE IF EXISTS fk_child_3p, fk_parent_3p').catch(() => {});
+			wire.end();
+		}
+	});
+
 	test('3j. a commit failing at a Sync after an extended-protocol SELECT, whose portal is still open then: an error span beside the SELECT', async () => {
 		const client = await connect(cluster, 'app');
 		try {
