@@ -867,12 +867,13 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
-	test('3o. a kept portal\'s span counts the buffers and WAL of its own runs, not of statements run before its Close; an unused Bind\'s span ends with its planning', async () => {
+	test('3o. a kept portal\'s span counts the buffers and WAL of its own runs, not of statements run before its Close; unused Binds\' spans end with their planning', async () => {
 		const wire = await connectWire(cluster, 'app');
 		const PAUSE_MS = 400;
 		try {
 			const kept = newContext();
 			const unused = newContext();
+			const unusedSelect = newContext();
 			await wire.query('CREATE TABLE busy_3o (n int)');
 			await wire.query('BEGIN');
 			wire.send(serialize.parse({ text: `SELECT 1 AS one /*traceparent='${kept.header}'*/` }),
@@ -882,8 +883,13 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			await wire.query('INSERT INTO busy_3o SELECT g FROM generate_series(1, 5000) g');
 			wire.send(serialize.close({ type: 'P', name: 'kept' }), serialize.sync());
 			await wire.until('readyForQuery');
-			// Planned at Bind, never executed: the next statement's planning closes it.
+			// Planned at Bind, never executed: the next statement's planning
+			// closes it.  A SELECT's executor starts at Bind: its portal's drop does.
 			wire.send(serialize.parse({ text: `UPDATE busy_3o SET n = n WHERE false /*traceparent='${unused.header}'*/` }),
+				serialize.bind({}), serialize.sync());
+			await wire.until('readyForQuery');
+			await sleep(PAUSE_MS);
+			wire.send(serialize.parse({ text: `SELECT n FROM busy_3o /*traceparent='${unusedSelect.header}'*/` }),
 				serialize.bind({}), serialize.sync());
 			await wire.until('readyForQuery');
 			await sleep(PAUSE_MS);
@@ -899,6 +905,11 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			assert.ok(durationMs(unusedSpan) < PAUSE_MS / 2,
 				`it ends with its planning, not when the next statement planned (${durationMs(unusedSpan).toFixed(1)} ms)`);
 			assert.notEqual(unusedSpan.status.code, StatusCode.ERROR);
+			const selectSpan = await waitForServerSpan(receiver, unusedSelect);
+			assert.equal(selectSpan.name, 'SELECT busy_3o');
+			assert.ok(durationMs(selectSpan) < PAUSE_MS / 2,
+				`it ends with its planning, not when its portal was dropped (${durationMs(selectSpan).toFixed(1)} ms)`);
+			assert.equal(selectSpan.attributes['traceprof.wal_bytes'], 0);
 		} finally {
 			await wire.query('ROLLBACK').catch(() => {});
 			await wire.query('DROP TABLE IF EXISTS busy_3o').catch(() => {});
