@@ -64,7 +64,10 @@
 # with export to the local sink (its spans dropped are counted).  Cluster D
 # (no extension, same settings and data) against A is the A/A control: its
 # spread is the method's resolution.  Ratio = B's (or D's) TPS / A's TPS in
-# the same run; CONCURRENT_ROUNDS rounds of CONCURRENT_SECONDS each.
+# the same run; CONCURRENT_ROUNDS rounds of CONCURRENT_SECONDS each.  Two
+# clusters of the same settings can differ by a few percent, so B also runs
+# without its library (a restart, then a warm-up), and B's configurations
+# are set against that too: the round's ratio over B's own bare ratio.
 #
 # Then two sections that machine noise does not touch:
 # - frames: a hash join, a sort and a seq scan traced at 250 Hz on cluster
@@ -580,9 +583,30 @@ fi
 # alternating, select-only; ratios within each pair.
 # Cluster A and another driven at once (see the header).
 if want concurrent; then
-	say "concurrent: $concurrent_rounds rounds of $concurrent_secs s, no extension vs A/A, idle, tracing, tracing + export, 2 workloads, both driven at once"
+	say "concurrent: $concurrent_rounds rounds of $concurrent_secs s, no extension vs A/A, B without its library, idle, tracing, tracing + export, 2 workloads, both driven at once"
 	start_cluster D
 	half=$(( (clients + 1) / 2 ))
+	# restart_b LIBRARIES WORKLOAD: cluster B restarted with
+	# shared_preload_libraries = LIBRARIES, its empty buffers warmed up.
+	restart_b() {
+		use_cluster B
+		kill -INT "$CLUSTER_PID"
+		while kill -0 "$CLUSTER_PID" 2>/dev/null; do sleep 0.1; done
+		as_postgres "$PG_BIN/postgres" -D "$CLUSTER_DIR/data" -c "shared_preload_libraries=$1" \
+			>>"$CLUSTER_DIR/server.log" 2>&1 &
+		try=0
+		until as_postgres "$PG_BIN/pg_isready" -q -h "$CLUSTER_DIR" -p "$CLUSTER_PORT"; do
+			try=$((try + 1))
+			[ "$try" -lt 100 ] || { say "cluster B did not restart"; tail "$CLUSTER_DIR/server.log" >&2; exit 1; }
+			sleep 0.1
+		done
+		CLUSTER_PID=$(head -n 1 "$CLUSTER_DIR/data/postmaster.pid")
+		save_cluster B
+		# shellcheck disable=SC2046 # pgbench options are several words
+		as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
+			-c "$half" -j "$half" -T 3 $(workload_flags "$2") app >/dev/null 2>&1 ||
+			{ say "warm-up of cluster B failed"; exit 1; }
+	}
 	# pgbench_bg CLUSTER WORKLOAD OUT: one pgbench in the background.
 	pgbench_bg() {
 		use_cluster "$1"
@@ -593,15 +617,17 @@ if want concurrent; then
 	r=0
 	while [ "$r" -lt "$concurrent_rounds" ]; do
 		for wl in select tpcb; do
-			# The order of the four pairs rotates from round to round.
-			for i in 0 1 2 3; do
-				case $(( (i + r) % 4 )) in
+			# The order of the five pairs rotates from round to round.
+			for i in 0 1 2 3 4; do
+				case $(( (i + r) % 5 )) in
 				0) other=D cfg=aa ;;
 				1) other=B cfg=idle ;;
 				2) other=B cfg=trace ;;
 				3) other=B cfg=export ;;
+				4) other=B cfg=bare ;;
 				esac
-				if [ "$other" = B ]; then
+				[ "$cfg" != bare ] || restart_b '' "$wl"
+				if [ "$other" = B ] && [ "$cfg" != bare ]; then
 					use_cluster B
 					SQL_OPTIONS="-c traceprof.sample_rate=0"
 					apply_config "$cfg"
@@ -633,6 +659,7 @@ if want concurrent; then
 				fi
 				echo "concurrent $r $wl $cfg $(tps_of "$dir/concurrent.a") $(tps_of "$dir/concurrent.b") $dropped" >>"$dir/results"
 				say "  round $r  $wl  $cfg  $(tps_of "$dir/concurrent.a") / $(tps_of "$dir/concurrent.b") TPS"
+				[ "$cfg" != bare ] || restart_b traceprof "$wl"
 			done
 		done
 		r=$((r + 1))
@@ -641,16 +668,19 @@ if want concurrent; then
 	echo "concurrent runs: cluster A (no extension) and another driven at once, $half client(s) each, same CPUs ($concurrent_rounds rounds of ${concurrent_secs} s)"
 	echo "ratio = the other's TPS / A's TPS in the same run; median over rounds (range)"
 	awk -v summary="${BENCH_SUMMARY:-}" "$AWK_STATS"'
-		$1 == "concurrent" { k = $3 SUBSEP $4; ratio[k, ++count[k]] = $6 / $5; dropped[k] += $7 }
+		$1 == "concurrent" {
+			k = $3 SUBSEP $4; ratio[k, ++count[k]] = $6 / $5; dropped[k] += $7
+			of_round[k, $2] = $6 / $5; rounds = $2 + 1
+		}
 		END {
 			name["select"] = "select-only"; name["tpcb"] = "TPC-B-like"
 			label["aa"] = "A/A: no extension again"; label["idle"] = "loaded, idle"; label["trace"] = "tracing 100%"
-			label["export"] = "tracing 100% + export"
+			label["export"] = "tracing 100% + export"; label["bare"] = "B without its library"
 			target["idle"] = "TPS >= 0.99x"; target["trace"] = "TPS >= 0.97x"; target["aa"] = "1 (resolution)"
-			target["export"] = "TPS >= 0.95x, 0 dropped"
+			target["export"] = "TPS >= 0.95x, 0 dropped"; target["bare"] = "B against A"
 			printf "%-14s %-26s %6s %9s %19s\n", "workload", "against no extension", "rounds", "ratio", "range"
-			split("select tpcb", w, " "); split("aa idle trace export", c, " ")
-			for (i = 1; i <= 2; i++) for (j = 1; j <= 4; j++) {
+			split("select tpcb", w, " "); split("aa bare idle trace export", c, " ")
+			for (i = 1; i <= 2; i++) for (j = 1; j <= 5; j++) {
 				k = w[i] SUBSEP c[j]; m = count[k]
 				if (m == 0) continue
 				for (x = 1; x <= m; x++) q[x] = ratio[k, x]
@@ -659,6 +689,21 @@ if want concurrent; then
 					c[j] == "export" ? sprintf(" (spans dropped: %d)", dropped[k]) : ""
 				if (summary != "")
 					printf "pgbench|concurrent runs, %s, %s: TPS ratio to no extension, median (range)|%.4fx (%.4f..%.4f)|%s\n",
+						name[w[i]], label[c[j]], median(q, m), q[1], q[m], target[c[j]] >>summary
+			}
+			# The same configurations against cluster B itself without its
+			# library: each round's ratio over that round's bare ratio.
+			printf "\n%-14s %-26s %6s %9s %19s\n", "workload", "against B without library", "rounds", "ratio", "range"
+			for (i = 1; i <= 2; i++) for (j = 3; j <= 5; j++) {
+				k = w[i] SUBSEP c[j]; bare = w[i] SUBSEP "bare"; m = 0
+				for (r = 0; r < rounds; r++)
+					if (((k, r) in of_round) && ((bare, r) in of_round))
+						q[++m] = of_round[k, r] / of_round[bare, r]
+				if (m == 0) continue
+				sort(q, m)
+				printf "%-14s %-26s %6d %9.4f %9.4f..%-9.4f %s\n", name[w[i]], label[c[j]], m, median(q, m), q[1], q[m], target[c[j]]
+				if (summary != "")
+					printf "pgbench|concurrent runs, %s, %s: TPS ratio to cluster B without its library, median (range)|%.4fx (%.4f..%.4f)|%s\n",
 						name[w[i]], label[c[j]], median(q, m), q[1], q[m], target[c[j]] >>summary
 			}
 		}' "$dir/results"
