@@ -692,7 +692,7 @@ if want concurrent; then
 						name[w[i]], label[c[j]], median(q, m), q[1], q[m], target[c[j]] >>summary
 			}
 			# The same configurations against cluster B itself without its
-			# library: each round's ratio over that round's bare ratio.
+			# library: the ratio of each round over the bare ratio of that round.
 			printf "\n%-14s %-26s %6s %9s %19s\n", "workload", "against B without library", "rounds", "ratio", "range"
 			for (i = 1; i <= 2; i++) for (j = 3; j <= 5; j++) {
 				k = w[i] SUBSEP c[j]; bare = w[i] SUBSEP "bare"; m = 0
