@@ -70,8 +70,8 @@ typedef struct OpenSpan
 	int64		cpu_start_ns;	/* -1: CPU time not tracked */
 	uint64		rows_run;		/* es_processed summed over its runs (pages) */
 	/* When its work last paused (an Execute's run ended, a Bind planned it), in which message. */
-	int64		last_run_end_ns;	/* 0: not paused */
-	TimestampTz last_run_message;
+	int64		paused_at_ns;	/* 0: not paused */
+	TimestampTz paused_in;		/* the message's statement_timestamp() */
 	/* The three counters a span reports, not the whole usage structs. */
 	int64		shared_blks_hit_start;
 	int64		shared_blks_read_start;
@@ -563,7 +563,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	span->subid = GetCurrentSubTransactionId();
 	span->query_desc = NULL;
 	span->rows_run = 0;
-	span->last_run_end_ns = 0;
+	span->paused_at_ns = 0;
 	span->awaiting_executor = false;
 	span->awaiting_xact_end = false;
 	span->shared_blks_hit_start = pgBufferUsage.shared_blks_hit;
@@ -606,8 +606,8 @@ innermost_record(void)
 static bool
 ended_in_earlier_message(const OpenSpan *span)
 {
-	return span->last_run_end_ns != 0 &&
-		(span->last_run_message != GetCurrentStatementStartTimestamp() ||
+	return span->paused_at_ns != 0 &&
+		(span->paused_in != GetCurrentStatementStartTimestamp() ||
 		 (ActivePortal == NULL && debug_query_string == NULL));
 }
 
@@ -640,8 +640,8 @@ measure_work(OpenSpan *span, bool cpu)
 static inline void
 pause_work(OpenSpan *span, int64 end_ns, bool cpu)
 {
-	span->last_run_end_ns = end_ns;
-	span->last_run_message = GetCurrentStatementStartTimestamp();
+	span->paused_at_ns = end_ns;
+	span->paused_in = GetCurrentStatementStartTimestamp();
 	measure_work(span, cpu);
 }
 
@@ -656,7 +656,7 @@ end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
 	 * counted then (run_ended); a later statement's error is not its own.
 	 */
 	if (unlikely(ended_in_earlier_message(span)))
-		r->end_ns = span->last_run_end_ns;
+		r->end_ns = span->paused_at_ns;
 	else
 	{
 		measure_work(span, true);
@@ -1340,7 +1340,7 @@ run_starts(const QueryDesc *query_desc)
 
 	if (owner < 0)
 		return NULL;
-	open_spans[owner].last_run_end_ns = 0;
+	open_spans[owner].paused_at_ns = 0;
 	return &open_spans[owner];
 }
 

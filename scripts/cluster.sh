@@ -1,6 +1,7 @@
 # cluster.sh - a throwaway PostgreSQL 15 cluster for the demo and benchmarks.
 # Source it, then:  cluster_start [extra postgresql.conf lines...]
 #                   psql_app -c 'select 1'      (superuser on the socket)
+#                   cluster_halt; cluster_launch [-c name=value...]   (a restart)
 #                   cluster_stop                 (also run from an EXIT trap)
 #                   server_ticks                 (the cluster's CPU time, for benchmarks)
 # Sets CLUSTER_DIR, CLUSTER_PORT, CLUSTER_PID, CLUSTER_URL (TCP, password auth).
@@ -38,7 +39,15 @@ cluster_start() {
 		echo "unix_socket_directories = '$CLUSTER_DIR'"
 		for line in "$@"; do echo "$line"; done
 	} >>"$CLUSTER_DIR/data/postgresql.conf"
-	as_postgres "$PG_BIN/postgres" -D "$CLUSTER_DIR/data" >"$CLUSTER_DIR/server.log" 2>&1 &
+	cluster_launch || return 1
+	psql_app -q -c "CREATE ROLE app LOGIN PASSWORD 'secret'" -c "CREATE DATABASE app OWNER app"
+	CLUSTER_URL="postgres://app:secret@127.0.0.1:$CLUSTER_PORT/app?sslmode=disable"
+}
+
+# Start the cluster's postmaster (server options allowed: -c name=value)
+# and wait until it accepts connections.
+cluster_launch() {
+	as_postgres "$PG_BIN/postgres" -D "$CLUSTER_DIR/data" "$@" >>"$CLUSTER_DIR/server.log" 2>&1 &
 	launcher=$!
 	for _ in $(seq 1 100); do
 		as_postgres "$PG_BIN/pg_isready" -q -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" && break
@@ -47,8 +56,6 @@ cluster_start() {
 	done
 	# The postmaster's own PID (the first line of postmaster.pid).
 	CLUSTER_PID=$(head -n 1 "$CLUSTER_DIR/data/postmaster.pid")
-	psql_app -q -c "CREATE ROLE app LOGIN PASSWORD 'secret'" -c "CREATE DATABASE app OWNER app"
-	CLUSTER_URL="postgres://app:secret@127.0.0.1:$CLUSTER_PORT/app?sslmode=disable"
 }
 
 psql_app() {
@@ -72,12 +79,17 @@ server_ticks() {
 	} | awk '{ t += $1 } END { print t + 0 }'
 }
 
-# Fast shutdown by PID; waits so the next run can reuse nothing stale.
-cluster_stop() {
+# Fast shutdown by PID, keeping the data directory (cluster_launch starts it again).
+cluster_halt() {
 	if [ -n "${CLUSTER_PID:-}" ] && kill -0 "$CLUSTER_PID" 2>/dev/null; then
 		kill -INT "$CLUSTER_PID"
 		while kill -0 "$CLUSTER_PID" 2>/dev/null; do sleep 0.1; done
 	fi
+}
+
+# Fast shutdown by PID; waits so the next run can reuse nothing stale.
+cluster_stop() {
+	cluster_halt
 	[ -n "${CLUSTER_DIR:-}" ] && rm -rf "$CLUSTER_DIR"
 	CLUSTER_PID= CLUSTER_DIR=
 }
