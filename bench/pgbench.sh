@@ -590,17 +590,8 @@ if want concurrent; then
 	# shared_preload_libraries = LIBRARIES, its empty buffers warmed up.
 	restart_b() {
 		use_cluster B
-		kill -INT "$CLUSTER_PID"
-		while kill -0 "$CLUSTER_PID" 2>/dev/null; do sleep 0.1; done
-		as_postgres "$PG_BIN/postgres" -D "$CLUSTER_DIR/data" -c "shared_preload_libraries=$1" \
-			>>"$CLUSTER_DIR/server.log" 2>&1 &
-		try=0
-		until as_postgres "$PG_BIN/pg_isready" -q -h "$CLUSTER_DIR" -p "$CLUSTER_PORT"; do
-			try=$((try + 1))
-			[ "$try" -lt 100 ] || { say "cluster B did not restart"; tail "$CLUSTER_DIR/server.log" >&2; exit 1; }
-			sleep 0.1
-		done
-		CLUSTER_PID=$(head -n 1 "$CLUSTER_DIR/data/postmaster.pid")
+		cluster_halt
+		cluster_launch -c "shared_preload_libraries=$1" || { say "cluster B did not restart"; exit 1; }
 		save_cluster B
 		# shellcheck disable=SC2046 # pgbench options are several words
 		as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
