@@ -808,15 +808,26 @@ index_of_query(const QueryDesc *query_desc)
 }
 
 /*
- * Close spans left waiting: planned but never executed (an unused Bind), or
- * a COMMIT/ROLLBACK whose transaction end we were waiting for.
+ * Close spans left waiting: a COMMIT/ROLLBACK whose transaction end we were
+ * waiting for, and statements planned but not run.  Those a Bind planned in
+ * an earlier message wait for their portal's Execute (Binds pipelined ahead
+ * of their Executes) until the transaction ends (xact_end): a portal's name
+ * is not known here, so neither is whether a later Bind dropped it.  An
+ * unused one still ends with its planning (ended_in_earlier_message).
  */
 static inline void
-close_stale(void)
+close_stale(bool xact_end)
 {
-	while (open_count > 0 && (open_spans[open_count - 1].awaiting_executor ||
-							  open_spans[open_count - 1].awaiting_xact_end))
+	while (open_count > 0)
+	{
+		const OpenSpan *top = &open_spans[open_count - 1];
+
+		if (!top->awaiting_xact_end &&
+			!(top->awaiting_executor &&
+			  (xact_end || top->planned_in == GetCurrentStatementStartTimestamp())))
+			break;
 		close_innermost(-1, 0, NULL);
+	}
 }
 
 /*
@@ -1124,7 +1135,7 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 
 	if (deciding)
 	{
-		close_stale();
+		close_stale(false);
 		statement = open_statement_span(true, query_string, parse->stmt_location, parse->stmt_len,
 										(Node *) parse, parse->queryId);
 		if (statement != NULL)
@@ -1153,14 +1164,14 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 }
 
 /*
- * The span the decision opened for the statement about to run, if traced.
- * A portal opened since (pipelined Binds) may stand above it.
+ * The span a planning in message opened for the statement about to run, if
+ * traced.  A portal opened since (pipelined Binds) may stand above it.
  */
 static OpenSpan *
-planned_span(void)
+planned_span(TimestampTz message)
 {
 	for (int i = open_count - 1; i >= 0; i--)
-		if (open_spans[i].awaiting_executor && open_spans[i].planned_in == decided.message)
+		if (open_spans[i].awaiting_executor && open_spans[i].planned_in == message)
 		{
 			open_spans[i].awaiting_executor = false;
 			return &open_spans[i];
@@ -1298,10 +1309,16 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 	if (top_level && unlikely(!stmt->canSetTag))
 		span = span_of_rule_query(query_desc);
 	else if (top_level && was_decided_by_planner(stmt))
-		span = planned_span();
-	else if (top_level ? is_clients_run() : traceprof_track == TRACK_ALL)
-		span = open_statement_span(top_level, query_desc->sourceText, stmt->stmt_location,
-								   stmt->stmt_len, (Node *) stmt, stmt->queryId);
+		span = planned_span(decided.message);
+	else
+	{
+		/* Planned by its Bind, and another Bind planned since (pipelined). */
+		if (top_level && open_count > 0 && ActivePortal != NULL)
+			span = planned_span(ActivePortal->creation_time);
+		if (span == NULL && (top_level ? is_clients_run() : traceprof_track == TRACK_ALL))
+			span = open_statement_span(top_level, query_desc->sourceText, stmt->stmt_location,
+									   stmt->stmt_len, (Node *) stmt, stmt->queryId);
+	}
 	if (span != NULL)
 		span->query_desc = query_desc;
 	watching = watch_errors(&watch);
@@ -1528,7 +1545,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	if (top_level && unlikely(!pstmt->canSetTag))
 		transparent = true;
 	else if (top_level)
-		close_stale();
+		close_stale(false);
 	if (unlikely(sets_traceparent(stmt)))
 	{
 		/* Handing us the caller's context is no work of the caller's: no span. */
@@ -1767,7 +1784,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:
 			decided.pending = false;
-			close_stale();
+			close_stale(true);
 			raised.set = false;
 			last_top_level_span = NULL;
 			if (!in_procedure)

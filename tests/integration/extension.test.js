@@ -1047,6 +1047,30 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3q. hand-pipelined Binds of two writes, both planned before either runs (named portals): one span each, with its planning and its rows', async () => {
+		const wire = await connectWire(cluster);
+		try {
+			const ctx = newContext();
+			await wire.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await admin.query('SELECT traceprof.reset()');
+			wire.send(serialize.parse({ name: 'add', text: 'INSERT INTO orders_sc VALUES ($1, $2)', types: [23, 25] }),
+				serialize.parse({ name: 'slow', text: 'UPDATE orders_sc SET note = note WHERE id = $1 AND pg_sleep(0.1) IS NOT NULL', types: [23] }),
+				serialize.bind({ statement: 'add', portal: 'a', values: ['901', 'piped'] }),	// planned here
+				serialize.bind({ statement: 'slow', portal: 'b', values: ['1'] }),	// and this one
+				serialize.execute({ portal: 'a' }), serialize.execute({ portal: 'b' }), serialize.sync());
+			await wire.until('readyForQuery');
+			const rows = (await admin.query("SELECT name, duration_ms, attributes->>'traceprof.rows_affected' AS written, " +
+				"(attributes->>'traceprof.planning_time_ns') IS NOT NULL AS planned FROM traceprof.spans " +
+				"WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time", [ctx.traceId])).rows;
+			assert.deepEqual(rows.map((r) => [r.name, r.written, r.planned]),
+				[['INSERT orders_sc', '1', true], ['UPDATE orders_sc', '1', true]], jsonish(rows));
+			assert.ok(rows[1].duration_ms >= 100, `the UPDATE's span holds its run: ${jsonish(rows)}`);
+		} finally {
+			await wire.query('DELETE FROM orders_sc WHERE id = 901');
+			wire.end();
+		}
+	});
+
 	test('3k. more portals kept open than spans fit (32): a traced statement beyond them is counted as dropped, not lost silently', async () => {
 		const wire = await connectWire(cluster);
 		try {
