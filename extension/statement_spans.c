@@ -1265,7 +1265,9 @@ span_of_rule_query(const QueryDesc *query_desc)
 	OpenSpan   *span = open_count > 0 ? &open_spans[open_count - 1] : NULL;
 	bool		any;
 
-	if (span != NULL && span->awaiting_executor && span->top_level)
+	/* Not a span an unused Bind left waiting: the one planned with this portal. */
+	if (span != NULL && span->awaiting_executor && span->top_level &&
+		(ActivePortal == NULL || span->planned_in == ActivePortal->creation_time))
 	{
 		span->awaiting_executor = false;
 		return span;
@@ -1282,7 +1284,7 @@ span_of_rule_query(const QueryDesc *query_desc)
 	span = open_statement_span(true, query_desc->sourceText, tag->stmt_location, tag->stmt_len,
 							   (Node *) tag, tag->queryId);
 	if (span != NULL)
-		span->planned_in = decided.message;
+		span->planned_in = ActivePortal->creation_time;	/* its further queries' portal */
 	return span;
 }
 
@@ -1316,8 +1318,13 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 		if (top_level && open_count > 0 && ActivePortal != NULL)
 			span = planned_span(ActivePortal->creation_time);
 		if (span == NULL && (top_level ? is_clients_run() : traceprof_track == TRACK_ALL))
+		{
 			span = open_statement_span(top_level, query_desc->sourceText, stmt->stmt_location,
 									   stmt->stmt_len, (Node *) stmt, stmt->queryId);
+			/* A rule's further queries find their span by its portal (span_of_rule_query). */
+			if (span != NULL && top_level && ActivePortal != NULL)
+				span->planned_in = ActivePortal->creation_time;
+		}
 	}
 	if (span != NULL)
 		span->query_desc = query_desc;

@@ -1071,6 +1071,29 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3r. a Bind never executed, then an untraced statement an INSTEAD rule turns into two SELECTs: the rule\'s queries are not the Bind\'s', async () => {
+		const wire = await connectWire(cluster);
+		try {
+			const ctx = newContext();
+			await admin.query('DROP TABLE IF EXISTS rule_instead; CREATE TABLE rule_instead (id int); ' +
+				'CREATE RULE rule_instead_two AS ON INSERT TO rule_instead DO INSTEAD (SELECT 1 AS a; SELECT 2 AS b)');
+			await wire.query('BEGIN');
+			wire.send(serialize.parse({ text: `INSERT INTO orders_sc VALUES (902, 'never') /*traceparent='${ctx.header}'*/` }),
+				serialize.bind({}), serialize.flush());
+			await wire.until('bindComplete');
+			await wire.query('INSERT INTO rule_instead VALUES (1)');
+			await wire.query('COMMIT');
+			const rows = (await admin.query('SELECT name, duration_ms, attributes FROM traceprof.spans ' +
+				"WHERE trace_id = $1 AND kind = 'server'", [ctx.traceId])).rows;
+			assert.deepEqual(rows.map((r) => r.name), ['INSERT orders_sc'], jsonish(rows));
+			// Ended with its planning, which reads no CPU clock; a rule query's run would have.
+			assert.equal(rows[0].attributes['traceprof.cpu_time_ns'], undefined, `the Bind's span ran nothing: ${jsonish(rows)}`);
+		} finally {
+			await admin.query('DROP TABLE IF EXISTS rule_instead');
+			wire.end();
+		}
+	});
+
 	test('3k. more portals kept open than spans fit (32): a traced statement beyond them is counted as dropped, not lost silently', async () => {
 		const wire = await connectWire(cluster);
 		try {
