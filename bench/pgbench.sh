@@ -598,7 +598,6 @@ if want concurrent; then
 		as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
 			-c "$half" -j "$half" -T 3 $(workload_flags "$2") app >/dev/null 2>&1 ||
 			{ say "warm-up of cluster B failed"; exit 1; }
-
 		prepare B
 	}
 	# pgbench_bg CLUSTER WORKLOAD OUT: one pgbench in the background.
