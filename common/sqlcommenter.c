@@ -73,22 +73,17 @@ decode_value(const char *p, const char *end, char *out, size_t *out_len)
 tp_comment_result
 tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
 {
-	const char *end = sql + len;
-	const char *close;
-	const char *open;
-	const char *p;
-
 	/*
 	 * Only a comment that ends the statement counts: that is where
 	 * sqlcommenter puts it, and it keeps the cost for statements without one
 	 * at a few byte comparisons.
 	 */
-	while (end > sql && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' ||
-						 end[-1] == '\r' || end[-1] == ';'))
-		end--;
-	if (end - sql < 4 || end[-2] != '*' || end[-1] != '/')
+	const char *close = tp_sqlcomment_close(sql, len);
+	const char *open;
+	const char *p;
+
+	if (close == NULL)
 		return TP_COMMENT_NONE;
-	close = end - 2;
 	open = find_last_comment_open(sql, close);
 	if (open == NULL)
 		return TP_COMMENT_NONE;

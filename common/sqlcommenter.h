@@ -27,4 +27,22 @@ typedef enum tp_comment_result
 tp_comment_result tp_sqlcomment_traceparent(const char *sql, size_t len,
 											tp_span_context *out);
 
+/*
+ * The end of the comment that ends the len bytes at sql (trailing blanks
+ * and semicolons aside): where its closing star is; NULL when they end
+ * otherwise.  Inline: the hooks ask it of every statement, most have none.
+ */
+static inline const char *
+tp_sqlcomment_close(const char *sql, size_t len)
+{
+	const char *end = sql + len;
+
+	while (end > sql && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' ||
+						 end[-1] == '\r' || end[-1] == ';'))
+		end--;
+	if (end - sql < 4 || end[-2] != '*' || end[-1] != '/')
+		return NULL;
+	return end - 2;
+}
+
 #endif

@@ -508,6 +508,26 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 }
 
 /*
+ * Whether a client's statement may be traced at all: under the session's
+ * context, by sampling, or by the comment that ends it (choose_root_context
+ * decides).  Cheap, and no side effect: a malformed comment is counted
+ * where it is decided.
+ */
+static inline bool
+may_be_traced(const char *source, int location, int len)
+{
+	const char *text;
+	int			text_len;
+
+	if (traceprof_guc_context_valid || traceprof_sample_rate > 0)
+		return true;
+	if (source == NULL)
+		return false;
+	text = statement_bytes(source, location, len, &text_len);
+	return tp_sqlcomment_close(text, text_len) != NULL;
+}
+
+/*
  * Open a span under parent.  The name is name if given, else "operation
  * collection" as the semantic conventions suggest.  A span opened in the
  * same instant as another (planning, right after its statement) takes that
@@ -1121,17 +1141,34 @@ planned_again(const Query *parse)
 		decided.message == GetCurrentStatementStartTimestamp();
 }
 
-static PlannedStmt *
-traceprof_planner(Query *parse, const char *query_string, int cursor_options,
-				  ParamListInfo bound_params)
+/* A client's statement about to be planned, not decided yet: the planner decides. */
+static inline bool
+planner_decides(const Query *parse, const char *query_string)
+{
+	return query_string != NULL && parse->canSetTag && at_top_level() &&
+		is_clients_plan(query_string) && !planned_again(parse);
+}
+
+static inline PlannedStmt *
+call_planner(Query *parse, const char *query_string, int cursor_options,
+			 ParamListInfo bound_params)
+{
+	if (prev_planner)
+		return prev_planner(parse, query_string, cursor_options, bound_params);
+	return standard_planner(parse, query_string, cursor_options, bound_params);
+}
+
+/* The planner hook when a span is open or may open (traceprof_planner). */
+static pg_noinline PlannedStmt *
+plan_with_spans(Query *parse, const char *query_string, int cursor_options,
+				ParamListInfo bound_params)
 {
 	OpenSpan   *statement = NULL;
 	OpenSpan   *planning = NULL;
 	PlannedStmt *result;
 	ErrorContextCallback watch;
 	bool		watching;
-	bool		deciding = query_string != NULL && parse->canSetTag && at_top_level() &&
-		is_clients_plan(query_string) && !planned_again(parse);
+	bool		deciding = planner_decides(parse, query_string);
 
 	if (deciding)
 	{
@@ -1149,10 +1186,7 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 
 	watching = watch_errors(&watch);
 	plan_nesting++;
-	if (prev_planner)
-		result = prev_planner(parse, query_string, cursor_options, bound_params);
-	else
-		result = standard_planner(parse, query_string, cursor_options, bound_params);
+	result = call_planner(parse, query_string, cursor_options, bound_params);
 	plan_nesting--;
 	unwatch_errors(&watch, watching);
 
@@ -1160,6 +1194,35 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 		remember_decision(result, decided_in_message);	/* this message: set deciding */
 	if (statement != NULL)
 		end_planning(statement, planning);
+	return result;
+}
+
+/*
+ * With no span open, a statement that cannot be traced (no session context,
+ * no sampling, no comment ending it) takes a short path here, doing what
+ * plan_with_spans would then do.  That is the common case of a server that
+ * traces only its traced callers, and deciding's code out of it was a third
+ * of the instruction-cache misses the extension cost an untraced select.
+ */
+static PlannedStmt *
+traceprof_planner(Query *parse, const char *query_string, int cursor_options,
+				  ParamListInfo bound_params)
+{
+	PlannedStmt *result;
+	bool		deciding;
+
+	if (unlikely(open_count > 0))
+		return plan_with_spans(parse, query_string, cursor_options, bound_params);
+	deciding = planner_decides(parse, query_string);
+	if (deciding && unlikely(may_be_traced(query_string, parse->stmt_location, parse->stmt_len)))
+		return plan_with_spans(parse, query_string, cursor_options, bound_params);
+	if (deciding)
+		decided_in_message = GetCurrentStatementStartTimestamp();
+	plan_nesting++;
+	result = call_planner(parse, query_string, cursor_options, bound_params);
+	plan_nesting--;
+	if (deciding)
+		remember_decision(result, decided_in_message);
 	return result;
 }
 
@@ -1212,7 +1275,7 @@ more_queries_follow(const PlannedStmt *stmt)
  * Consume the planner's decision if it was about this statement.  Another
  * statement's leaves it for its own run (a transaction's end forgets it).
  */
-static bool
+static inline bool
 was_decided_by_planner(const PlannedStmt *stmt)
 {
 	bool		same = decided.pending && decided.query_id == stmt->queryId &&
@@ -1297,8 +1360,9 @@ call_ExecutorStart(QueryDesc *query_desc, int eflags)
 		standard_ExecutorStart(query_desc, eflags);
 }
 
-static void
-traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
+/* The ExecutorStart hook when a span is open or may open (traceprof_ExecutorStart). */
+static pg_noinline void
+start_with_spans(QueryDesc *query_desc, int eflags)
 {
 	PlannedStmt *stmt = query_desc->plannedstmt;
 	OpenSpan   *span = NULL;
@@ -1334,6 +1398,51 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 	call_ExecutorStart(query_desc, eflags);
 	nesting_level--;
 	unwatch_errors(&watch, watching);
+	if (profiler_is_sampling() && query_desc->planstate != NULL)
+		executor_names_learn(query_desc->planstate);
+}
+
+/*
+ * With no span open: true when the statement about to start cannot get one,
+ * having done what start_with_spans then does; false, with nothing done,
+ * when it may.  Nested, there is no span to nest under; a planned statement
+ * was decided by its planning, untraced since nothing is open; a cached plan
+ * is decided here, as choose_parent would.
+ */
+static inline bool
+starts_untraced(const QueryDesc *query_desc)
+{
+	const PlannedStmt *stmt = query_desc->plannedstmt;
+	bool		deciding;
+
+	if (!at_top_level())
+		return true;
+	if (unlikely(!stmt->canSetTag))
+		return false;			/* a rule's query: span_of_rule_query */
+	deciding = !was_decided_by_planner(stmt) && is_clients_run();
+	if (deciding)
+	{
+		if (may_be_traced(query_desc->sourceText, stmt->stmt_location, stmt->stmt_len))
+			return false;
+		if (!IsParallelWorker())
+			decided_in_message = GetCurrentStatementStartTimestamp();
+	}
+	profiler_statement_start(NULL);
+	return true;
+}
+
+/* Untraced statements take the short path, as in traceprof_planner. */
+static void
+traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
+{
+	if (unlikely(open_count > 0) || !starts_untraced(query_desc))
+	{
+		start_with_spans(query_desc, eflags);
+		return;
+	}
+	nesting_level++;
+	call_ExecutorStart(query_desc, eflags);
+	nesting_level--;
 	if (profiler_is_sampling() && query_desc->planstate != NULL)
 		executor_names_learn(query_desc->planstate);
 }
@@ -1391,30 +1500,60 @@ learn_protocol_caller(const DestReceiver *dest)
 		profiler_learn_call_path(CALL_PATH_EXTENDED_QUERY);
 }
 
-static void
-traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 count,
-					  bool execute_once)
+/* A run outside any statement of ours: the client's statement runs. */
+static inline void
+top_level_run_starts(const QueryDesc *query_desc)
 {
-	ErrorContextCallback watch;
-	bool		watching = watch_errors(&watch);
-	OpenSpan   *span = open_count > 0 ? run_starts(query_desc) : NULL;
+	/* An Execute's statement was decided by its Bind, in an earlier message. */
+	decided_in_message = GetCurrentStatementStartTimestamp();
+	if (profiler_is_sampling())
+		learn_protocol_caller(query_desc->dest);
+}
 
-	if (nesting_level == 0)
-	{
-		/* An Execute's statement was decided by its Bind, in an earlier message. */
-		decided_in_message = GetCurrentStatementStartTimestamp();
-		if (profiler_is_sampling())
-			learn_protocol_caller(query_desc->dest);
-	}
-	nesting_level++;
+static inline void
+call_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 count,
+				 bool execute_once)
+{
 	if (prev_ExecutorRun)
 		prev_ExecutorRun(query_desc, direction, count, execute_once);
 	else
 		standard_ExecutorRun(query_desc, direction, count, execute_once);
+}
+
+/* The ExecutorRun hook with spans open (traceprof_ExecutorRun). */
+static pg_noinline void
+run_with_spans(QueryDesc *query_desc, ScanDirection direction, uint64 count,
+			   bool execute_once)
+{
+	ErrorContextCallback watch;
+	bool		watching = watch_errors(&watch);
+	OpenSpan   *span = run_starts(query_desc);
+
+	if (nesting_level == 0)
+		top_level_run_starts(query_desc);
+	nesting_level++;
+	call_ExecutorRun(query_desc, direction, count, execute_once);
 	nesting_level--;
 	unwatch_errors(&watch, watching);
 	if (span != NULL)
 		run_ended(span, query_desc);
+}
+
+/* With no span open, the run is only counted as nesting (see traceprof_planner). */
+static void
+traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 count,
+					  bool execute_once)
+{
+	if (unlikely(open_count > 0))
+	{
+		run_with_spans(query_desc, direction, count, execute_once);
+		return;
+	}
+	if (nesting_level == 0)
+		top_level_run_starts(query_desc);
+	nesting_level++;
+	call_ExecutorRun(query_desc, direction, count, execute_once);
+	nesting_level--;
 }
 
 static void
