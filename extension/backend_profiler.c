@@ -84,7 +84,7 @@ static CapturedPath captured_paths[CALL_PATH_COUNT];
 static uint64 flush_named;
 static uint64 flush_total;
 
-SamplerState profiler_state = SAMPLER_NOT_STARTED;
+TP_HOT SamplerState profiler_state = SAMPLER_NOT_STARTED;
 static bool span_open;			/* a traced span is open (set at every statement and span) */
 static int	started_hz;			/* the running sampler's settings */
 static int	started_mode;

@@ -30,8 +30,8 @@ typedef struct SpanStore
 	char		last_error[256];
 } SpanStore;
 
-static SpanStore *store;
-static ShmRing *ring;
+TP_HOT static SpanStore *store;
+TP_HOT static ShmRing *ring;
 
 /* The packed form starts with every field before the strings. */
 #define PACKED_FIXED offsetof(TraceprofSpan, name)

@@ -79,11 +79,11 @@ typedef struct OpenSpan
 } OpenSpan;
 
 static OpenSpan open_spans[MAX_OPEN_SPANS];
-static int	open_count;
-static int	nesting_level;		/* executor and utility nesting */
-static int	plan_nesting;
-static int	utility_depth;		/* ProcessUtility calls under way */
-static const char *prepared_text;	/* what a top-level EXECUTE runs, while it does */
+TP_HOT static int	open_count;
+TP_HOT static int	nesting_level;		/* executor and utility nesting */
+TP_HOT static int	plan_nesting;
+TP_HOT static int	utility_depth;		/* ProcessUtility calls under way */
+TP_HOT static const char *prepared_text;	/* what a top-level EXECUTE runs, while it does */
 
 /* The nesting when a subtransaction began, by transaction nesting level. */
 typedef struct NestingAtStart
@@ -96,10 +96,10 @@ typedef struct NestingAtStart
 static NestingAtStart *subxact_starts;
 static int	subxact_starts_size;
 
-/* The last error raised below a top-level hook while spans were open. */
+/* The last error raised below a top-level hook while spans were open, if error_raised. */
+TP_HOT static bool error_raised;
 static struct
 {
-	bool		set;
 	int			sqlerrcode;
 	char		message[256];
 } raised;
@@ -130,7 +130,7 @@ typedef struct DecidedStatement
 	TimestampTz message;		/* of the decision: its portal's creation_time */
 } DecidedStatement;
 
-static DecidedStatement decided;
+TP_HOT static DecidedStatement decided;
 
 /*
  * The client message (by its statement_timestamp(), set as each arrives)
@@ -140,7 +140,7 @@ static DecidedStatement decided;
  * a later statement of a multi-statement message, or the commit after the
  * last one.
  */
-static TimestampTz decided_in_message;
+TP_HOT static TimestampTz decided_in_message;
 
 /*
  * The record of the last top-level span that ended in the transaction under
@@ -149,7 +149,7 @@ static TimestampTz decided_in_message;
  * next empties: whatever opens in its slot is a top-level span or sits
  * above one, whose end (or its transaction's abort) replaces this first.
  */
-static TraceprofSpan *last_top_level_span;
+TP_HOT static TraceprofSpan *last_top_level_span;
 
 /* A top-level statement is done: what fails next is not its own. */
 static inline void
@@ -159,14 +159,14 @@ statement_done(void)
 		decided_in_message = 0;
 }
 
-static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;
-static planner_hook_type prev_planner = NULL;
-static ExecutorStart_hook_type prev_ExecutorStart = NULL;
-static ExecutorRun_hook_type prev_ExecutorRun = NULL;
-static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
-static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
-static ProcessUtility_hook_type prev_ProcessUtility = NULL;
-static emit_log_hook_type prev_emit_log_hook = NULL;
+TP_HOT static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;
+TP_HOT static planner_hook_type prev_planner = NULL;
+TP_HOT static ExecutorStart_hook_type prev_ExecutorStart = NULL;
+TP_HOT static ExecutorRun_hook_type prev_ExecutorRun = NULL;
+TP_HOT static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
+TP_HOT static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
+TP_HOT static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+TP_HOT static emit_log_hook_type prev_emit_log_hook = NULL;
 
 /*
  * A client's own statement: not one run by a statement of ours (executor,
@@ -332,7 +332,7 @@ set_names(TraceprofSpan *r, const char *name, const char *operation, const char 
  */
 static char database_name[NAMEDATALEN];
 static uint8 database_name_len;
-static bool database_known;
+TP_HOT static bool database_known;
 
 static pg_noinline void
 take_database_name(bool may_look_up)
@@ -771,7 +771,7 @@ remember_error(void *arg)
 	MemoryContextSwitchTo(old);
 	if (error->elevel >= ERROR)
 	{
-		raised.set = true;
+		error_raised = true;
 		raised.sqlerrcode = error->sqlerrcode;
 		copy_text(raised.message, error_message(error), sizeof(raised.message));
 	}
@@ -805,11 +805,11 @@ unwatch_errors(const ErrorContextCallback *frame, bool watching)
 static void
 close_aborted(int index, const char *otherwise)
 {
-	if (raised.set)
+	if (error_raised)
 		close_from(index, -1, raised.sqlerrcode, raised.message);
 	else
 		close_from(index, -1, ERRCODE_IN_FAILED_SQL_TRANSACTION, otherwise);
-	raised.set = false;
+	error_raised = false;
 }
 
 static int
@@ -1161,14 +1161,13 @@ call_planner(Query *parse, const char *query_string, int cursor_options,
 /* The planner hook when a span is open or may open (traceprof_planner). */
 static pg_noinline PlannedStmt *
 plan_with_spans(Query *parse, const char *query_string, int cursor_options,
-				ParamListInfo bound_params)
+				ParamListInfo bound_params, bool deciding)
 {
 	OpenSpan   *statement = NULL;
 	OpenSpan   *planning = NULL;
 	PlannedStmt *result;
 	ErrorContextCallback watch;
 	bool		watching;
-	bool		deciding = planner_decides(parse, query_string);
 
 	if (deciding)
 	{
@@ -1209,13 +1208,11 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 				  ParamListInfo bound_params)
 {
 	PlannedStmt *result;
-	bool		deciding;
+	bool		deciding = planner_decides(parse, query_string);
 
-	if (unlikely(open_count > 0))
-		return plan_with_spans(parse, query_string, cursor_options, bound_params);
-	deciding = planner_decides(parse, query_string);
-	if (deciding && unlikely(may_be_traced(query_string, parse->stmt_location, parse->stmt_len)))
-		return plan_with_spans(parse, query_string, cursor_options, bound_params);
+	if (unlikely(open_count > 0) ||
+		(deciding && unlikely(may_be_traced(query_string, parse->stmt_location, parse->stmt_len))))
+		return plan_with_spans(parse, query_string, cursor_options, bound_params, deciding);
 	if (deciding)
 		decided_in_message = GetCurrentStatementStartTimestamp();
 	plan_nesting++;
@@ -1877,7 +1874,7 @@ traceprof_emit_log(ErrorData *edata)
 
 		owned = any_running(first);
 		close_from(first, -1, edata->sqlerrcode, error_message(edata));
-		raised.set = false;
+		error_raised = false;
 	}
 	if (!owned && edata->elevel == ERROR && MyBackendType == B_BACKEND)
 	{
@@ -1919,7 +1916,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 				close_innermost(-1, 0, NULL);
 			if (in_procedure)
 			{
-				raised.set = false;
+				error_raised = false;
 				break;
 			}
 			close_aborted(0, "transaction aborted");
@@ -1931,7 +1928,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PREPARE:
 			decided.pending = false;
 			close_stale(true);
-			raised.set = false;
+			error_raised = false;
 			last_top_level_span = NULL;
 			if (!in_procedure)
 				nesting_level = plan_nesting = 0;

@@ -21,16 +21,16 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
-int			traceprof_track = TRACK_TOP;
+TP_HOT int			traceprof_track = TRACK_TOP;
 /* Off by default, as pg_stat_statements.track_planning and track_io_timing. */
-bool		traceprof_track_planning = false;
-bool		traceprof_track_cpu_time = false;
-int			traceprof_query_text = QUERY_TEXT_NORMALIZED;
-int			traceprof_max_query_length = 1024;
+TP_HOT bool		traceprof_track_planning = false;
+TP_HOT bool		traceprof_track_cpu_time = false;
+TP_HOT int			traceprof_query_text = QUERY_TEXT_NORMALIZED;
+TP_HOT int			traceprof_max_query_length = 1024;
 int			traceprof_max_spans = 8192;
-double		traceprof_sample_rate = 0.0;
+TP_HOT double		traceprof_sample_rate = 0.0;
 char	   *traceprof_otlp_endpoint = NULL;
-bool		traceprof_exporting = false;
+TP_HOT bool		traceprof_exporting = false;
 char	   *traceprof_otlp_ca_file = NULL;
 int			traceprof_otlp_protocol = 0;
 char	   *traceprof_service_name = NULL;
@@ -38,10 +38,10 @@ char	   *traceprof_resource_attributes = NULL;
 int			traceprof_otlp_timeout_ms = 10000;
 int			traceprof_export_interval_ms = 1000;
 int			traceprof_export_batch_size = 512;
-int			traceprof_profile = PROFILE_TRACED;
+TP_HOT int			traceprof_profile = PROFILE_TRACED;
 int			traceprof_profile_mode = PROFILE_MODE_CPU;
 int			traceprof_sample_hz = 100;
-bool		traceprof_profile_root_span_only = false;
+TP_HOT bool		traceprof_profile_root_span_only = false;
 int			traceprof_max_samples = 32768;
 int			traceprof_backend_samples = 2048;
 int			traceprof_max_functions = 16384;
@@ -55,8 +55,8 @@ char	   *traceprof_pyroscope_basic_auth_user = NULL;
 char	   *traceprof_pyroscope_basic_auth_password = NULL;
 bool		traceprof_profile_span_name = false;
 
-bool		traceprof_guc_context_valid = false;
-tp_span_context traceprof_guc_context;
+TP_HOT bool		traceprof_guc_context_valid = false;
+TP_HOT tp_span_context traceprof_guc_context;
 
 static char *traceparent_setting = NULL;
 

@@ -17,6 +17,15 @@
 #include "trace_context.h"
 
 /* GUC values (traceprof.c) */
+/*
+ * Variables the hooks read for every statement, traced or not: in a section
+ * of their own, so that they share two or three cache lines instead of
+ * taking one each wherever the compiler put them.  A statement's hooks run
+ * after PostgreSQL's own work (and other processes, on a busy server) has
+ * pushed those lines out.
+ */
+#define TP_HOT __attribute__((section("traceprof_hot")))
+
 typedef enum
 {
 	TRACK_TOP,
