@@ -1158,7 +1158,10 @@ call_planner(Query *parse, const char *query_string, int cursor_options,
 	return standard_planner(parse, query_string, cursor_options, bound_params);
 }
 
-/* The planner hook when a span is open or may open (traceprof_planner). */
+/*
+ * The planner hook when a span is open or may open (traceprof_planner);
+ * deciding is planner_decides(), as the hook found it.
+ */
 static pg_noinline PlannedStmt *
 plan_with_spans(Query *parse, const char *query_string, int cursor_options,
 				ParamListInfo bound_params, bool deciding)

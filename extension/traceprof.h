@@ -19,8 +19,8 @@
 /* GUC values (traceprof.c) */
 /*
  * Variables the hooks read for every statement, traced or not: in a section
- * of their own, so that they share two or three cache lines instead of
- * taking one each wherever the compiler put them.  A statement's hooks run
+ * of their own, so that they share a few cache lines instead of taking
+ * one each wherever the compiler put them.  A statement's hooks run
  * after PostgreSQL's own work (and other processes, on a busy server) has
  * pushed those lines out.
  */
