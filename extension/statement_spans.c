@@ -1149,13 +1149,20 @@ planner_decides(const Query *parse, const char *query_string)
 		is_clients_plan(query_string) && !planned_again(parse);
 }
 
+/* The next planner, what it runs counted as nested in planning. */
 static inline PlannedStmt *
 call_planner(Query *parse, const char *query_string, int cursor_options,
 			 ParamListInfo bound_params)
 {
+	PlannedStmt *result;
+
+	plan_nesting++;
 	if (prev_planner)
-		return prev_planner(parse, query_string, cursor_options, bound_params);
-	return standard_planner(parse, query_string, cursor_options, bound_params);
+		result = prev_planner(parse, query_string, cursor_options, bound_params);
+	else
+		result = standard_planner(parse, query_string, cursor_options, bound_params);
+	plan_nesting--;
+	return result;
 }
 
 /*
@@ -1187,9 +1194,7 @@ plan_with_spans(Query *parse, const char *query_string, int cursor_options,
 	}
 
 	watching = watch_errors(&watch);
-	plan_nesting++;
 	result = call_planner(parse, query_string, cursor_options, bound_params);
-	plan_nesting--;
 	unwatch_errors(&watch, watching);
 
 	if (deciding)
@@ -1218,9 +1223,7 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 		return plan_with_spans(parse, query_string, cursor_options, bound_params, deciding);
 	if (deciding)
 		decided_in_message = GetCurrentStatementStartTimestamp();
-	plan_nesting++;
 	result = call_planner(parse, query_string, cursor_options, bound_params);
-	plan_nesting--;
 	if (deciding)
 		remember_decision(result, decided_in_message);
 	return result;
@@ -1351,13 +1354,16 @@ span_of_rule_query(const QueryDesc *query_desc)
 	return span;
 }
 
+/* The next ExecutorStart: what it runs (initial partition pruning) is nested. */
 static inline void
 call_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
+	nesting_level++;
 	if (prev_ExecutorStart)
 		prev_ExecutorStart(query_desc, eflags);
 	else
 		standard_ExecutorStart(query_desc, eflags);
+	nesting_level--;
 }
 
 /* The ExecutorStart hook when a span is open or may open (traceprof_ExecutorStart). */
@@ -1393,10 +1399,7 @@ start_with_spans(QueryDesc *query_desc, int eflags)
 	if (span != NULL)
 		span->query_desc = query_desc;
 	watching = watch_errors(&watch);
-	/* What ExecutorStart runs (initial partition pruning) is nested. */
-	nesting_level++;
 	call_ExecutorStart(query_desc, eflags);
-	nesting_level--;
 	unwatch_errors(&watch, watching);
 	if (profiler_is_sampling() && query_desc->planstate != NULL)
 		executor_names_learn(query_desc->planstate);
@@ -1440,9 +1443,7 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 		start_with_spans(query_desc, eflags);
 		return;
 	}
-	nesting_level++;
 	call_ExecutorStart(query_desc, eflags);
-	nesting_level--;
 	if (profiler_is_sampling() && query_desc->planstate != NULL)
 		executor_names_learn(query_desc->planstate);
 }
@@ -1510,14 +1511,17 @@ top_level_run_starts(const QueryDesc *query_desc)
 		learn_protocol_caller(query_desc->dest);
 }
 
+/* The next ExecutorRun, what it runs counted as nested. */
 static inline void
 call_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 count,
 				 bool execute_once)
 {
+	nesting_level++;
 	if (prev_ExecutorRun)
 		prev_ExecutorRun(query_desc, direction, count, execute_once);
 	else
 		standard_ExecutorRun(query_desc, direction, count, execute_once);
+	nesting_level--;
 }
 
 /* The ExecutorRun hook with spans open (traceprof_ExecutorRun). */
@@ -1531,9 +1535,7 @@ run_with_spans(QueryDesc *query_desc, ScanDirection direction, uint64 count,
 
 	if (nesting_level == 0)
 		top_level_run_starts(query_desc);
-	nesting_level++;
 	call_ExecutorRun(query_desc, direction, count, execute_once);
-	nesting_level--;
 	unwatch_errors(&watch, watching);
 	if (span != NULL)
 		run_ended(span, query_desc);
@@ -1551,9 +1553,7 @@ traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 cou
 	}
 	if (nesting_level == 0)
 		top_level_run_starts(query_desc);
-	nesting_level++;
 	call_ExecutorRun(query_desc, direction, count, execute_once);
-	nesting_level--;
 }
 
 static void
