@@ -126,13 +126,14 @@ normalize_into(const char *text, int len, bool standard_strings,
 }
 
 /*
- * The span's text from the len bytes of its statement at text.  Normalized
- * by the jumble's constants, these are replaced now (they are known only
- * here); by literal tokens, the statement's text is kept and replaced where
- * it is read (query_text_normalize_literals).
+ * The span's text from the len bytes of its statement at text, into dest
+ * (max_query_length bytes and a NUL); returns the byte after its NUL.
+ * Normalized by the jumble's constants, these are replaced now (they are
+ * known only here); by literal tokens, the statement's text is kept and
+ * replaced where it is read (query_text_normalize_literals).
  */
-void
-query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *span)
+char *
+query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *span, char *dest)
 {
 	const RememberedConstants *known;
 
@@ -147,7 +148,7 @@ query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *s
 			if (known != NULL)
 			{
 				len = normalize_into(text, len, standard_conforming_strings, &known->constants,
-									 span->encoding, span->query);
+									 span->encoding, dest);
 				break;
 			}
 			span->query_form = standard_conforming_strings ?
@@ -155,11 +156,12 @@ query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *s
 			/* FALLTHROUGH */
 		case QUERY_TEXT_FULL:
 			len = cut_length(text, len, span->encoding);
-			memcpy(span->query, text, len);
+			memcpy(dest, text, len);
 			break;
 	}
-	span->query[len] = '\0';
+	dest[len] = '\0';
 	span->query_len = len;
+	return dest + len + 1;
 }
 
 /*

@@ -193,20 +193,24 @@ span_encoding_prepare(void)
 }
 
 /*
- * A copy of the span with its texts in UTF-8, valid until the next call
- * (the span itself when there is no memory for it).
+ * A copy of the packed span with its texts in UTF-8, packed, valid until
+ * the next call (the span itself when there is no memory for it).
  */
 const TraceprofSpan *
 span_in_utf8(const TraceprofSpan *span)
 {
+	static TraceprofSpan *unpacked;
 	static TraceprofSpan *copy;
 
+	if (unpacked == NULL)
+		unpacked = allocate(TraceprofSpanSize());
 	if (copy == NULL)
 		copy = allocate(TraceprofSpanSize());
-	if (copy == NULL)
+	if (unpacked == NULL || copy == NULL ||
+		!span_unpack_texts((const char *) span, span_packed_size(span), unpacked))
 		return span;
-	memcpy(copy, span, offsetof(TraceprofSpan, query) + span->query_len + 1);
-	texts_to_encoding(copy, PG_UTF8, false);
+	texts_to_encoding(unpacked, PG_UTF8, false);
+	span_pack(unpacked, copy);
 	return copy;
 }
 

@@ -33,9 +33,6 @@ typedef struct SpanStore
 TP_HOT static SpanStore *store;
 TP_HOT static ShmRing *ring;
 
-/* The packed form starts with every field before the strings. */
-#define PACKED_FIXED offsetof(TraceprofSpan, name)
-
 static char *
 pack_string(char *out, const char *s, Size len)
 {
@@ -44,29 +41,21 @@ pack_string(char *out, const char *s, Size len)
 	return out + len + 1;
 }
 
-/* The bytes span_pack writes: the fixed part, then each string and its NUL. */
-static Size
-span_packed_size(const TraceprofSpan *span)
+/* An unpacked span into its packed form (traceprof.h), for spans made unpacked. */
+void
+span_pack(const TraceprofSpan *span, TraceprofSpan *out)
 {
-	return PACKED_FIXED + span->name_len + span->operation_len + span->collection_len +
-		span->dbname_len + span->username_len + span->message_len + span->query_len + 7;
-}
+	char	   *p = span_packed_strings(out);
 
-/* span into out (span_packed_size() bytes, at most TraceprofSpanSize()). */
-static inline void
-span_pack(const TraceprofSpan *span, char *out)
-{
-	char	   *p = out + PACKED_FIXED;
-
-	memcpy(out, span, PACKED_FIXED);
+	memcpy(out, span, SPAN_PACKED_FIXED);
 	p = pack_string(p, span->name, span->name_len);
 	p = pack_string(p, span->operation, span->operation_len);
 	p = pack_string(p, span->collection, span->collection_len);
 	p = pack_string(p, span->dbname, span->dbname_len);
 	p = pack_string(p, span->username, span->username_len);
-	p = pack_string(p, span->message, span->message_len);
 	p = pack_string(p, span->query, span->query_len);
-	Assert(p - out == span_packed_size(span));
+	p = pack_string(p, span->message, span->message_len);
+	Assert(p - (char *) out == span_packed_size(span));
 }
 
 /* One string of a packed span and its length; NULL past end (a record that cannot be). */
@@ -83,38 +72,71 @@ unpack_string(const char *in, const char *end, char *s, Size size, uint8 *len)
 	return nul + 1;
 }
 
-/* A packed span into span, its texts in encoding (span_encoding.c). */
-static bool
-span_unpack(const char *in, Size len, TraceprofSpan *span, int encoding)
+/*
+ * A packed span of len bytes into span but its query, which is returned
+ * (NUL-terminated at *query_end); NULL for bytes that cannot be a span.
+ */
+static const char *
+unpack_but_query(const char *in, Size len, TraceprofSpan *span, const char **query_end)
 {
 	const char *end = in + len;
-	const char *p = in + PACKED_FIXED;
+	const char *p = in + SPAN_PACKED_FIXED;
 	const char *nul;
 
-	if (len < PACKED_FIXED)
-		return false;
-	memcpy(span, in, PACKED_FIXED);
+	if (len < SPAN_PACKED_FIXED)
+		return NULL;
+	memcpy(span, in, SPAN_PACKED_FIXED);
 	if ((p = unpack_string(p, end, span->name, sizeof(span->name), &span->name_len)) == NULL ||
 		(p = unpack_string(p, end, span->operation, sizeof(span->operation), &span->operation_len)) == NULL ||
 		(p = unpack_string(p, end, span->collection, sizeof(span->collection), &span->collection_len)) == NULL ||
 		(p = unpack_string(p, end, span->dbname, sizeof(span->dbname), &span->dbname_len)) == NULL ||
 		(p = unpack_string(p, end, span->username, sizeof(span->username), &span->username_len)) == NULL ||
-		(p = unpack_string(p, end, span->message, sizeof(span->message), &span->message_len)) == NULL ||
-		(nul = memchr(p, '\0', end - p)) == NULL)
-		return false;
+		(nul = memchr(p, '\0', end - p)) == NULL ||
+		unpack_string(nul + 1, end, span->message, sizeof(span->message), &span->message_len) == NULL)
+		return NULL;
 	span->sqlstate[sizeof(span->sqlstate) - 1] = '\0';
+	*query_end = nul;
+	return p;
+}
+
+static void
+unpack_query_as_stored(const char *query, const char *end, TraceprofSpan *span)
+{
+	span->query_len = Min(end - query, traceprof_max_query_length);
+	memcpy(span->query, query, span->query_len);
+	span->query[span->query_len] = '\0';
+}
+
+/* A packed span into span, its texts as they were stored (query_form kept). */
+bool
+span_unpack_texts(const char *in, Size len, TraceprofSpan *span)
+{
+	const char *end;
+	const char *query = unpack_but_query(in, len, span, &end);
+
+	if (query == NULL)
+		return false;
+	unpack_query_as_stored(query, end, span);
+	return true;
+}
+
+/* A packed span into span as readers see it: its query final, its texts in encoding. */
+static bool
+span_unpack(const char *in, Size len, TraceprofSpan *span, int encoding)
+{
+	const char *end;
+	const char *query = unpack_but_query(in, len, span, &end);
+
+	if (query == NULL)
+		return false;
 	if (span->query_form != QUERY_FORM_FINAL)
 	{
-		span->query_len = query_text_normalize_literals(p, nul - p, span->query_form, span->encoding,
-														 span->query);
+		span->query_len = query_text_normalize_literals(query, end - query, span->query_form,
+														 span->encoding, span->query);
 		span->query_form = QUERY_FORM_FINAL;
 	}
 	else
-	{
-		span->query_len = Min(nul - p, traceprof_max_query_length);
-		memcpy(span->query, p, span->query_len);
-		span->query[span->query_len] = '\0';
-	}
+		unpack_query_as_stored(query, end, span);
 	span_texts_to_encoding(span, encoding);
 	return true;
 }
@@ -163,12 +185,11 @@ span_store_shmem_startup(void)
 void
 span_store_write(const TraceprofSpan *span)
 {
-	static char *packed;
-	Size		len;
 	uint64		pending;
 	uint64		wake_at = Max(traceprof_max_spans / 4, 1);
 	Latch	   *exporter;
 	bool		exporting = traceprof_exporting;
+	Size		len;
 
 	if (store == NULL)
 		return;
@@ -178,23 +199,22 @@ span_store_write(const TraceprofSpan *span)
 	len = span_packed_size(span);
 	if (likely(len <= SPAN_SLOT_DATA))
 	{
-		/* The common span: packed straight into its slot, no second copy. */
+		/*
+		 * The common span: one slot, written in place (no loop over slots),
+		 * in two copies: one of ~300 bytes would run the large-copy code of
+		 * libc's memcpy, which little else uses (6 instruction-cache misses).
+		 */
 		uint64		position;
 		char	   *slot = shm_ring_begin_write(ring, len, exporting, &position);
 
 		if (slot == NULL)
 			return;
-		span_pack(span, slot);
+		memcpy(slot, span, SPAN_PACKED_FIXED);
+		memcpy(slot + SPAN_PACKED_FIXED, (const char *) span + SPAN_PACKED_FIXED, len - SPAN_PACKED_FIXED);
 		shm_ring_end_write(ring, position, &pending);
 	}
-	else
-	{
-		if (unlikely(packed == NULL))
-			packed = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
-		span_pack(span, packed);
-		if (!shm_ring_write(ring, packed, len, exporting, &pending))
-			return;
-	}
+	else if (!shm_ring_write(ring, span, len, exporting, &pending))
+		return;
 
 	/*
 	 * Wake the exporter early when a quarter of the ring waits for it: when

@@ -289,34 +289,45 @@ copy_text(char *dest, const char *src, size_t size)
 }
 
 /*
- * The span's operation, collection and name: "operation collection", or
- * the operation alone, as the semantic conventions suggest, unless a name
- * is given.  Operation and collection fit NAMEDATALEN, so the joined name
- * always fits (snprintf was ~350 instructions of every traced statement).
+ * The span's name, operation and collection, packed at p (traceprof.h):
+ * "operation collection", or the operation alone, as the semantic
+ * conventions suggest, unless a name is given.  Operation and collection
+ * fit NAMEDATALEN, so the joined name always fits (snprintf was ~350
+ * instructions of every traced statement).  Returns the byte after them.
  */
-static void
-set_names(TraceprofSpan *r, const char *name, const char *operation, const char *collection)
+static char *
+set_names(TraceprofSpan *r, char *p, const char *name, const char *operation, const char *collection)
 {
-	int			len;
+	char	   *next;
 
 	StaticAssertStmt(sizeof(r->name) >= sizeof(r->operation) + sizeof(r->collection), "span name size");
-	r->operation_len = copy_string(r->operation, operation ? operation : "", sizeof(r->operation));
-	r->collection_len = copy_string(r->collection, collection ? collection : "", sizeof(r->collection));
+	operation = operation ? operation : "";
+	collection = collection ? collection : "";
 	if (name != NULL)
 	{
-		r->name_len = copy_string(r->name, name, sizeof(r->name));
-		return;
+		r->name_len = copy_string(p, name, sizeof(r->name));
+		p += r->name_len + 1;
+		r->operation_len = copy_string(p, operation, sizeof(r->operation));
+		p += r->operation_len + 1;
+		r->collection_len = copy_string(p, collection, sizeof(r->collection));
+		return p + r->collection_len + 1;
 	}
-	memcpy(r->name, r->operation, r->operation_len);
-	len = r->operation_len;
+	/* The name first, joined in place, then copies of its two parts. */
+	r->operation_len = copy_string(p, operation, sizeof(r->operation));
+	r->collection_len = copy_string(p + r->operation_len + 1, collection, sizeof(r->collection));
+	r->name_len = r->operation_len;
 	if (r->collection_len > 0)
 	{
-		r->name[len++] = ' ';
-		memcpy(r->name + len, r->collection, r->collection_len);
-		len += r->collection_len;
+		p[r->operation_len] = ' ';
+		r->name_len += 1 + r->collection_len;
 	}
-	r->name[len] = '\0';
-	r->name_len = len;
+	next = p + r->name_len + 1;
+	memcpy(next, p, r->operation_len);
+	next[r->operation_len] = '\0';
+	next += r->operation_len + 1;
+	memcpy(next, p + r->operation_len + 1, r->collection_len);
+	next[r->collection_len] = '\0';
+	return next + r->collection_len + 1;
 }
 
 /*
@@ -327,8 +338,9 @@ set_names(TraceprofSpan *r, const char *name, const char *operation, const char 
  * statement's parse analysis, a transaction in progress.  A span may be
  * stored while an error is reported or a transaction aborts, where no lookup
  * belongs: a session's first statement may fail before parse analysis (its
- * texts are then kept where valid UTF-8, span_encoding.c).  Names are kept
- * zero-padded, so every span copies them whole (no strlen).
+ * texts are then kept where valid UTF-8, span_encoding.c).  Every span
+ * copies the cached names whole, a fixed size (no call to memcpy): the
+ * strings packed after them overwrite what is past their NUL.
  */
 static char database_name[NAMEDATALEN];
 static uint8 database_name_len;
@@ -356,9 +368,12 @@ remember_database(void)
 	}
 }
 
-/* The span also keeps the database's encoding, which readers cut its text by. */
-static void
-set_database_name(TraceprofSpan *record)
+/*
+ * The database's name packed at p; returns the byte after it.  The span
+ * also keeps the database's encoding, which readers cut its text by.
+ */
+static char *
+set_database_name(TraceprofSpan *record, char *p)
 {
 	static int	encoding = -1;
 
@@ -367,13 +382,15 @@ set_database_name(TraceprofSpan *record)
 		take_database_name(false);
 	if (unlikely(encoding < 0))
 		encoding = GetDatabaseEncoding();	/* the database's, set before any statement */
-	memcpy(record->dbname, database_name, sizeof(database_name));
+	memcpy(p, database_name, sizeof(database_name));
 	record->dbname_len = database_name_len;
 	record->encoding = (uint8) encoding;
+	return p + database_name_len + 1;
 }
 
-static void
-set_user_name(TraceprofSpan *record)
+/* The current user's name packed at p; returns the byte after it. */
+static char *
+set_user_name(TraceprofSpan *record, char *p)
 {
 	static Oid	cached_user = InvalidOid;
 	static char cached_name[NAMEDATALEN];
@@ -390,19 +407,17 @@ set_user_name(TraceprofSpan *record)
 			bool		own = MyProcPort != NULL && GetUserId() == GetAuthenticatedUserId();
 
 			record->userid = GetUserId();
-			record->username_len = copy_string(record->username, own ? MyProcPort->user_name : "",
-											   sizeof(record->username));
-			return;
+			record->username_len = copy_string(p, own ? MyProcPort->user_name : "", NAMEDATALEN);
+			return p + record->username_len + 1;
 		}
 		name = GetUserNameFromId(GetUserId(), true);
-
-		memset(cached_name, 0, sizeof(cached_name));
 		cached_len = copy_string(cached_name, name ? name : "", sizeof(cached_name));
 		cached_user = GetUserId();
 	}
 	record->userid = cached_user;
-	memcpy(record->username, cached_name, sizeof(cached_name));
+	memcpy(p, cached_name, sizeof(cached_name));
 	record->username_len = cached_len;
+	return p + cached_len + 1;
 }
 
 /*
@@ -540,14 +555,13 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 {
 	OpenSpan   *span;
 	TraceprofSpan *r;
+	char	   *p;
 
 	span = &open_spans[open_count];
 	if (unlikely(span->record == NULL))
 		span->record = MemoryContextAlloc(TopMemoryContext, TraceprofSpanSize());
 	r = span->record;
-	/* Every string is set below but the message, which only errors have. */
-	memset(r, 0, offsetof(TraceprofSpan, name));
-	r->message[0] = '\0';
+	memset(r, 0, SPAN_PACKED_FIXED);
 	memcpy(r->trace_id, parent->context.trace_id, TP_TRACE_ID_BYTES);
 	if (parent->remote || parent->nested)
 		memcpy(r->parent_span_id, parent->context.span_id, TP_SPAN_ID_BYTES);
@@ -564,18 +578,20 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	r->query_id = query_id;
 	r->rows = -1;
 	r->planning_ns = -1;
-	set_names(r, name, operation, collection);
-	set_database_name(r);
-	set_user_name(r);
+	/* The strings, packed in their order (traceprof.h). */
+	p = set_names(r, span_packed_strings(r), name, operation, collection);
+	p = set_database_name(r, p);
+	p = set_user_name(r, p);
 	if (parent->source != NULL)
 	{
 		int			len;
 		const char *text = statement_text(parent->source, parent->location, parent->len, &len);
 
-		query_text_for_span(text, len, query_id, r);
+		p = query_text_for_span(text, len, query_id, r, p);
 	}
 	else
-		r->query[0] = '\0';
+		*p++ = '\0';
+	*p = '\0';					/* the message, which only errors have */
 
 	span->top_level = !parent->nested;
 	span->root = parent->nested ? open_spans[open_count - 1].root : r;
@@ -631,13 +647,15 @@ ended_in_earlier_message(const OpenSpan *span)
 		 (ActivePortal == NULL && debug_query_string == NULL));
 }
 
-/* A failed span: error status, its SQLSTATE and message. */
+/* A failed span: error status, its SQLSTATE and message (the last string packed). */
 static void
 set_error(TraceprofSpan *r, int sqlerrcode, const char *message)
 {
+	char	   *dest = (char *) r + span_packed_size(r) - r->message_len - 1;
+
 	r->status = SPAN_STATUS_ERROR;
 	strlcpy(r->sqlstate, unpack_sql_state(sqlerrcode), sizeof(r->sqlstate));
-	r->message_len = copy_text(r->message, message, sizeof(r->message));
+	r->message_len = copy_text(dest, message, sizeof(r->message));
 }
 
 /* The span's CPU time (cpu: if tracked; else -1), buffers and WAL from its start to now. */
@@ -1818,6 +1836,20 @@ record_failed_message(const ErrorData *edata)
 	close_innermost(-1, edata->sqlerrcode, error_message(edata));
 }
 
+/* A packed span named anew: the strings after its names move to follow the new ones. */
+static void
+rename_span(TraceprofSpan *r, const char *name)
+{
+	char	   *strings = span_packed_strings(r);
+	Size		old_len = r->name_len + r->operation_len + r->collection_len + 3;
+	Size		rest = span_packed_size(r) - SPAN_PACKED_FIXED - old_len;
+	char		names[sizeof(r->name) + sizeof(r->operation) + sizeof(r->collection)];
+	Size		new_len = set_names(r, names, name, NULL, NULL) - names;
+
+	memmove(strings + new_len, strings + old_len, rest);
+	memcpy(strings, names, new_len);
+}
+
 /*
  * A Sync's implicit commit failed: a deferred foreign key, a serialization
  * failure.  No statement is under way and the message has no text
@@ -1840,7 +1872,7 @@ record_failed_commit(const ErrorData *edata)
 		span_store_count_unmade();
 		return;
 	}
-	set_names(r, "postgresql", NULL, NULL);
+	rename_span(r, "postgresql");
 	r->start_ns = r->end_ns;
 	r->end_ns = (int64) tp_unix_now_ns();
 	r->cpu_ns = -1;

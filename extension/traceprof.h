@@ -74,11 +74,14 @@ extern tp_span_context traceprof_guc_context;
 #define SPAN_NAME_BYTES (3 * NAMEDATALEN)
 
 /*
- * One span, as a backend builds it and as readers get it back.  Shared
- * memory keeps it packed (span_store.c): the fields before name, then the
- * strings back to back, so a short statement's span takes a few cache lines
- * instead of the ~1,150 bytes its string arrays span.  The query text's room is
- * traceprof.max_query_length bytes.
+ * One span, in one of two forms.  Readers get it unpacked, each string in
+ * its array.  A backend builds it packed, the form shared memory keeps: the
+ * fields before name, then name, operation, collection, dbname, username,
+ * query and message back to back, each NUL-terminated, so that a short
+ * statement's span takes a few cache lines instead of the ~1,150 bytes its
+ * string arrays span, and is stored with one copy.  Packed, only name (the
+ * first string) may be read as a field.  The query text's room is
+ * traceprof.max_query_length bytes; either form fits TraceprofSpanSize().
  */
 typedef struct TraceprofSpan
 {
@@ -143,6 +146,22 @@ typedef enum QueryForm
 #define TraceprofSpanSize() \
 	(offsetof(TraceprofSpan, query) + traceprof_max_query_length + 1)
 
+/* The packed form: its fixed part, its strings, its bytes. */
+#define SPAN_PACKED_FIXED offsetof(TraceprofSpan, name)
+
+static inline char *
+span_packed_strings(TraceprofSpan *span)
+{
+	return (char *) span + SPAN_PACKED_FIXED;
+}
+
+static inline Size
+span_packed_size(const TraceprofSpan *span)
+{
+	return SPAN_PACKED_FIXED + span->name_len + span->operation_len + span->collection_len +
+		span->dbname_len + span->username_len + span->query_len + span->message_len + 7;
+}
+
 /* span_store.c: the shared-memory ring of finished spans */
 typedef struct SpanStoreStats
 {
@@ -164,7 +183,11 @@ typedef bool (*SpanVisitor) (const TraceprofSpan *span, void *arg);
 
 extern Size span_store_shmem_size(void);
 extern void span_store_shmem_startup(void);
+/* span: packed */
 extern void span_store_write(const TraceprofSpan *span);
+/* Between the forms (out: TraceprofSpanSize() bytes); unpacking converts no text. */
+extern void span_pack(const TraceprofSpan *span, TraceprofSpan *out);
+extern bool span_unpack_texts(const char *in, Size len, TraceprofSpan *out);
 extern void span_store_count_malformed(void);
 extern void span_store_count_unmade(void);
 extern void span_store_scan_retained(SpanVisitor visit, void *arg);
@@ -182,6 +205,7 @@ extern void span_store_reset(void);
 
 /* span_encoding.c: texts converted for readers; '?' for what cannot be */
 extern void span_texts_to_encoding(TraceprofSpan *span, int encoding);
+/* A packed span's copy in UTF-8, packed */
 extern const TraceprofSpan *span_in_utf8(const TraceprofSpan *span);
 extern text *utf8_to_database_text(const char *s);
 extern void span_encoding_prepare(void);
@@ -191,7 +215,8 @@ extern void statement_spans_install_hooks(void);
 
 /* query_text.c */
 struct JumbleState;
-extern void query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *span);
+extern char *query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *span,
+								 char *dest);
 extern int	query_text_normalize_literals(const char *text, int len, QueryForm form, int encoding,
 										  char *dest);
 extern void query_text_remember_constants(uint64 query_id, const char *text, int len,
