@@ -61,9 +61,12 @@ SET log_min_messages = panic;
 SET traceprof.track_planning = off;
 SET traceprof.traceparent = '00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01';
 SELECT 1 / 0 AS folded_while_planned;
+-- At log, the server log takes FATAL and up, not ERROR: hidden as well.
+SET log_min_messages = log;
+SELECT 1 / (random() * 0)::int AS failed_while_run;
 SET traceprof.traceparent = '';
 RESET log_min_messages;
 RESET traceprof.track_planning;
 SELECT name, status, status_message, attributes->>'db.response.status_code' AS sqlstate
-  FROM traceprof.spans WHERE name <> 'plan'
+  FROM traceprof.spans WHERE name NOT IN ('plan', 'SET')
  ORDER BY start_time;
