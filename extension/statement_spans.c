@@ -1419,8 +1419,6 @@ start_with_spans(QueryDesc *query_desc, int eflags)
 	watching = watch_errors(&watch);
 	call_ExecutorStart(query_desc, eflags);
 	unwatch_errors(&watch, watching);
-	if (profiler_is_sampling() && query_desc->planstate != NULL)
-		executor_names_learn(query_desc->planstate);
 }
 
 /*
@@ -1457,11 +1455,9 @@ static void
 traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
 	if (unlikely(open_count > 0) || !starts_untraced(query_desc))
-	{
 		start_with_spans(query_desc, eflags);
-		return;
-	}
-	call_ExecutorStart(query_desc, eflags);
+	else
+		call_ExecutorStart(query_desc, eflags);
 	if (profiler_is_sampling() && query_desc->planstate != NULL)
 		executor_names_learn(query_desc->planstate);
 }
@@ -1844,8 +1840,9 @@ rename_span(TraceprofSpan *r, const char *name)
 	Size		old_len = r->name_len + r->operation_len + r->collection_len + 3;
 	Size		rest = span_packed_size(r) - SPAN_PACKED_FIXED - old_len;
 	char		names[sizeof(r->name) + sizeof(r->operation) + sizeof(r->collection)];
-	Size		new_len = set_names(r, names, name, NULL, NULL) - names;
+	Size		new_len;
 
+	new_len = set_names(r, names, name, NULL, NULL) - names;
 	memmove(strings + new_len, strings + old_len, rest);
 	memcpy(strings, names, new_len);
 }
