@@ -64,7 +64,8 @@
 # with export to the local sink (its spans dropped are counted).  Cluster D
 # (no extension, same settings and data) against A is the A/A control: its
 # spread is the method's resolution.  Ratio = B's (or D's) TPS / A's TPS in
-# the same run; CONCURRENT_ROUNDS rounds of CONCURRENT_SECONDS each.  Two
+# the same run; CONCURRENT_ROUNDS rounds of CONCURRENT_SECONDS each, of
+# CONCURRENT_WORKLOADS (select tpcb, or one of them for more rounds).  Two
 # clusters of the same settings can differ by a few percent, so B also runs
 # without its library (a restart, then a warm-up), and B's configurations
 # are set against that too: the round's ratio over B's own bare ratio.
@@ -98,6 +99,7 @@ mixed_rounds=${MIXED_ROUNDS:-5}
 mixed_secs=${MIXED_SECONDS:-10}
 concurrent_rounds=${CONCURRENT_ROUNDS:-8}
 concurrent_secs=${CONCURRENT_SECONDS:-10}
+concurrent_workloads=${CONCURRENT_WORKLOADS:-select tpcb}
 want() {
 	case " $sections " in *" $1 "*) return 0 ;; esac
 	return 1
@@ -584,7 +586,7 @@ fi
 # alternating, select-only; ratios within each pair.
 # Cluster A and another driven at once (see the header).
 if want concurrent; then
-	say "concurrent: $concurrent_rounds rounds of $concurrent_secs s, no extension vs A/A, B without its library, idle, tracing, tracing + export, 2 workloads, both driven at once"
+	say "concurrent: $concurrent_rounds rounds of $concurrent_secs s, no extension vs A/A, B without its library, idle, tracing, tracing + export, workloads: $concurrent_workloads, both driven at once"
 	start_cluster D
 	half=$(( (clients + 1) / 2 ))
 	# restart_b LIBRARIES WORKLOAD: cluster B restarted with
@@ -628,7 +630,7 @@ if want concurrent; then
 	}
 	r=0
 	while [ "$r" -lt "$concurrent_rounds" ]; do
-		for wl in select tpcb; do
+		for wl in $concurrent_workloads; do
 			# Each workload starts alike: before this, the first pair of a
 			# workload paid for the other workload's leftovers (a restart's
 			# empty buffers, unpruned rows, the exporter still sending), so
