@@ -79,8 +79,8 @@ extern tp_span_context traceprof_guc_context;
  * fields before name, then name, operation, collection, dbname, username,
  * query and message back to back, each NUL-terminated, so that a short
  * statement's span takes a few cache lines instead of the ~1,150 bytes its
- * string arrays span, and is stored with one copy.  Packed, only name (the
- * first string) may be read as a field.  The query text's room is
+ * string arrays span, and is stored with two copies.  Packed, of its strings
+ * only name (the first) may be read as a field.  The query text's room is
  * traceprof.max_query_length bytes; either form fits TraceprofSpanSize().
  */
 typedef struct TraceprofSpan
