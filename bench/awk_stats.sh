@@ -13,4 +13,11 @@ AWK_STATS='
 		sort(list, count)
 		return count % 2 ? list[(count + 1) / 2] : (list[count / 2] + list[count / 2 + 1]) / 2
 	}
+	# In a sorted list, ranks ci_rank(count) and count - ci_rank(count) + 1
+	# bracket the median with ~95% confidence (order statistics: binomial,
+	# normal approximation; no assumption about the noise).
+	function ci_rank(count,    k) {
+		k = int(count / 2 - 0.98 * sqrt(count))
+		return k < 1 ? 1 : k
+	}
 '

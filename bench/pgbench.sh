@@ -686,7 +686,7 @@ if want concurrent; then
 	done
 	echo
 	echo "concurrent runs: cluster A (no extension) and another driven at once, $half client(s) each, same CPUs ($concurrent_rounds rounds of ${concurrent_secs} s)"
-	echo "ratio = the other's TPS / A's TPS in the same run; median over rounds (range)"
+	echo "ratio = the other's TPS / A's TPS in the same run; median over rounds, its 95% confidence interval (order statistics), range"
 	awk -v summary="${BENCH_SUMMARY:-}" "$AWK_STATS"'
 		$1 == "concurrent" {
 			k = $3 SUBSEP $4; ratio[k, ++count[k]] = $6 / $5; dropped[k] += $7
@@ -698,14 +698,16 @@ if want concurrent; then
 			label["export"] = "tracing 100% + export"; label["bare"] = "B without its library"
 			target["idle"] = "TPS >= 0.99x"; target["trace"] = "TPS >= 0.97x"; target["aa"] = "1 (resolution)"
 			target["export"] = "TPS >= 0.95x, 0 dropped"; target["bare"] = "B against A"
-			printf "%-14s %-26s %6s %9s %19s\n", "workload", "against no extension", "rounds", "ratio", "range"
+			printf "%-14s %-26s %6s %9s %19s %19s\n", "workload", "against no extension", "rounds", "ratio", "95% CI", "range"
 			split("select tpcb", w, " "); split("aa bare idle trace export", c, " ")
 			for (i = 1; i <= 2; i++) for (j = 1; j <= 5; j++) {
 				k = w[i] SUBSEP c[j]; m = count[k]
 				if (m == 0) continue
 				for (x = 1; x <= m; x++) q[x] = ratio[k, x]
 				sort(q, m)
-				printf "%-14s %-26s %6d %9.4f %9.4f..%-9.4f %s%s\n", name[w[i]], label[c[j]], m, median(q, m), q[1], q[m], target[c[j]],
+				lo = ci_rank(m)
+				printf "%-14s %-26s %6d %9.4f %9.4f..%-9.4f %9.4f..%-9.4f %s%s\n", name[w[i]], label[c[j]], m, median(q, m),
+					q[lo], q[m - lo + 1], q[1], q[m], target[c[j]],
 					c[j] == "export" ? sprintf(" (spans dropped: %d)", dropped[k]) : ""
 				if (summary != "")
 					printf "pgbench|concurrent runs, %s, %s: TPS ratio to no extension, median (range)|%.4fx (%.4f..%.4f)|%s\n",
@@ -713,7 +715,7 @@ if want concurrent; then
 			}
 			# The same configurations against cluster B itself without its
 			# library: the ratio of each round over the bare ratio of that round.
-			printf "\n%-14s %-26s %6s %9s %19s\n", "workload", "against B without library", "rounds", "ratio", "range"
+			printf "\n%-14s %-26s %6s %9s %19s %19s\n", "workload", "against B without library", "rounds", "ratio", "95% CI", "range"
 			for (i = 1; i <= 2; i++) for (j = 3; j <= 5; j++) {
 				k = w[i] SUBSEP c[j]; bare = w[i] SUBSEP "bare"; m = 0
 				for (r = 0; r < rounds; r++)
@@ -721,7 +723,9 @@ if want concurrent; then
 						q[++m] = of_round[k, r] / of_round[bare, r]
 				if (m == 0) continue
 				sort(q, m)
-				printf "%-14s %-26s %6d %9.4f %9.4f..%-9.4f %s\n", name[w[i]], label[c[j]], m, median(q, m), q[1], q[m], target[c[j]]
+				lo = ci_rank(m)
+				printf "%-14s %-26s %6d %9.4f %9.4f..%-9.4f %9.4f..%-9.4f %s\n", name[w[i]], label[c[j]], m, median(q, m),
+					q[lo], q[m - lo + 1], q[1], q[m], target[c[j]]
 				if (summary != "")
 					printf "pgbench|concurrent runs, %s, %s: TPS ratio to cluster B without its library, median (range)|%.4fx (%.4f..%.4f)|%s\n",
 						name[w[i]], label[c[j]], median(q, m), q[1], q[m], target[c[j]] >>summary
@@ -781,9 +785,7 @@ if want pairs; then
 					tpsr[i + 1] = cand_tps[name, i] / base_tps[name, i]
 				}
 				sort(cpu, count); sort(tpsr, count)
-				# Ranks k and count - k + 1 bracket the median with ~95%
-				# confidence (binomial, normal approximation).
-				k = int(count / 2 - 0.98 * sqrt(count)); if (k < 1) k = 1
+				k = ci_rank(count)
 				printf "%-28s %6d %12.4f %10.4f..%-10.4f %12.4f %10.4f..%-10.4f\n", label[name], count,
 					median(cpu, count), cpu[k], cpu[count - k + 1], median(tpsr, count), tpsr[k], tpsr[count - k + 1]
 				if (summary != "")
