@@ -65,7 +65,9 @@
 # (no extension, same settings and data) against A is the A/A control: its
 # spread is the method's resolution.  Ratio = B's (or D's) TPS / A's TPS in
 # the same run; CONCURRENT_ROUNDS rounds of CONCURRENT_SECONDS each, of
-# CONCURRENT_WORKLOADS (select tpcb, or one of them for more rounds).  Two
+# CONCURRENT_WORKLOADS (select tpcb, or one of them for more rounds);
+# printed as the median over rounds, its 95% confidence interval and the
+# range.  Two
 # clusters of the same settings can differ by a few percent, so B also runs
 # without its library (a restart, then a warm-up), and B's configurations
 # are set against that too: the round's ratio over B's own bare ratio.
