@@ -210,7 +210,7 @@ span_store_write(const TraceprofSpan *span)
 		if (slot == NULL)
 			return;
 		memcpy(slot, span, SPAN_PACKED_FIXED);
-		memcpy(slot + SPAN_PACKED_FIXED, (const char *) span + SPAN_PACKED_FIXED, len - SPAN_PACKED_FIXED);
+		memcpy(slot + SPAN_PACKED_FIXED, span_packed_strings(span), len - SPAN_PACKED_FIXED);
 		shm_ring_end_write(ring, position, &pending);
 	}
 	else if (!shm_ring_write(ring, span, len, exporting, &pending))

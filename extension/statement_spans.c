@@ -522,6 +522,13 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 	return true;
 }
 
+/* Whether any statement of the session may be traced without a comment of its own. */
+static inline bool
+session_may_trace(void)
+{
+	return traceprof_guc_context_valid || traceprof_sample_rate > 0;
+}
+
 /*
  * Whether a client's statement may be traced at all: under the session's
  * context, by sampling, or by the comment that ends it (choose_root_context
@@ -534,7 +541,7 @@ may_be_traced(const char *source, int location, int len)
 	const char *text;
 	int			text_len;
 
-	if (traceprof_guc_context_valid || traceprof_sample_rate > 0)
+	if (session_may_trace())
 		return true;
 	if (source == NULL)
 		return false;
@@ -1070,7 +1077,7 @@ remember_constants_if_traced(ParseState *pstate, Query *query, JumbleState *jsta
 	tp_span_context ignored;
 
 	statement = statement_text(pstate->p_sourcetext, query->stmt_location, query->stmt_len, &len);
-	if (traceprof_guc_context_valid || traceprof_sample_rate > 0 ||
+	if (session_may_trace() ||
 		tp_sqlcomment_traceparent(statement, len, &ignored) != TP_COMMENT_NONE)
 		query_text_remember_constants(query->queryId, statement, len,
 									  (int) (statement - pstate->p_sourcetext), jstate);

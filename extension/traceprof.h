@@ -149,8 +149,9 @@ typedef enum QueryForm
 /* The packed form: its fixed part, its strings, its bytes. */
 #define SPAN_PACKED_FIXED offsetof(TraceprofSpan, name)
 
+/* Where the packed strings start; like strchr, const in and not out. */
 static inline char *
-span_packed_strings(TraceprofSpan *span)
+span_packed_strings(const TraceprofSpan *span)
 {
 	return (char *) span + SPAN_PACKED_FIXED;
 }
