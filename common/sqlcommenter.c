@@ -70,6 +70,26 @@ decode_value(const char *p, const char *end, char *out, size_t *out_len)
 	return p + 1;
 }
 
+/*
+ * Skip a quoted value [p, end) starting after its opening quote, whatever
+ * its length (another key's may be long: a route, a controller's action):
+ * the position after its closing quote, or NULL when it is unterminated.
+ */
+static const char *
+skip_value(const char *p, const char *end)
+{
+	while (p < end && *p != '\'')
+		p += (*p == '\\' && p + 1 < end) ? 2 : 1;
+	return p < end ? p + 1 : NULL;
+}
+
+static bool
+is_traceparent_key(const char *key, const char *eq)
+{
+	return (size_t) (eq - key) == strlen("traceparent") &&
+		memcmp(key, "traceparent", strlen("traceparent")) == 0;
+}
+
 tp_comment_result
 tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
 {
@@ -92,23 +112,23 @@ tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
 	{
 		const char *key = p;
 		const char *eq = memchr(p, '=', (size_t) (close - p));
-		char		value[MAX_VALUE];
-		size_t		value_len;
 
 		while (key < close && (*key == ' ' || *key == ','))
 			key++;
 		if (eq == NULL || eq + 1 >= close || eq[1] != '\'')
 			return TP_COMMENT_NONE;	/* not a sqlcommenter comment */
-		p = decode_value(eq + 2, close, value, &value_len);
-		if ((size_t) (eq - key) == strlen("traceparent") &&
-			memcmp(key, "traceparent", strlen("traceparent")) == 0)
+		if (is_traceparent_key(key, eq))
 		{
+			char		value[MAX_VALUE];
+			size_t		value_len;
 			const char *why;
 
-			if (p == NULL || !tp_traceparent_parse(value, value_len, out, &why))
+			if (decode_value(eq + 2, close, value, &value_len) == NULL ||
+				!tp_traceparent_parse(value, value_len, out, &why))
 				return TP_COMMENT_MALFORMED;
 			return TP_COMMENT_VALID;
 		}
+		p = skip_value(eq + 2, close);
 		if (p == NULL)
 			return TP_COMMENT_NONE;
 	}

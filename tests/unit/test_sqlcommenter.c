@@ -36,6 +36,31 @@ TEST(sorted_keys_and_url_encoding)
 				  &ctx) == TP_COMMENT_VALID);
 }
 
+/* Other keys' values are skipped whatever their length: a route may be long. */
+TEST(long_values_of_other_keys)
+{
+	tp_span_context ctx;
+	char		sql[4096];
+	char		route[1024];
+	char		hex[17];
+
+	memset(route, 'a', 1000);
+	route[1000] = '\0';
+	snprintf(sql, sizeof(sql), "SELECT 1 /*route='%s',traceparent='" TP "'*/", route);
+	CHECK(extract(sql, &ctx) == TP_COMMENT_VALID);
+	tp_hex_encode(ctx.span_id, 8, hex);
+	CHECK_STR(hex, "00f067aa0ba902b7");
+	/* escaped quotes and percent escapes, 400 bytes once decoded */
+	memset(route, 0, sizeof(route));
+	for (int i = 0; i < 200; i++)
+		strcat(route, i % 2 ? "%2Fa" : "\\'b");
+	snprintf(sql, sizeof(sql), "SELECT 1 /*action='%s',route='%s',traceparent='" TP "'*/", route, route);
+	CHECK(extract(sql, &ctx) == TP_COMMENT_VALID);
+	/* unterminated: not a sqlcommenter comment */
+	snprintf(sql, sizeof(sql), "SELECT 1 /*route='%s*/", route);
+	CHECK(extract(sql, &ctx) == TP_COMMENT_NONE);
+}
+
 TEST(no_comment_or_no_key)
 {
 	tp_span_context ctx;
@@ -87,6 +112,7 @@ main(void)
 {
 	RUN(appended_comment);
 	RUN(sorted_keys_and_url_encoding);
+	RUN(long_values_of_other_keys);
 	RUN(no_comment_or_no_key);
 	RUN(malformed_values_are_reported);
 	RUN(last_comment_wins);
