@@ -1974,3 +1974,46 @@ describe('hot standby (primary and standby clusters)', () => {
 		}
 	});
 });
+
+describe('without the preload (own cluster)', () => {
+	let cluster;
+
+	before(async () => {
+		cluster = await startCluster();
+	});
+
+	after(async () => {
+		if (cluster)
+			await cluster.stop();
+	});
+
+	test('10. CREATE EXTENSION, LOAD and a restore-style CREATE EXTENSION fail with what to do; nothing crashes', async () => {
+		const client = await connect(cluster);
+		try {
+			const wantsPreload = (err) => {
+				assert.equal(err.code, '55000', `SQLSTATE of: ${err.message}`);
+				assert.match(err.message, /traceprof must be loaded via shared_preload_libraries/);
+				assert.match(err.hint ?? '', /shared_preload_libraries.*restart/);
+				return true;
+			};
+			await assert.rejects(client.query('CREATE EXTENSION traceprof'), wantsPreload);
+			await assert.rejects(client.query("LOAD 'traceprof'"), wantsPreload);
+			// pg_restore creates functions without checking their bodies: the
+			// library is loaded, and refused, at the first call at the latest.
+			await client.query('SET check_function_bodies = off');
+			let created = true;
+			try {
+				await client.query('CREATE EXTENSION traceprof');
+			} catch (err) {
+				wantsPreload(err);
+				created = false;
+			}
+			if (created)
+				await assert.rejects(client.query('SELECT * FROM traceprof.stats'), wantsPreload);
+			assert.equal((await client.query('SELECT 1 AS one')).rows[0].one, 1, 'the session goes on');
+		} finally {
+			await client.end();
+		}
+		assert.doesNotMatch(cluster.readLog(), /terminated by signal|server process .* was terminated|PANIC/);
+	});
+});

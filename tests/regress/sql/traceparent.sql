@@ -23,6 +23,28 @@ SHOW traceprof.traceparent;
 COMMIT;
 SHOW traceprof.traceparent;
 
+-- what gets traced: a context not sampled (flags 00) is honoured even under
+-- sampling; SET LOCAL holds until the block ends, by COMMIT or ROLLBACK
+SELECT traceprof.reset();
+SET traceprof.sample_rate = 1;
+SET traceprof.traceparent = '00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-1111111111111111-00';
+SELECT 'not sampled' AS t;
+SET traceprof.traceparent = '00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-2222222222222222-01';
+SET traceprof.sample_rate = 0;
+BEGIN;
+SET LOCAL traceprof.traceparent = '00-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-3333333333333333-01';
+SELECT 'local' AS t;
+ROLLBACK;
+SELECT 'session again' AS t;
+SET traceprof.traceparent = '';
+BEGIN;
+SET LOCAL traceprof.traceparent = '00-cccccccccccccccccccccccccccccccc-4444444444444444-01';
+SELECT 'local, committed' AS t;
+COMMIT;
+SELECT 'untraced after the block' AS t;
+SELECT substr(trace_id, 1, 4) AS trace, parent_span_id, name, query
+  FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
+
 -- only superusers may point the server elsewhere
 CREATE ROLE traceprof_plain LOGIN;
 SET ROLE traceprof_plain;
