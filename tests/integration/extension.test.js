@@ -1685,6 +1685,28 @@ describe('retries and rejections (own cluster)', () => {
 		assert.deepEqual(logLines(cluster, logStart).filter((l) => /WARNING/.test(l)), [], 'no WARNING for a delivered retry');
 	});
 
+	test('6h. 502, then 504, without Retry-After: retried with backoff, then delivered; no failure counted', async () => {
+		const before_ = await stats(monitor);
+		receiver.enqueue({ status: 502 }, { status: 504 }, {});
+		const ctx = await tracedSelect('gateway_errors');
+		const ids = (req) => decodeTraces(req.body).spans.map((s) => s.spanId).sort();
+		const delivered = () => requestsWith(receiver, ctx.traceId)
+			.filter((r) => r.behaviour.status === undefined).flatMap(ids);
+		await waitFor(() => `both spans of trace ${ctx.traceId} delivered (have ${delivered().length})`,
+			() => delivered().length >= 2);
+		const reqs = requestsWith(receiver, ctx.traceId);
+		assert.deepEqual(reqs.slice(0, 3).map((r) => r.behaviour.status ?? 200), [502, 504, 200],
+			'502 and 504 are retried until the 200');
+		assert.deepEqual(ids(reqs[1]), ids(reqs[0]), 'the first retry carries the same batch');
+		assert.deepEqual(ids(reqs[2]), ids(reqs[0]), 'the second retry carries the same batch');
+		const s = await waitFor((last) => `the batch to count as exported (${JSON.stringify(last)})`, async () => {
+			const x = await stats(monitor);
+			return x.spans_exported >= before_.spans_exported + 2 && x.spans_pending === 0 ? x : null;
+		});
+		assert.equal(s.export_failures, before_.export_failures, 'a delivered retry is no failure');
+		assert.equal(new Set(delivered()).size, 2, 'each span delivered once');
+	});
+
 	test('6b. 400: not retried (the batch is sent once), counted as a failure', async () => {
 		const before_ = await stats(monitor);
 		receiver.enqueue({ status: 400, body: 'bad request' });
