@@ -2039,3 +2039,72 @@ describe('without the preload (own cluster)', () => {
 		assert.doesNotMatch(cluster.readLog(), /terminated by signal|server process .* was terminated|PANIC/);
 	});
 });
+
+describe('hooks chained under other extensions (own cluster)', () => {
+	let cluster;
+
+	before(async () => {
+		// auto_explain's executor hooks under ours (we call them as the
+		// previous holder), pg_stat_statements' over ours (it calls ours);
+		// normalize.test.js has pg_stat_statements under.
+		cluster = await startTraced({
+			shared_preload_libraries: 'auto_explain,traceprof,pg_stat_statements',
+			'auto_explain.log_min_duration': '0',
+			'auto_explain.log_nested_statements': 'on',
+			'pg_stat_statements.track': 'all',
+			'traceprof.track': 'all',
+		});
+		await cluster.psql('CREATE EXTENSION pg_stat_statements;', { db: 'app' });
+	});
+
+	after(async () => {
+		if (cluster)
+			await cluster.stop();
+	});
+
+	test('11. every extension sees each statement: traceprof spans, pg_stat_statements counts, auto_explain plans', async () => {
+		const client = await connect(cluster);
+		try {
+			await client.query('CREATE TABLE chained_t (id int PRIMARY KEY, v text)');
+			await client.query(`CREATE FUNCTION chained_count() RETURNS bigint LANGUAGE sql
+				AS 'SELECT count(*) FROM chained_t WHERE v <> ''nested_marker'''`);
+			await client.query('SELECT pg_stat_statements_reset()');
+			const logStart = cluster.readLog().length;
+			const ctx = newContext();
+			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await client.query("INSERT INTO chained_t SELECT g, 'v' || g FROM generate_series(1, 5) g");
+			await client.query({ text: 'SELECT v FROM chained_t WHERE id = $1', values: [3] });
+			await client.query('SELECT chained_count() AS n');
+			await client.query('CREATE INDEX chained_t_v ON chained_t (v)');
+			await client.query('RESET traceprof.traceparent');
+
+			const spans = (await client.query(
+				'SELECT name, kind, parent_span_id FROM traceprof.spans WHERE trace_id = $1 ORDER BY start_time',
+				[ctx.traceId])).rows;
+			const server = spans.filter((s) => s.kind === 'server');
+			assert.deepEqual(server.map((s) => s.name),
+				['INSERT chained_t', 'SELECT chained_t', 'SELECT', 'CREATE INDEX chained_t'], JSON.stringify(spans));
+			assert.ok(server.every((s) => s.parent_span_id === ctx.spanId), 'children of the caller\'s span');
+			assert.ok(spans.some((s) => s.kind === 'internal' && s.name === 'SELECT chained_t'),
+				`the function's statement has its own span under track = all: ${JSON.stringify(spans)}`);
+
+			const calls = (await client.query(
+				"SELECT query, calls FROM pg_stat_statements WHERE query ~ 'chained_t|chained_count' ORDER BY query")).rows;
+			const callsOf = (re) => calls.filter((r) => re.test(r.query)).reduce((n, r) => n + Number(r.calls), 0);
+			assert.equal(callsOf(/^INSERT INTO chained_t/), 1, JSON.stringify(calls));
+			assert.equal(callsOf(/^SELECT v FROM chained_t WHERE id = \$1/), 1, JSON.stringify(calls));
+			assert.equal(callsOf(/^SELECT count\(\*\) FROM chained_t WHERE v <> \$1/), 1, 'pg_stat_statements sees the nested statement (track = all)');
+			assert.equal(callsOf(/^CREATE INDEX chained_t_v/), 1, 'and the utility statement');
+
+			const log = await waitFor('auto_explain\'s plans in the server log', () => {
+				const text = cluster.readLog().slice(logStart);
+				return /duration: .* plan:[\s\S]*Query Text: SELECT v FROM chained_t WHERE id = \$1/.test(text) ? text : null;
+			});
+			assert.match(log, /Query Text: INSERT INTO chained_t/);
+			assert.match(log, /Query Text: SELECT count\(\*\) FROM chained_t WHERE v <> 'nested_marker'/,
+				'auto_explain sees the nested statement');
+		} finally {
+			await client.end();
+		}
+	});
+});
