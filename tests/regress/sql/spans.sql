@@ -38,7 +38,7 @@ SELECT name, kind, parent_span_id, status, status_message, query,
 
 -- other keys' values may be long (a route; sqlcommenter sorts keys, so they
 -- come first): the traceparent after them still counts
-SELECT 1 AS long_route /*route='%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi',traceparent='00-11111111111111111111111111111111-4444444444444444-01'*/;
+SELECT 1 AS long_route /*route='%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi',traceparent='00-11111111111111111111111111111111-4444444444444444-01'*/;
 SELECT name, trace_id
   FROM traceprof.spans WHERE parent_span_id = '4444444444444444';
 
