@@ -33,14 +33,6 @@ typedef struct SpanStore
 TP_HOT static SpanStore *store;
 TP_HOT static ShmRing *ring;
 
-static char *
-pack_string(char *out, const char *s, Size len)
-{
-	memcpy(out, s, len);
-	out[len] = '\0';
-	return out + len + 1;
-}
-
 /* An unpacked span into its packed form (traceprof.h), for spans made unpacked. */
 void
 span_pack(const TraceprofSpan *span, TraceprofSpan *out)
@@ -48,13 +40,13 @@ span_pack(const TraceprofSpan *span, TraceprofSpan *out)
 	char	   *p = span_packed_strings(out);
 
 	memcpy(out, span, SPAN_PACKED_FIXED);
-	p = pack_string(p, span->name, span->name_len);
-	p = pack_string(p, span->operation, span->operation_len);
-	p = pack_string(p, span->collection, span->collection_len);
-	p = pack_string(p, span->dbname, span->dbname_len);
-	p = pack_string(p, span->username, span->username_len);
-	p = pack_string(p, span->query, span->query_len);
-	p = pack_string(p, span->message, span->message_len);
+	p = span_pack_string(p, span->name, span->name_len);
+	p = span_pack_string(p, span->operation, span->operation_len);
+	p = span_pack_string(p, span->collection, span->collection_len);
+	p = span_pack_string(p, span->dbname, span->dbname_len);
+	p = span_pack_string(p, span->username, span->username_len);
+	p = span_pack_string(p, span->query, span->query_len);
+	p = span_pack_string(p, span->message, span->message_len);
 	Assert(p - (char *) out == span_packed_size(span));
 }
 

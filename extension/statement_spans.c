@@ -321,13 +321,8 @@ set_names(TraceprofSpan *r, char *p, const char *name, const char *operation, co
 		p[r->operation_len] = ' ';
 		r->name_len += 1 + r->collection_len;
 	}
-	next = p + r->name_len + 1;
-	memcpy(next, p, r->operation_len);
-	next[r->operation_len] = '\0';
-	next += r->operation_len + 1;
-	memcpy(next, p + r->operation_len + 1, r->collection_len);
-	next[r->collection_len] = '\0';
-	return next + r->collection_len + 1;
+	next = span_pack_string(p + r->name_len + 1, p, r->operation_len);
+	return span_pack_string(next, p + r->operation_len + 1, r->collection_len);
 }
 
 /*

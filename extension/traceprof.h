@@ -156,6 +156,15 @@ span_packed_strings(const TraceprofSpan *span)
 	return (char *) span + SPAN_PACKED_FIXED;
 }
 
+/* One packed string of len bytes and its NUL at out; returns the byte after them. */
+static inline char *
+span_pack_string(char *out, const char *s, Size len)
+{
+	memcpy(out, s, len);
+	out[len] = '\0';
+	return out + len + 1;
+}
+
 static inline Size
 span_packed_size(const TraceprofSpan *span)
 {
