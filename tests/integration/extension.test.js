@@ -1653,6 +1653,12 @@ describe('retries and rejections (own cluster)', () => {
 		return ctx;
 	}
 
+	/** The span ids a request carries, sorted. */
+	const ids = (req) => decodeTraces(req.body).spans.map((s) => s.spanId).sort();
+	/** The span ids of a trace in the requests answered 200 (the default), sorted. */
+	const deliveredIds = (traceId) => requestsWith(receiver, traceId)
+		.filter((r) => r.behaviour.status === undefined).flatMap(ids).sort();
+
 	test('6. 503 + Retry-After: 1, then 200: the batch is delivered by the retry, no failure counted', async () => {
 		const logStart = cluster.readLog().length;
 		const before_ = await stats(monitor);
@@ -1660,9 +1666,7 @@ describe('retries and rejections (own cluster)', () => {
 		const ctx = await tracedSelect('retried');
 		// The plan span is stored before the statement span: an export tick
 		// between them sends them in two batches, so count spans, not requests.
-		const ids = (req) => decodeTraces(req.body).spans.map((s) => s.spanId).sort();
-		const delivered = () => requestsWith(receiver, ctx.traceId)
-			.filter((r) => r.behaviour.status === undefined).flatMap(ids).sort();
+		const delivered = () => deliveredIds(ctx.traceId);
 		await waitFor(() => `both spans of trace ${ctx.traceId} delivered (have ${delivered().length})`,
 			() => delivered().length >= 2);
 		const reqs = requestsWith(receiver, ctx.traceId);
@@ -1689,9 +1693,7 @@ describe('retries and rejections (own cluster)', () => {
 		const before_ = await stats(monitor);
 		receiver.enqueue({ status: 502 }, { status: 504 }, {});
 		const ctx = await tracedSelect('gateway_errors');
-		const ids = (req) => decodeTraces(req.body).spans.map((s) => s.spanId).sort();
-		const delivered = () => requestsWith(receiver, ctx.traceId)
-			.filter((r) => r.behaviour.status === undefined).flatMap(ids);
+		const delivered = () => deliveredIds(ctx.traceId);
 		await waitFor(() => `both spans of trace ${ctx.traceId} delivered (have ${delivered().length})`,
 			() => delivered().length >= 2);
 		const reqs = requestsWith(receiver, ctx.traceId);
