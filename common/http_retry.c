@@ -42,7 +42,9 @@ tp_parse_retry_after(const char *value)
 	char	   *end;
 	long		seconds = strtol(value, &end, 10);
 
-	if (end != value && (*end == '\0' || *end == '\r' || *end == '\n' || *end == ' '))
+	if (end != value)
+		end += strspn(end, " \t\r\n");	/* a header value's trailing blanks */
+	if (end != value && *end == '\0')
 		return seconds < 0 ? -1 : (seconds > MAX_RETRY_AFTER_S ? MAX_RETRY_AFTER_S : seconds) * 1000;
 
 	time_t		when = curl_getdate(value, NULL);

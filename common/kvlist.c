@@ -135,6 +135,9 @@ parse_member(const char *start, const char *end, int flags, int position,
 	else if ((flags & TP_KV_PERCENT_DECODE) && !percent_decode(value))
 		snprintf(err, errlen, "%s has a malformed percent-encoding (expected %%XX with two hex digits, not %%00)",
 				 member);
+	else if (!tp_utf8_is_valid(key, strlen(key)) || !tp_utf8_is_valid(value, strlen(value)))
+		snprintf(err, errlen, "%s is not valid UTF-8%s", member,
+				 (flags & TP_KV_PERCENT_DECODE) ? " once percent-decoded" : "");
 	else if (!tp_kvlist_add(out, key, value))
 		snprintf(err, errlen, "out of memory");
 	else

@@ -9,7 +9,10 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "log.h"
+#include "text.h"
 
 #define DEFAULT_HTTP_ENDPOINT "http://localhost:4318"
 #define DEFAULT_GRPC_ENDPOINT "http://localhost:4317"
@@ -41,42 +44,79 @@ env_is_true(const char *name)
 	return value != NULL && strcasecmp(value, "true") == 0;
 }
 
-static bool
-has_scheme(const char *endpoint)
+/*
+ * endpoint as a URL (http:// when it names no scheme), or NULL unless it is
+ * an http or https URL with a host and, if any, a port number.
+ */
+static CURLU *
+endpoint_url(const char *endpoint)
 {
-	return strncmp(endpoint, "http://", 7) == 0 || strncmp(endpoint, "https://", 8) == 0;
+	const char *separator = strstr(endpoint, "://");
+	const char *authority = separator ? separator + 3 : endpoint;
+	CURLU	   *url = curl_url();
+	char	   *text = NULL;
+	char	   *scheme = NULL;
+	char	   *host = NULL;
+	bool		ok;
+
+	if (url == NULL)
+		return NULL;
+	/* libcurl would read "http:///x" as host x, and take https by default. */
+	ok = authority[0] != '/' && strpbrk(endpoint, " \t\r\n") == NULL &&
+		asprintf(&text, "%s%s", separator ? "" : "http://", endpoint) >= 0 &&
+		curl_url_set(url, CURLUPART_URL, text, CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK &&
+		curl_url_get(url, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+		(strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0) &&
+		curl_url_get(url, CURLUPART_HOST, &host, 0) == CURLUE_OK && host[0] != '\0';
+	free(text);
+	curl_free(scheme);
+	curl_free(host);
+	if (ok)
+		return url;
+	curl_url_cleanup(url);
+	return NULL;
 }
 
+/* The suffix goes on the path: a query string stays after it. */
 char *
 tp_otlp_traces_url(const char *endpoint, tp_otlp_protocol protocol, bool per_signal)
 {
 	const char *suffix = protocol == TP_OTLP_GRPC ? GRPC_EXPORT_PATH : "/v1/traces";
-	const char *scheme = has_scheme(endpoint) ? "" : "http://";
-	size_t		len = strlen(endpoint);
-	char	   *url;
+	CURLU	   *url = endpoint_url(endpoint);
+	char	   *path = NULL;
+	char	   *joined = NULL;
+	char	   *full = NULL;
+	char	   *result = NULL;
+	size_t		len;
 
+	if (url == NULL)
+		return NULL;
 	if (per_signal && protocol == TP_OTLP_HTTP_PROTOBUF)
 		suffix = "";			/* the traces endpoint is used as is */
-	while (suffix[0] != '\0' && len > 0 && endpoint[len - 1] == '/')
-		len--;
-	if (asprintf(&url, "%s%.*s%s", scheme, (int) len, endpoint, suffix) < 0)
-		return NULL;
-	return url;
+	if (curl_url_get(url, CURLUPART_PATH, &path, 0) == CURLUE_OK)
+	{
+		len = strlen(path);
+		while (suffix[0] != '\0' && len > 0 && path[len - 1] == '/')
+			len--;
+		if (asprintf(&joined, "%.*s%s", (int) len, path, suffix) >= 0 &&
+			curl_url_set(url, CURLUPART_PATH, joined, 0) == CURLUE_OK &&
+			curl_url_get(url, CURLUPART_URL, &full, 0) == CURLUE_OK)
+			result = strdup(full);
+	}
+	curl_free(path);
+	free(joined);
+	curl_free(full);
+	curl_url_cleanup(url);
+	return result;
 }
 
 bool
 tp_otlp_endpoint_is_valid(const char *endpoint)
 {
-	const char *host = endpoint;
+	CURLU	   *url = endpoint_url(endpoint);
 
-	if (strstr(endpoint, "://") != NULL)
-	{
-		if (!has_scheme(endpoint))
-			return false;
-		host = strstr(endpoint, "://") + 3;
-	}
-	return host[0] != '\0' && host[0] != '/' && host[0] != ':' &&
-		strpbrk(endpoint, " \t\r\n") == NULL;
+	curl_url_cleanup(url);
+	return url != NULL;
 }
 
 static tp_otlp_protocol
@@ -89,7 +129,7 @@ read_protocol(const char *endpoint)
 	if (value == NULL)
 	{
 		/* The documents' "localhost:4317" form: no scheme means gRPC. */
-		return endpoint != NULL && !has_scheme(endpoint) ? TP_OTLP_GRPC : TP_OTLP_HTTP_PROTOBUF;
+		return endpoint != NULL && strstr(endpoint, "://") == NULL ? TP_OTLP_GRPC : TP_OTLP_HTTP_PROTOBUF;
 	}
 	if (strcmp(value, "grpc") == 0)
 		return TP_OTLP_GRPC;
@@ -194,6 +234,12 @@ read_resource(tp_kvlist *resource, const char *default_service)
 	char		pid[32];
 
 	read_kvlist("OTEL_RESOURCE_ATTRIBUTES", TP_KV_PERCENT_DECODE, &from_env);
+	if (service != NULL && !tp_utf8_is_valid(service, strlen(service)))
+	{
+		/* Every request would carry it, and a collector refuses them all. */
+		tp_warn("OTEL_SERVICE_NAME ignored: it is not valid UTF-8");
+		service = NULL;
+	}
 	if (service == NULL || service[0] == '\0')
 		service = tp_kvlist_get(&from_env, "service.name");
 	if (service == NULL || service[0] == '\0')

@@ -245,6 +245,13 @@ classify_answer(const tp_otlp_target *target, response *r, char *err, size_t err
 	}
 	if (target->protocol == TP_OTLP_GRPC)
 	{
+		if (r->grpc_status < 0)
+		{
+			/* gRPC reads a missing status as INTERNAL (13), not retried. */
+			snprintf(err, errlen, "%s: the answer has no grpc-status trailer (read as gRPC status 13, INTERNAL)",
+					 shown);
+			return ATTEMPT_REJECTED;
+		}
 		if (r->grpc_status != 0)
 		{
 			snprintf(err, errlen, "%s: gRPC status %d%s%s", shown, r->grpc_status,
@@ -370,10 +377,13 @@ attempt_export(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 	x->outcome = attempt(x->target, x->payload, x->payload_len, timeout_ms, &r, err, errlen);
 	x->target->rejected_spans = r.rejected_spans;
 	free(r.body);
+	if (x->outcome != ATTEMPT_RETRY)
+		return false;
+	/* Retry-After means something only on an answer asking to come back. */
 	*retry_after_ms = r.retry_after_ms;
 	if (r.retry_after_ms >= 0)
 		x->target->retry_not_before_ms = tp_retry_not_before_ms(r.retry_after_ms);
-	return x->outcome == ATTEMPT_RETRY;
+	return true;
 }
 
 long

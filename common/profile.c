@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "profile_internal.h"
+#include "text.h"
 
 /* Beyond this many cached locations tp_profile_clear() starts afresh. */
 #define LOCATION_CACHE_MAX 65536
@@ -119,47 +120,13 @@ reserve(void **array, uint32_t *cap, uint32_t count, size_t size)
 	return true;
 }
 
-/*
- * Length of the valid UTF-8 sequence at s (RFC 3629: no overlongs, no
- * surrogates, nothing above U+10FFFF), or 0; control characters count as
- * invalid.
- */
+/* Length of the valid UTF-8 sequence at s, or 0; control characters count as invalid. */
 static size_t
 utf8_length(const unsigned char *s, size_t avail)
 {
-	unsigned char c = s[0];
-	unsigned char lo = 0x80;
-	unsigned char hi = 0xbf;
-	size_t		n;
-
-	if (c < 0x80)
-		return c < 0x20 || c == 0x7f ? 0 : 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-	{
-		n = 3;
-		if (c == 0xe0)
-			lo = 0xa0;
-		else if (c == 0xed)
-			hi = 0x9f;
-	}
-	else if (c >= 0xf0 && c <= 0xf4)
-	{
-		n = 4;
-		if (c == 0xf0)
-			lo = 0x90;
-		else if (c == 0xf4)
-			hi = 0x8f;
-	}
-	else
+	if (s[0] < 0x20 || s[0] == 0x7f)
 		return 0;
-	if (avail < n || s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t k = 2; k < n; k++)
-		if ((s[k] & 0xc0) != 0x80)
-			return 0;
-	return n;
+	return tp_utf8_char_length(s, avail);
 }
 
 /*

@@ -622,10 +622,13 @@ attempt_upload(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 	answer		a = {.len = 0, .retry_after_ms = -1};
 
 	req->outcome = attempt(req, timeout_ms, &a, err, errlen);
+	if (req->outcome != ATTEMPT_RETRY)
+		return false;
+	/* Retry-After means something only on an answer asking to come back. */
 	*retry_after_ms = a.retry_after_ms;
 	if (a.retry_after_ms >= 0)
 		req->cfg->retry_not_before_ms = tp_retry_not_before_ms(a.retry_after_ms);
-	return req->outcome == ATTEMPT_RETRY;
+	return true;
 }
 
 long

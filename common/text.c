@@ -20,15 +20,75 @@ tp_trimmed_copy(const char *start, const char *end)
 	return strndup(start, (size_t) (end - start));
 }
 
+size_t
+tp_utf8_char_length(const unsigned char *s, size_t avail)
+{
+	unsigned char c = s[0];
+	unsigned char lo = 0x80;
+	unsigned char hi = 0xbf;
+	size_t		n;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+	{
+		n = 3;
+		if (c == 0xe0)
+			lo = 0xa0;			/* no overlong forms */
+		else if (c == 0xed)
+			hi = 0x9f;			/* no surrogates */
+	}
+	else if (c >= 0xf0 && c <= 0xf4)
+	{
+		n = 4;
+		if (c == 0xf0)
+			lo = 0x90;
+		else if (c == 0xf4)
+			hi = 0x8f;			/* nothing above U+10FFFF */
+	}
+	else
+		return 0;
+	if (avail < n || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t k = 2; k < n; k++)
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+bool
+tp_utf8_is_valid(const char *s, size_t len)
+{
+	size_t		i = 0;
+
+	while (i < len)
+	{
+		size_t		n = tp_utf8_char_length((const unsigned char *) s + i, len - i);
+
+		if (n == 0)
+			return false;
+		i += n;
+	}
+	return true;
+}
+
 void
 tp_make_printable(char *s)
 {
-	for (; *s; s++)
+	size_t		len = strlen(s);
+	size_t		i = 0;
+
+	while (i < len)
 	{
-		if (*s == '\n' || *s == '\r' || *s == '\t')
-			*s = ' ';			/* libpq's multi-line errors stay readable */
-		else if ((unsigned char) *s < 0x20 || *s == 0x7f)
-			*s = '?';
+		size_t		n = tp_utf8_char_length((const unsigned char *) s + i, len - i);
+
+		if (s[i] == '\n' || s[i] == '\r' || s[i] == '\t')
+			s[i] = ' ';			/* libpq's multi-line errors stay readable */
+		else if (n == 0 || (unsigned char) s[i] < 0x20 || s[i] == 0x7f)
+			s[i] = '?';
+		i += n > 0 ? n : 1;
 	}
 }
 

@@ -14,9 +14,20 @@ bool		tp_is_blank(char c);
 char	   *tp_trimmed_copy(const char *start, const char *end);
 
 /*
+ * Length of the valid UTF-8 sequence at s (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF; control characters are valid), or 0.
+ * avail > 0 bytes are readable at s.
+ */
+size_t		tp_utf8_char_length(const unsigned char *s, size_t avail);
+
+/* Whether the len bytes at s are valid UTF-8, as protobuf strings must be. */
+bool		tp_utf8_is_valid(const char *s, size_t len);
+
+/*
  * Make s one printable line in place: line breaks and tabs become blanks,
- * other control characters (and DEL) '?', so that text from the
- * environment or the input cannot forge log lines.
+ * other control characters (and DEL) and bytes of no valid UTF-8 sequence
+ * '?', so that text from the environment or the input cannot forge log
+ * lines nor make a message's conversion fail.
  */
 void		tp_make_printable(char *s);
 

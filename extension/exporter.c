@@ -467,7 +467,8 @@ export_spans(const tp_kvlist *resource, tp_otlp_target *target)
 
 /*
  * At shutdown, what waits in the ring would be lost with shared memory:
- * one last drain, bounded, unless the collector is known to be failing.
+ * one last drain within FINAL_EXPORT_MS in all (the postmaster waits for
+ * us), unless the collector is known to be failing.
  */
 #define FINAL_EXPORT_MS 2000
 
@@ -475,12 +476,37 @@ static void
 export_remaining_spans(const tp_kvlist *resource, tp_otlp_target *target)
 {
 	static volatile sig_atomic_t not_cancelled = 0;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), FINAL_EXPORT_MS);
+	long		left;
 
 	if (failing)
 		return;
 	target->cancel = &not_cancelled;
-	target->timeout_ms = Min(target->timeout_ms, FINAL_EXPORT_MS);
-	export_spans(resource, target);
+	while (traceprof_exporting && tp_otlp_retry_wait_ms(target) == 0 &&
+		   (left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline)) > 0)
+	{
+		target->timeout_ms = Min(traceprof_otlp_timeout_ms, left);
+		if (export_one_batch(resource, target) < batch_size())
+			break;
+	}
+}
+
+/*
+ * The target after a reload.  A Retry-After still holds for the same
+ * collector: only a new endpoint or protocol is tried at once.
+ */
+static void
+rebuild_target(tp_otlp_target *target)
+{
+	tp_otlp_target old = *target;
+
+	build_target(target);
+	if (old.protocol == target->protocol && old.url != NULL && target->url != NULL &&
+		strcmp(old.url, target->url) == 0)
+		target->retry_not_before_ms = old.retry_not_before_ms;
+	tp_otlp_target_close(&old);
+	free(old.url);
+	free(old.ca_file);
 }
 
 void
@@ -507,10 +533,7 @@ traceprof_exporter_main(Datum arg)
 		{
 			tp_kvlist_free(&resource);
 			build_resource(&resource);
-			tp_otlp_target_close(&target);
-			free(target.url);
-			free(target.ca_file);
-			build_target(&target);
+			rebuild_target(&target);
 		}
 		export_spans(&resource, &target);
 	}

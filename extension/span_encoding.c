@@ -143,12 +143,24 @@ convert_text(char *text, uint32 len, Size size, int from, int to, FmgrInfo *conv
 	(span->len_field = convert_text(span->field, span->len_field, sizeof(span->field), \
 									span->encoding, to, converter))
 
+/*
+ * Role and database names come from the shared catalogs, where another
+ * database's backend may have written them in its own encoding: even in a
+ * span of the reader's encoding they may not be valid in it.
+ */
+static bool
+names_valid_in(const TraceprofSpan *span, int encoding)
+{
+	return pg_encoding_verifymbstr(encoding, span->dbname, span->dbname_len) == span->dbname_len &&
+		pg_encoding_verifymbstr(encoding, span->username, span->username_len) == span->username_len;
+}
+
 static void
 texts_to_encoding(TraceprofSpan *span, int to, bool look_up)
 {
 	FmgrInfo   *converter;
 
-	if (span->encoding == to || to == PG_SQL_ASCII)
+	if (to == PG_SQL_ASCII || (span->encoding == to && names_valid_in(span, to)))
 		return;
 	/*
 	 * The longest text grown, and a '?' for every byte at worst.  Maybe
@@ -159,6 +171,14 @@ texts_to_encoding(TraceprofSpan *span, int to, bool look_up)
 						   (MAX_CONVERSION_GROWTH + 1) + 1);
 	if (scratch == NULL)
 		return;
+	if (span->encoding == to)
+	{
+		/* Without a converter, what is not valid becomes '?'. */
+		converter = NULL;
+		CONVERT(dbname, dbname_len);
+		CONVERT(username, username_len);
+		return;
+	}
 	converter = find_converter(span->encoding, to, look_up);
 	CONVERT(name, name_len);
 	CONVERT(operation, operation_len);

@@ -7,6 +7,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -155,6 +156,20 @@ check_resource_attributes(char **newval, void **extra, GucSource source)
 	return false;
 }
 
+/*
+ * Names sent with every export: a byte that is not UTF-8 makes a collector
+ * refuse every request (protobuf strings are UTF-8), so refuse it here.
+ */
+static bool
+check_utf8_name(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || pg_verify_mbstr(PG_UTF8, *newval, (int) strlen(*newval), true))
+		return true;
+	GUC_check_errdetail("The value is not valid UTF-8.");
+	GUC_check_errhint("Set it from a UTF-8 session, or in postgresql.conf saved as UTF-8.");
+	return false;
+}
+
 /* Every span asks whether to keep it for export: a bool, not the string. */
 static void
 assign_otlp_endpoint(const char *newval, void *extra)
@@ -223,7 +238,7 @@ define_gucs(void)
 	DefineCustomStringVariable("traceprof.service_name",
 							   "service.name resource attribute of exported spans.",
 							   NULL, &traceprof_service_name, "postgresql", PGC_SIGHUP, 0,
-							   NULL, NULL, NULL);
+							   check_utf8_name, NULL, NULL);
 	DefineCustomStringVariable("traceprof.resource_attributes",
 							   "Extra resource attributes, key=value,... (values percent-encoded).",
 							   NULL, &traceprof_resource_attributes, "", PGC_SIGHUP, 0,
@@ -292,7 +307,7 @@ define_gucs(void)
 							   "Pyroscope application (service_name) of uploaded profiles; empty: traceprof.service_name.",
 							   "Grafana links a span to the profiles whose service_name equals its service.name.",
 							   &traceprof_application_name, "", PGC_SIGHUP, 0,
-							   NULL, NULL, NULL);
+							   check_utf8_name, NULL, NULL);
 	DefineCustomStringVariable("traceprof.pyroscope_tags",
 							   "Static series labels of uploaded profiles, key=value,...",
 							   NULL, &traceprof_pyroscope_tags, "", PGC_SIGHUP, 0,

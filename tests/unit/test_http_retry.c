@@ -12,6 +12,9 @@ TEST(retry_after_in_seconds)
 	CHECK(tp_parse_retry_after("1") == 1000);
 	CHECK(tp_parse_retry_after("120") == 120000);
 	CHECK(tp_parse_retry_after("3\r\n") == 3000);
+	/* A header value may end in spaces or tabs (RFC 9110, 5.5). */
+	CHECK(tp_parse_retry_after("5\t") == 5000);
+	CHECK(tp_parse_retry_after("5 \t\r\n") == 5000);
 	CHECK(tp_parse_retry_after("-1") == -1);
 	/* Too long to count in milliseconds: cut, not read as "none". */
 	CHECK(tp_parse_retry_after("86400") == 86400000L);
@@ -37,6 +40,7 @@ TEST(retry_after_garbage_is_ignored)
 	CHECK(tp_parse_retry_after("") == -1);
 	CHECK(tp_parse_retry_after("soon") == -1);
 	CHECK(tp_parse_retry_after("1.5") == -1);
+	CHECK(tp_parse_retry_after("5 minutes") == -1);
 }
 
 TEST(backoff_grows_with_jitter_and_a_cap)

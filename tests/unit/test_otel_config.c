@@ -83,6 +83,28 @@ TEST(kvlist_errors_name_the_bad_part)
 	CHECK(strstr(err, "tokenwithoutequals") == NULL);
 }
 
+/* Resource attributes go out as protobuf strings, which must be UTF-8. */
+TEST(kvlist_values_are_utf8)
+{
+	tp_kvlist	list = {0};
+	char		err[256];
+
+	CHECK(tp_kvlist_parse("env=caf%C3%A9,team=\xc3\xa9quipe", TP_KV_PERCENT_DECODE, &list, err, sizeof(err)));
+	CHECK_STR(tp_kvlist_get(&list, "env"), "caf\xc3\xa9");
+	tp_kvlist_free(&list);
+	/* Latin-1 once decoded, raw, a surrogate, an overlong form. */
+	CHECK(!tp_kvlist_parse("a=1,env=caf%E9", TP_KV_PERCENT_DECODE, &list, err, sizeof(err)));
+	CHECK(strstr(err, "\"env=caf%E9\" is not valid UTF-8 once percent-decoded") != NULL);
+	CHECK(list.count == 0);
+	CHECK(!tp_kvlist_parse("env=caf\xe9", 0, &list, err, sizeof(err)));
+	CHECK(strstr(err, "\"env=caf?\" is not valid UTF-8") != NULL);
+	CHECK(!tp_kvlist_parse("k\xed\xa0\x80=1", 0, &list, err, sizeof(err)));
+	CHECK(!tp_kvlist_parse("k=%C0%AF", TP_KV_PERCENT_DECODE, &list, err, sizeof(err)));
+	CHECK(!tp_kvlist_parse("k=%F4%90%80%80", TP_KV_PERCENT_DECODE, &list, err, sizeof(err)));
+	CHECK(tp_kvlist_parse("k=%F4%8F%BF%BF", TP_KV_PERCENT_DECODE, &list, err, sizeof(err)));
+	tp_kvlist_free(&list);
+}
+
 TEST(kvlist_set_replaces)
 {
 	tp_kvlist	list = {0};
@@ -110,6 +132,28 @@ TEST(traces_url_rules)
 	url = tp_otlp_traces_url("localhost:4317", TP_OTLP_GRPC, false);
 	CHECK_STR(url, "http://localhost:4317/opentelemetry.proto.collector.trace.v1.TraceService/Export");
 	free(url);
+	/* The path is appended to the path, before a query string. */
+	url = tp_otlp_traces_url("http://collector:4318?tenant=a", TP_OTLP_HTTP_PROTOBUF, false);
+	CHECK_STR(url, "http://collector:4318/v1/traces?tenant=a");
+	free(url);
+	url = tp_otlp_traces_url("HTTPS://u:p@collector/base/?x=1", TP_OTLP_HTTP_PROTOBUF, false);
+	CHECK_STR(url, "https://u:p@collector/base/v1/traces?x=1");
+	free(url);
+	CHECK(tp_otlp_traces_url("http://collector:port", TP_OTLP_HTTP_PROTOBUF, false) == NULL);
+}
+
+TEST(endpoints_checked_like_urls)
+{
+	CHECK(tp_otlp_endpoint_is_valid("http://collector:4318"));
+	CHECK(tp_otlp_endpoint_is_valid("HTTP://collector"));
+	CHECK(tp_otlp_endpoint_is_valid("collector:4317"));
+	CHECK(tp_otlp_endpoint_is_valid("https://[::1]:4318/base?x=1"));
+	CHECK(!tp_otlp_endpoint_is_valid("http://127.0.0.1:abc"));
+	CHECK(!tp_otlp_endpoint_is_valid("http://collector:99999"));
+	CHECK(!tp_otlp_endpoint_is_valid("ftp://collector"));
+	CHECK(!tp_otlp_endpoint_is_valid("http://"));
+	CHECK(!tp_otlp_endpoint_is_valid("http:///v1/traces"));
+	CHECK(!tp_otlp_endpoint_is_valid("http://collector :4318"));
 }
 
 TEST(defaults_without_environment)
@@ -188,6 +232,14 @@ TEST(service_name_precedence)
 	setenv("OTEL_SERVICE_NAME", "from-service-name", 1);
 	tp_otel_config_from_env(&cfg, "default");
 	CHECK_STR(tp_kvlist_get(&cfg.resource, "service.name"), "from-service-name");
+	tp_otel_config_free(&cfg);
+
+	/* Not UTF-8: every request would be refused; the attributes' name wins. */
+	setenv("OTEL_SERVICE_NAME", "caf\xe9", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "OTEL_SERVICE_NAME ignored: it is not valid UTF-8") != NULL);
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "service.name"), "from-attrs");
 	tp_otel_config_free(&cfg);
 }
 
@@ -290,8 +342,10 @@ main(void)
 	RUN(kvlist_plain_and_trimmed);
 	RUN(kvlist_percent_decoding);
 	RUN(kvlist_errors_name_the_bad_part);
+	RUN(kvlist_values_are_utf8);
 	RUN(kvlist_set_replaces);
 	RUN(traces_url_rules);
+	RUN(endpoints_checked_like_urls);
 	RUN(defaults_without_environment);
 	RUN(scheme_less_endpoint_means_grpc);
 	RUN(per_signal_variables_win);
