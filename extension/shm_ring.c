@@ -1,6 +1,8 @@
 /* shm_ring.c - lock-free record ring in shared memory (see shm_ring.h). */
 #include "postgres.h"
 
+#include "miscadmin.h"
+
 #include "ring_positions.h"
 #include "shm_ring.h"
 
@@ -103,9 +105,35 @@ shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record)
 }
 
 /*
- * Claim nslots positions at *position and mark them unpublished; false
- * when the record is dropped (counted) because keep_unexported and the
- * ring is full.
+ * A slot's seq: 0 never written, position + 1 once that position's record
+ * is published, and position + 1 with SEQ_WRITING while its writer copies.
+ */
+#define SEQ_WRITING (UINT64CONST(1) << 63)
+
+/*
+ * Take the slot of position for its writer.  A slot another writer still
+ * copies into, or that a later lap already took (this writer was preempted
+ * between its claim and here for a whole lap), is left alone: copying into
+ * it would tear that record under a sequence number readers trust.
+ */
+static inline bool
+take_slot(RingSlot *slot, uint64 position)
+{
+	uint64		seq = pg_atomic_read_u64(&slot->seq);
+
+	do
+	{
+		if ((seq & SEQ_WRITING) != 0 || seq > position)
+			return false;
+	} while (!pg_atomic_compare_exchange_u64(&slot->seq, &seq, (position + 1) | SEQ_WRITING));
+	return true;
+}
+
+/*
+ * Claim nslots positions at *position and take their slots; false when the
+ * record is dropped (counted): keep_unexported and the ring is full, or a
+ * slot is not this writer's to take.  A slot taken before one that is not
+ * is published empty, which readers skip.
  */
 static inline bool
 claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
@@ -129,8 +157,22 @@ claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
 	if (unlikely(nslots > 1))
 		pg_atomic_fetch_add_u64(&ring->extra_slots, nslots - 1);
 	for (uint32 i = 0; i < nslots; i++)
-		pg_atomic_write_u64(&slot_at(ring, *position + i)->seq, 0);
-	pg_write_barrier();
+	{
+		if (likely(take_slot(slot_at(ring, *position + i), *position + i)))
+			continue;
+		for (uint32 k = 0; k < i; k++)
+		{
+			RingSlot   *taken = slot_at(ring, *position + k);
+
+			taken->nslots = 0;	/* no record: read_record skips it */
+			pg_write_barrier();
+			pg_atomic_write_u64(&taken->seq, *position + k + 1);
+		}
+		/* Its positions hold no record: not counted as written. */
+		pg_atomic_fetch_add_u64(&ring->extra_slots, 1);
+		pg_atomic_fetch_add_u64(&ring->dropped, 1);
+		return false;
+	}
 	return true;
 }
 
@@ -138,7 +180,8 @@ claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
  * Plain stores publish the record, its first slot last: a reader that sees
  * it published sees all of it.  No locked instruction may follow the copy:
  * it would wait for every store to the slot's cold cache lines (measured:
- * most of the cost of storing a span).
+ * most of the cost of storing a span).  The slots are this writer's alone
+ * (take_slot), so a plain store cannot overwrite another's number.
  */
 static inline void
 publish(ShmRing *ring, uint64 position, uint32 nslots, uint64 *pending)
@@ -213,10 +256,15 @@ read_record(ShmRing *ring, uint64 position, void *buf, uint64 *next)
 	if (pg_atomic_read_u64(&first->seq) != position + 1)
 		return -1;
 	pg_read_barrier();
-	nslots = first->nslots;
-	len = first->len;
-	if (first->head != position || nslots == 0 || nslots > (uint32) ring->capacity ||
-		len > Min(ring->max_record, nslots * ring->slot_data))
+	/*
+	 * Read once: a writer of a later lap may be filling the header in.  The
+	 * checks keep the copy within buf whatever it reads; the sequence
+	 * numbers read again after the copy tell whether it was this record.
+	 */
+	nslots = *(volatile uint32 *) &first->nslots;
+	len = *(volatile uint32 *) &first->len;
+	if (*(volatile uint64 *) &first->head != position || nslots == 0 ||
+		len > ring->max_record || nslots != shm_ring_slots(ring, len))
 		return -1;
 	for (uint32 i = 0; i < nslots; i++)
 	{
@@ -245,7 +293,11 @@ shm_ring_scan_retained(ShmRing *ring, void *buf, ShmRingVisitor visit, void *arg
 	start = Max(start, pg_atomic_read_u64(&ring->view_base));
 	for (uint64 position = start, next; position < end; position = next)
 	{
-		int			len = read_record(ring, position, buf, &next);
+		int			len;
+
+		/* A million slots take seconds to read: cancel and timeouts work. */
+		CHECK_FOR_INTERRUPTS();
+		len = read_record(ring, position, buf, &next);
 
 		if (len >= 0 && !visit(buf, len, arg))
 			break;

@@ -14,6 +14,8 @@
 //                                        200 + ExportTraceServiceResponse.partial_success
 //   {grpcStatus: 14, grpcMessage: 'x'}   gRPC: :status 200, empty body, trailers grpc-status
 //   {grpcStatus: 14, trailersOnly: true} gRPC: the Trailers-Only form
+//   {delayMs: 1000, ...}                 HTTP/1.1: the rest of the behaviour, delayMs later
+//                                        (a slow collector; the request is recorded on arrival)
 //
 // The queue is shared by both protocols; when it is empty the default
 // applies (setDefault(behaviour) changes it, e.g. answer every request 503).
@@ -116,6 +118,15 @@ class Receiver extends CaptureServer {
 	}
 
 	_answerHttp(req, res, b) {
+		if (b.delayMs > 0) {
+			const timer = setTimeout(() => {
+				this.timers.delete(timer);
+				if (!req.socket.destroyed)
+					this._answerHttp(req, res, { ...b, delayMs: 0 });
+			}, b.delayMs);
+			this.timers.add(timer);
+			return;
+		}
 		if (answerFault(this, req, res, b))
 			return;
 		if (b.status && b.status !== 200 || b.body !== undefined) {

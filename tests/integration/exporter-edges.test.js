@@ -1,0 +1,320 @@
+'use strict';
+// Edges of the traceprof exporter background worker (commit ba9b30c):
+//
+//  1. Retry-After counts only on answers that are retried: a 200 carrying
+//     Retry-After does not hold the next spans back;
+//  2. a reload (pg_reload_conf) keeps a collector's Retry-After while the
+//     endpoint and protocol stay the same; a new endpoint is tried at once;
+//  3. traceprof.otlp_endpoint is parsed as a URL: the /v1/traces suffix goes
+//     before a query string, a port that is no number is refused, an
+//     upper-case scheme is taken;
+//  4. no byte that is not UTF-8 reaches a payload: resource attributes and
+//     service_name that are not UTF-8 are refused by ALTER SYSTEM, and role
+//     and database names written raw from a SQL_ASCII database become "?"
+//     in the OTLP payload and in traceprof.spans;
+//  5. the last drain at shutdown is bounded to about 2 s in all, not per
+//     batch, against a collector that is slow but answers 200.
+//
+// One real PostgreSQL 15 cluster for the file (shared_preload_libraries =
+// 'traceprof', exporter every 100 ms), restarted by the last test; the
+// capture receivers of lib/receiver.js as collectors, every payload decoded
+// by @opentelemetry/otlp-transformer's generated root (lib/otlp.js).  Waits
+// poll a condition with a deadline; the only sleeps are the short windows
+// in which something must NOT happen.  Each test says which old behaviour
+// (before ba9b30c) it catches.
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+
+const { sleep, newContext, waitFor, startTraced, connect } = require('./lib/traced');
+const { startReceiver } = require('./lib/receiver');
+const { decodeTraces } = require('./lib/otlp');
+
+const EXPORT_INTERVAL_MS = 100;
+const QUIET_WINDOW_MS = 3000;	// how long "no request" is watched for
+
+let cluster;
+let receiver;	// the collector the cluster starts with
+let other;		// a second collector, for a change of endpoint
+let monitor;	// a session of the test's own (sample_rate 0: no spans of its own)
+
+before(async () => {
+	receiver = await startReceiver({ grpc: false });
+	other = await startReceiver({ grpc: false });
+	cluster = await startTraced({
+		'traceprof.otlp_endpoint': receiver.httpEndpoint,
+		'traceprof.export_interval': String(EXPORT_INTERVAL_MS),
+		'traceprof.otlp_timeout': '5000',
+		'traceprof.track_planning': 'off',	// one span per statement
+	});
+	monitor = await connect(cluster);
+});
+
+after(async () => {
+	if (monitor)
+		await monitor.end().catch(() => {});
+	if (cluster)
+		await cluster.stop();
+	await Promise.all([receiver, other].filter(Boolean).map((r) => r.close()));
+});
+
+/** traceprof.stats with the counters as Numbers. */
+async function stats() {
+	const row = (await monitor.query('SELECT * FROM traceprof.stats')).rows[0];
+	const out = { ...row };
+	for (const k of ['spans_created', 'spans_dropped', 'spans_exported', 'export_failures', 'spans_pending'])
+		out[k] = Number(row[k]);
+	return out;
+}
+
+/** Wait until nothing waits in the ring (earlier tests' spans are out). */
+const drained = () => waitFor((last) => `an empty ring (last: ${JSON.stringify(last)})`, async () => {
+	const s = await stats();
+	return s.spans_pending === 0 ? s : null;
+});
+
+/** Run one traced SELECT in a fresh session; returns its context. */
+async function tracedSelect(alias) {
+	const ctx = newContext();
+	const client = await connect(cluster, 'app');
+	try {
+		await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		await client.query(`SELECT 1 AS ${alias}`);
+	} finally {
+		await client.end();
+	}
+	return ctx;
+}
+
+/** The requests of r that carry at least one span of traceId. */
+const requestsWith = (r, traceId) =>
+	r.requests.filter((q) => decodeTraces(q.body).spans.some((s) => s.traceId === traceId));
+
+/** Wait until r holds a span of traceId; returns the spans of that trace. */
+function waitForSpan(r, traceId, timeoutMs = 10000) {
+	return waitFor(`a span of trace ${traceId} at the receiver (${r.requests.length} request(s) so far)`, () => {
+		const spans = r.spans().filter((s) => s.traceId === traceId);
+		return spans.length ? spans : null;
+	}, timeoutMs);
+}
+
+/**
+ * ALTER SYSTEM SET (value null: RESET) each setting, reload, and wait until
+ * a new session sees them: the postmaster has then signalled the exporter.
+ */
+async function reconfigure(settings) {
+	for (const [name, value] of Object.entries(settings))
+		await monitor.query(value === null ? `ALTER SYSTEM RESET ${name}` : `ALTER SYSTEM SET ${name} = '${value}'`);
+	await monitor.query('SELECT pg_reload_conf()');
+	const want = Object.keys(settings);
+	await waitFor(`new sessions to see ${JSON.stringify(settings)}`, async () => {
+		const c = await connect(cluster);
+		try {
+			const rows = (await c.query('SELECT name, setting, boot_val FROM pg_settings WHERE name = ANY($1)', [want])).rows;
+			return rows.length === want.length &&
+				rows.every((r) => r.setting === (settings[r.name] === null ? r.boot_val : String(settings[r.name])));
+		} finally {
+			await c.end();
+		}
+	});
+}
+
+/** The SQL_ASCII database 4b and 4c use, created once. */
+let asciiDb = null;
+const asciiDatabase = () => (asciiDb ??= monitor.query(
+	"CREATE DATABASE enc_ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"));
+
+test('1. a 200 that carries Retry-After: 600 does not hold back the next spans (they go in the next round)', async () => {
+	// Old behaviour caught: Retry-After was honoured on any answer, so this
+	// 200 stopped export for 10 minutes and the second span stayed pending.
+	await drained();
+	receiver.enqueue({ headers: { 'retry-after': '600' } });
+	const first = await tracedSelect('first_of_two');
+	await waitFor('the request answered 200 + Retry-After: 600', () => requestsWith(receiver, first.traceId).length >= 1);
+	const answered = requestsWith(receiver, first.traceId)[0];
+	assert.equal(answered.behaviour.headers['retry-after'], '600');
+	const second = await tracedSelect('second_of_two');
+	await waitForSpan(receiver, second.traceId);
+	const next = requestsWith(receiver, second.traceId)[0];
+	assert.ok(next.time > answered.endTime, 'the second span went in a later request');
+	await drained();
+	assert.equal(requestsWith(receiver, first.traceId).length, 1, 'the first span, taken with a 200, is not sent again');
+});
+
+test('2. a reload without a change keeps a 429\'s Retry-After (no request for its duration); a new endpoint is tried at once', async (t) => {
+	// Old behaviour caught: every reload rebuilt the target and forgot the
+	// Retry-After, so the held batch was sent again right after
+	// pg_reload_conf() (within ~2 s, here within one 100 ms round).
+	t.after(() => reconfigure({ 'traceprof.otlp_endpoint': receiver.httpEndpoint }));
+	await drained();
+	const before_ = await stats();
+	receiver.enqueue({ status: 429, headers: { 'retry-after': '600' } });
+	const ctx = await tracedSelect('throttled');
+	await waitFor('the request answered 429', () => requestsWith(receiver, ctx.traceId).length >= 1);
+	// Retry-After (600 s) is beyond traceprof.otlp_timeout (5 s): the export gives up at once.
+	await waitFor('the throttled export to count as failed', async () => (await stats()).export_failures > before_.export_failures);
+	const count = receiver.requests.length;
+
+	await monitor.query('SELECT pg_reload_conf()');
+	await sleep(QUIET_WINDOW_MS);
+	assert.equal(receiver.requests.length, count,
+		`no request after a reload that changed nothing, while Retry-After: 600 lasts (got ${
+			receiver.requests.slice(count).map((r) => `${r.path} ${r.behaviour.status ?? 200}`).join(', ')})`);
+	assert.ok((await stats()).spans_pending >= 1, 'the throttled span still waits');
+
+	// Another collector: no Retry-After of its own, tried at once.
+	await reconfigure({ 'traceprof.otlp_endpoint': other.httpEndpoint });
+	const moved = await waitForSpan(other, ctx.traceId, 10000);
+	assert.equal(moved.length, 1, 'the held span reaches the new endpoint');
+	assert.equal(receiver.requests.length, count, 'and nothing more went to the throttling one');
+	await drained();
+});
+
+test('3a. otlp_endpoint http://127.0.0.1:PORT?x=1: requests go to /v1/traces?x=1 (the suffix before the query string)', async (t) => {
+	// Old behaviour caught: the suffix was appended to the whole string,
+	// so the path was "/?x=1/v1/traces".
+	t.after(() => reconfigure({ 'traceprof.otlp_endpoint': receiver.httpEndpoint }));
+	await drained();
+	await reconfigure({ 'traceprof.otlp_endpoint': `${receiver.httpEndpoint}?x=1` });
+	const ctx = await tracedSelect('with_query');
+	await waitForSpan(receiver, ctx.traceId);
+	assert.deepEqual(requestsWith(receiver, ctx.traceId).map((r) => r.path), ['/v1/traces?x=1']);
+});
+
+test('3b. otlp_endpoint http://127.0.0.1:abc (a port that is no number): refused by ALTER SYSTEM, SQLSTATE 22023', async (t) => {
+	// Old behaviour caught: ALTER SYSTEM accepted it (only the scheme and a
+	// leading ':' of the host were checked).
+	t.after(() => monitor.query('ALTER SYSTEM RESET traceprof.otlp_endpoint'));
+	await assert.rejects(monitor.query("ALTER SYSTEM SET traceprof.otlp_endpoint = 'http://127.0.0.1:abc'"),
+		(e) => {
+			assert.equal(e.code, '22023', `SQLSTATE of ${e.message}`);
+			assert.match(e.message, /invalid value for parameter "traceprof.otlp_endpoint"/);
+			return true;
+		});
+});
+
+test('3c. otlp_endpoint HTTP://127.0.0.1:PORT (an upper-case scheme): accepted, and spans arrive at /v1/traces', async (t) => {
+	// Old behaviour caught: the scheme was compared case-sensitively, so
+	// ALTER SYSTEM refused "HTTP://".
+	t.after(() => reconfigure({ 'traceprof.otlp_endpoint': receiver.httpEndpoint }));
+	await drained();
+	await reconfigure({ 'traceprof.otlp_endpoint': `HTTP://127.0.0.1:${receiver.httpPort}` });
+	const ctx = await tracedSelect('upper_case_scheme');
+	await waitForSpan(receiver, ctx.traceId);
+	assert.deepEqual(requestsWith(receiver, ctx.traceId).map((r) => r.path), ['/v1/traces']);
+});
+
+test('4a. resource_attributes deployment.environment=caf%E9 (not UTF-8 once decoded): refused by ALTER SYSTEM', async (t) => {
+	// Old behaviour caught: ALTER SYSTEM accepted it, and every request then
+	// carried the byte 0xE9 in a resource attribute.
+	t.after(() => monitor.query('ALTER SYSTEM RESET traceprof.resource_attributes'));
+	await assert.rejects(monitor.query("ALTER SYSTEM SET traceprof.resource_attributes = 'deployment.environment=caf%E9'"),
+		(e) => {
+			assert.equal(e.code, '22023', `SQLSTATE of ${e.message}`);
+			assert.match(e.detail ?? '', /deployment\.environment=caf%E9.*is not valid UTF-8 once percent-decoded/);
+			return true;
+		});
+});
+
+test('4b. service_name with the raw byte 0xE9 (set from a SQL_ASCII database): refused by its check hook', async (t) => {
+	// Old behaviour caught: ALTER SYSTEM accepted it (no check hook), and
+	// every request then carried it as service.name.
+	t.after(() => monitor.query('ALTER SYSTEM RESET traceprof.service_name'));
+	await asciiDatabase();
+	const ascii = await connect(cluster, 'postgres', 'enc_ascii');
+	try {
+		// E'\xe9' is the byte 0xE9: a SQL_ASCII database takes it as is.  The
+		// session's client_encoding too: the error message quotes the value,
+		// which would not convert to UTF8 (22021 instead of the refusal).
+		await ascii.query("SET client_encoding = 'SQL_ASCII'");
+		await assert.rejects(ascii.query("ALTER SYSTEM SET traceprof.service_name = E'caf\\xe9'"), (e) => {
+			assert.equal(e.code, '22023', `SQLSTATE of ${e.message}`);
+			assert.match(e.message, /invalid value for parameter "traceprof.service_name"/);
+			assert.equal(e.detail, 'The value is not valid UTF-8.');
+			return true;
+		});
+	} finally {
+		await ascii.end();
+	}
+});
+
+test('4c. a role "caf\\xE9" in a UTF-8 database "d\\xE9mo" (names written raw from SQL_ASCII): "caf?" and "d?mo" in the OTLP payload and in traceprof.spans', async () => {
+	// Old behaviour caught: a UTF-8 database's spans kept the names' raw
+	// bytes: invalid protobuf strings on the wire (a collector refuses the
+	// whole request) and invalid UTF-8 in traceprof.spans.
+	await drained();
+	await monitor.query('SELECT pg_reload_conf()');	// whatever 4a and 4b left is not taken
+	await asciiDatabase();
+	// A role and a UTF-8 database named with the raw byte 0xE9, then a traced
+	// statement there as that role.  psql passes the script's bytes through.
+	const ctx = newContext();
+	const e9 = (s) => Buffer.from(s.replace(/#/g, '\xe9'), 'latin1');
+	await cluster.psql(Buffer.concat([
+		e9('CREATE ROLE "caf#" LOGIN;\n'),
+		e9("CREATE DATABASE \"d#mo\" ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;\n"),
+		e9('\\connect "d#mo" "caf#"\n'),
+		Buffer.from(`SET traceprof.traceparent = '${ctx.header}';\nSELECT 1 AS raw_names;\n`),
+	]), { db: 'enc_ascii' });
+
+	const [span] = await waitForSpan(receiver, ctx.traceId);
+	assert.equal(span.attributes['db.namespace'], 'd?mo', 'the database name, its invalid byte as "?"');
+	assert.equal(span.attributes['traceprof.user'], 'caf?', 'the role name, its invalid byte as "?"');
+	assert.equal(span.resource.attributes['service.name'], 'postgresql', 'the refused service_name was not taken');
+	assert.equal(span.resource.attributes['deployment.environment'], undefined, 'the refused resource attribute was not taken');
+	const body = requestsWith(receiver, ctx.traceId)[0].body;
+	assert.ok(!body.includes(Buffer.from('caf\xe9', 'latin1')) && !body.includes(Buffer.from('d\xe9mo', 'latin1')),
+		'no raw name bytes in the payload');
+
+	const rows = (await monitor.query('SELECT username, dbname FROM traceprof.spans WHERE trace_id = $1', [ctx.traceId])).rows;
+	assert.deepEqual(rows, [{ username: 'caf?', dbname: 'd?mo' }], 'traceprof.spans, read in a UTF-8 database');
+	await drained();
+});
+
+test('5. shutdown with 25 spans pending, batch size 1, a collector answering 200 after 1 s each: done within 10 s, at most 3 requests', { timeout: 90000 }, async () => {
+	// Old behaviour caught: each batch of the last drain had its own 2 s, so
+	// the 25 batches took ~25 s (25 requests) before the server could stop.
+	const N = 25;
+	await drained();
+	// No round before the shutdown: only the last drain exports.
+	await reconfigure({ 'traceprof.export_batch_size': '1', 'traceprof.export_interval': '3600000' });
+	receiver.setDefault({ delayMs: 1000 });
+	const ctx = newContext();
+	const client = await connect(cluster, 'app');
+	try {
+		await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		for (let i = 0; i < N; i++)
+			await client.query(`SELECT ${i} AS pending_at_shutdown`);
+	} finally {
+		await client.end();
+	}
+	const pending = (await stats()).spans_pending;
+	assert.ok(pending >= N, `the ${N} spans wait in the ring at shutdown (spans_pending ${pending})`);
+	assert.equal(requestsWith(receiver, ctx.traceId).length, 0, 'none was exported before the shutdown');
+
+	await monitor.end();
+	monitor = null;
+	const logFrom = cluster.readLog().length;
+	const count = receiver.requests.length;
+	await cluster.restart();
+	const during = receiver.requests.slice(count);
+
+	const log = cluster.readLog().slice(logFrom);
+	const at = (re) => {
+		const m = new RegExp(`^(\\d{4}-\\d\\d-\\d\\d) (\\d\\d:\\d\\d:\\d\\d\\.\\d{3}) UTC .*${re}`, 'm').exec(log);
+		assert.ok(m, `server log line /${re}/:\n${log}`);
+		return Date.parse(`${m[1]}T${m[2]}Z`);
+	};
+	const tookMs = at('database system is shut down') - at('received fast shutdown request');
+	assert.ok(tookMs >= 0 && tookMs < 10000, `the shutdown took ${tookMs} ms (the postmaster waits for the drain)`);
+	assert.ok(during.length >= 1, 'the last drain still sends what it can');
+	assert.ok(during.length <= 3, `at most 3 requests of 1 s fit the drain's 2 s; got ${during.length}`);
+	for (const r of during) {
+		const spans = decodeTraces(r.body).spans;
+		assert.equal(spans.length, 1, 'batch size 1 during the drain');
+		assert.equal(spans[0].traceId, ctx.traceId);
+	}
+
+	receiver.setDefault({});
+	monitor = await connect(cluster);
+	await reconfigure({ 'traceprof.export_batch_size': null, 'traceprof.export_interval': String(EXPORT_INTERVAL_MS) });
+});

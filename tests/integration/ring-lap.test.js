@@ -1,0 +1,129 @@
+'use strict';
+// A backend preempted between taking its slot of the span ring and
+// publishing it, while other backends write a whole lap of the ring (no
+// exporter: the ring keeps the newest positions).  gdb holds the backend at
+// shm_ring_end_write, its span copied and not yet published: the spans
+// that come round to its slot must be dropped and counted, never copied
+// over it.  Before the fix the lapping span was copied into the held slot
+// and published; the held backend then published over it, so both spans
+// were lost and neither counted as dropped (and a reader could be shown
+// one backend's fields with another's query text).
+//
+// A real PostgreSQL 15 cluster (shared_preload_libraries = 'traceprof',
+// max_spans at its minimum, 128) and gdb attached to one backend.
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+
+const { newContext, waitFor, startTraced, connect } = require('./lib/traced');
+const { requireExecutable } = require('./lib/paths');
+const { makeTempDir, removeTempDir } = require('./lib/tmp');
+
+const GDB = '/usr/bin/gdb';
+const SLOTS = 128;
+
+let cluster;
+let dir;
+
+before(async () => {
+	requireExecutable(GDB);
+	dir = makeTempDir('traceprof-lap-');
+	cluster = await startTraced({
+		'traceprof.max_spans': String(SLOTS),
+		'traceprof.track_planning': 'off',
+		'traceprof.query_text': 'full',
+		'traceprof.profile': 'off',
+	});
+});
+
+after(async () => {
+	if (cluster)
+		await cluster.stop();
+	removeTempDir(dir);
+});
+
+/**
+ * gdb attached to pid, stopped at the first shm_ring_end_write; it lets
+ * the backend go on once release() is called.
+ */
+function holdAtPublish(pid) {
+	const file = (name) => path.join(dir, name);
+	const gdb = spawn(GDB, ['-p', String(pid), '-batch', '-nx',
+		// PostgreSQL's own signals (latches, timeouts) must not stop it early.
+		'-ex', 'handle SIGUSR1 SIGUSR2 SIGALRM SIGPROF SIGINT SIGTERM SIGQUIT SIGPIPE nostop noprint pass',
+		'-ex', 'break shm_ring_end_write',
+		'-ex', `shell touch ${file('armed')}`,
+		'-ex', 'continue',
+		'-ex', `shell touch ${file('held')}`,
+		'-ex', `shell while [ ! -e ${file('go')} ]; do sleep 0.05; done`,
+		'-ex', 'delete',
+		'-ex', 'detach'], { stdio: ['ignore', 'pipe', 'pipe'] });
+	let output = '';
+	gdb.stdout.on('data', (d) => { output += d; });
+	gdb.stderr.on('data', (d) => { output += d; });
+	const exited = new Promise((resolve) => gdb.on('exit', resolve));
+	return {
+		armed: () => waitFor(() => `gdb to attach: ${output}`, () => fs.existsSync(file('armed')), 30000),
+		held: () => waitFor(() => `the backend at shm_ring_end_write: ${output}`, () => fs.existsSync(file('held')), 30000),
+		release: async () => {
+			fs.writeFileSync(file('go'), '');
+			const code = await exited;
+			assert.equal(code, 0, `gdb: ${output}`);
+		},
+	};
+}
+
+test('a span whose slot is still being written is dropped, not copied over it', async () => {
+	const held = await connect(cluster);
+	const others = await connect(cluster);
+	const reader = await connect(cluster);
+	let gdb;
+	try {
+		const pid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+		const ctx = newContext();
+		await held.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		const othersPid = (await others.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+		await others.query('SET traceprof.sample_rate = 1');
+		await reader.query('SELECT traceprof.reset()');
+		gdb = holdAtPublish(pid);
+		await gdb.armed();
+		const heldQuery = held.query("SELECT 'held span' AS marker");
+		heldQuery.catch(() => { /* reported by the await below, or moot after a failure */ });
+		await gdb.held();
+
+		// Two laps of the ring from another backend, which must not wait.
+		const laps = 2;
+		for (let i = 0; i < laps * SLOTS; i++)
+			await others.query(`SELECT ${i} AS lapping`);
+		const during = (await reader.query('SELECT spans_dropped FROM traceprof.stats')).rows[0];
+		assert.equal(Number(during.spans_dropped), laps,
+			'each lap over the held slot drops the span that came to it');
+		const mixed = (await reader.query(
+			'SELECT backend_pid, query FROM traceprof.spans WHERE backend_pid = $1', [pid])).rows;
+		assert.deepEqual(mixed, [], 'nothing of the held backend is readable before it publishes');
+
+		await gdb.release();
+		gdb = null;
+		await heldQuery;
+		// The ring keeps the newest positions: the held span's, a lap and
+		// more behind, is no longer among them; every span shown is whole.
+		const shown = (await reader.query('SELECT backend_pid, query FROM traceprof.spans')).rows;
+		assert.equal(shown.length, SLOTS - 1, 'the last lap but the slot held then');
+		for (const row of shown) {
+			assert.equal(row.backend_pid, othersPid, JSON.stringify(row));
+			assert.match(row.query, /^SELECT \d+ AS lapping$/);
+		}
+		const stats = (await reader.query('SELECT spans_created, spans_dropped FROM traceprof.stats')).rows[0];
+		assert.equal(Number(stats.spans_dropped), laps);
+		// Created counts the spans that got a slot, not the dropped ones.
+		assert.equal(Number(stats.spans_created), laps * SLOTS - laps + 1);
+	} finally {
+		// Detach cleanly: killed, gdb would leave its breakpoint in the backend.
+		if (gdb)
+			await gdb.release().catch(() => {});
+		await Promise.all([held, others, reader].map((c) => c.end().catch(() => {})));
+	}
+});
