@@ -13,7 +13,7 @@ trap '[ -n "${KEEP_REGRESS:-}" ] || rm -rf "$work"' EXIT
 [ -x "$pg_regress" ] || { echo "run-regress-tests: $pg_regress not found; run 'make deps'" >&2; exit 1; }
 cp -r "$root/tests/regress/sql" "$root/tests/regress/expected" "$root/tests/regress/traceprof.conf" "$work/"
 chmod -R a+rwX "$work"
-tests="traceparent spans settings transactions visibility early_errors nesting"
+tests="install traceparent spans settings transactions visibility early_errors nesting"
 
 run() {
 	if [ "$(id -u)" = 0 ]; then

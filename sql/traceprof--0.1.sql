@@ -2,6 +2,31 @@
 
 \echo Use "CREATE EXTENSION traceprof" to load this file. \quit
 
+-- The schema is fixed (traceprof.control), and CREATE EXTENSION uses one
+-- that exists already.  Whoever owns it, or may create objects in it, could
+-- later replace the functions a superuser calls: refuse such a schema.
+DO $$
+DECLARE
+    owner name;
+    creators text;
+BEGIN
+    SELECT r.rolname INTO owner
+      FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner
+     WHERE n.nspname = 'traceprof' AND NOT r.rolsuper;
+    SELECT string_agg(coalesce(r.rolname, 'PUBLIC'), ', ') INTO creators
+      FROM pg_namespace n, aclexplode(n.nspacl) a LEFT JOIN pg_roles r ON r.oid = a.grantee
+     WHERE n.nspname = 'traceprof' AND a.privilege_type = 'CREATE' AND NOT coalesce(r.rolsuper, false);
+    IF owner IS NOT NULL OR creators IS NOT NULL THEN
+        RAISE EXCEPTION 'schema "traceprof" already exists and %',
+            CASE WHEN owner IS NOT NULL THEN format('is owned by role "%s", not a superuser', owner)
+                 ELSE format('grants CREATE to %s', creators) END
+            USING HINT = 'Whoever owns the schema or may create objects in it could replace the '
+                         'extension''s functions.  Drop or rename that schema (CREATE EXTENSION '
+                         'traceprof creates its own), or make a superuser its only owner and creator.';
+    END IF;
+END
+$$;
+
 CREATE FUNCTION spans_internal(
     OUT trace_id text,
     OUT span_id text,
