@@ -110,10 +110,11 @@ tp_url_redact(const char *url, const char *replacement, char *out, size_t outlen
 	const char *authority = strstr(url, "://");
 	const char *end;
 	const char *at = NULL;
+	int			kept = (int) strcspn(url, "?#");	/* a query may carry a token */
 
-	if (authority == NULL)
+	if (authority == NULL || authority - url > kept)
 	{
-		snprintf(out, outlen, "%s", url);
+		snprintf(out, outlen, "%.*s", kept, url);
 		return;
 	}
 	authority += 3;
@@ -122,7 +123,8 @@ tp_url_redact(const char *url, const char *replacement, char *out, size_t outlen
 		if (*p == '@')
 			at = p;				/* the last '@' ends the user info */
 	if (at == NULL)
-		snprintf(out, outlen, "%s", url);
+		snprintf(out, outlen, "%.*s", kept, url);
 	else
-		snprintf(out, outlen, "%.*s%s%s", (int) (authority - url), url, replacement, at + 1);
+		snprintf(out, outlen, "%.*s%s%.*s", (int) (authority - url), url, replacement,
+				 (int) (url + kept - (at + 1)), at + 1);
 }

@@ -36,7 +36,8 @@ int			tp_hex_digit(char c);
 
 /*
  * url with its user info ("user:secret@") replaced by replacement: "***@"
- * for messages, "" for links meant to be shared.  Credentials never reach
+ * for messages, "" for links meant to be shared; its query string and
+ * fragment (tokens travel there too) left out.  Credentials never reach
  * logs, views or span attributes this way.
  */
 void		tp_url_redact(const char *url, const char *replacement,

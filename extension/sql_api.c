@@ -206,10 +206,16 @@ traceprof_stats(PG_FUNCTION_ARGS)
 	i++;
 	values[i] = timestamp_or_null(stats.last_failure, &nulls[i]);
 	i++;
-	if (stats.last_error[0] != '\0')
+	/*
+	 * A collector's refusal may quote what it was sent (other roles' query
+	 * texts), and the endpoint is superuser-only: shown as query text is.
+	 */
+	if (stats.last_error[0] == '\0')
+		nulls[i++] = true;
+	else if (superuser() || has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS))
 		values[i++] = CStringGetTextDatum(stats.last_error);
 	else
-		nulls[i++] = true;
+		values[i++] = CStringGetTextDatum("<insufficient privilege>");
 	values[i++] = TimestampTzGetDatum(stats.stats_reset);
 	sample_store_counts(&samples_stored, &samples_dropped, &samples_exported);
 	values[i++] = Int64GetDatum(samples_stored);

@@ -1,0 +1,55 @@
+/* Unit tests: the string helpers of common/text.h. */
+#include <string.h>
+
+#include "unit.h"
+
+#include "text.h"
+
+TEST(utf8_validity)
+{
+	CHECK(tp_utf8_is_valid("", 0));
+	CHECK(tp_utf8_is_valid("plain\t\x01", 7));	/* control characters are UTF-8 */
+	CHECK(tp_utf8_is_valid("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14));
+	CHECK(tp_utf8_is_valid("\xf4\x8f\xbf\xbf", 4));	/* U+10FFFF */
+	CHECK(!tp_utf8_is_valid("caf\xe9", 4));		/* Latin-1 */
+	CHECK(!tp_utf8_is_valid("\xc0\xaf", 2));	/* overlong '/' */
+	CHECK(!tp_utf8_is_valid("\xe0\x80\xaf", 3));	/* overlong, three bytes */
+	CHECK(!tp_utf8_is_valid("\xed\xa0\x80", 3));	/* a surrogate */
+	CHECK(!tp_utf8_is_valid("\xf4\x90\x80\x80", 4));	/* above U+10FFFF */
+	CHECK(!tp_utf8_is_valid("\xe2\x82", 2));	/* cut short */
+	CHECK(!tp_utf8_is_valid("\x80", 1));		/* a lone continuation */
+}
+
+TEST(printable_lines)
+{
+	char		s[] = "a\nb\tc\x1b[2J caf\xe9 \xc3\xa9";
+
+	tp_make_printable(s);
+	CHECK_STR(s, "a b c?[2J caf? \xc3\xa9");
+}
+
+TEST(urls_lose_credentials_and_queries)
+{
+	char		out[256];
+
+	tp_url_redact("http://user:pw@collector:4318/v1/traces", "***@", out, sizeof(out));
+	CHECK_STR(out, "http://***@collector:4318/v1/traces");
+	tp_url_redact("https://u:p@host/base/v1/traces?api_key=K3Y#frag", "***@", out, sizeof(out));
+	CHECK_STR(out, "https://***@host/base/v1/traces");
+	tp_url_redact("http://pyroscope:4040/?token=PT0K", "", out, sizeof(out));
+	CHECK_STR(out, "http://pyroscope:4040/");
+	/* An '@' past the authority is not user info. */
+	tp_url_redact("http://host/p?mail=a@b", "", out, sizeof(out));
+	CHECK_STR(out, "http://host/p");
+	tp_url_redact("host:4317?x=1", "", out, sizeof(out));
+	CHECK_STR(out, "host:4317");
+}
+
+int
+main(void)
+{
+	RUN(utf8_validity);
+	RUN(printable_lines);
+	RUN(urls_lose_credentials_and_queries);
+	return unit_summary();
+}
