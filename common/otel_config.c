@@ -11,6 +11,7 @@
 
 #include <curl/curl.h>
 
+#include "http_url.h"
 #include "log.h"
 #include "text.h"
 
@@ -44,45 +45,12 @@ env_is_true(const char *name)
 	return value != NULL && strcasecmp(value, "true") == 0;
 }
 
-/*
- * endpoint as a URL (http:// when it names no scheme), or NULL unless it is
- * an http or https URL with a host and, if any, a port number.
- */
-static CURLU *
-endpoint_url(const char *endpoint)
-{
-	const char *separator = strstr(endpoint, "://");
-	const char *authority = separator ? separator + 3 : endpoint;
-	CURLU	   *url = curl_url();
-	char	   *text = NULL;
-	char	   *scheme = NULL;
-	char	   *host = NULL;
-	bool		ok;
-
-	if (url == NULL)
-		return NULL;
-	/* libcurl would read "http:///x" as host x, and take https by default. */
-	ok = authority[0] != '/' && strpbrk(endpoint, " \t\r\n") == NULL &&
-		asprintf(&text, "%s%s", separator ? "" : "http://", endpoint) >= 0 &&
-		curl_url_set(url, CURLUPART_URL, text, CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK &&
-		curl_url_get(url, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-		(strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0) &&
-		curl_url_get(url, CURLUPART_HOST, &host, 0) == CURLUE_OK && host[0] != '\0';
-	free(text);
-	curl_free(scheme);
-	curl_free(host);
-	if (ok)
-		return url;
-	curl_url_cleanup(url);
-	return NULL;
-}
-
 /* The suffix goes on the path: a query string stays after it. */
 char *
 tp_otlp_traces_url(const char *endpoint, tp_otlp_protocol protocol, bool per_signal)
 {
 	const char *suffix = protocol == TP_OTLP_GRPC ? GRPC_EXPORT_PATH : "/v1/traces";
-	CURLU	   *url = endpoint_url(endpoint);
+	CURLU	   *url = tp_http_url_parse(endpoint);
 	char	   *path = NULL;
 	char	   *joined = NULL;
 	char	   *full = NULL;
@@ -113,10 +81,7 @@ tp_otlp_traces_url(const char *endpoint, tp_otlp_protocol protocol, bool per_sig
 bool
 tp_otlp_endpoint_is_valid(const char *endpoint)
 {
-	CURLU	   *url = endpoint_url(endpoint);
-
-	curl_url_cleanup(url);
-	return url != NULL;
+	return tp_http_url_is_valid(endpoint);
 }
 
 static tp_otlp_protocol

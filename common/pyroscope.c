@@ -26,6 +26,7 @@
 #include <strings.h>
 
 #include "http_retry.h"
+#include "http_url.h"
 #include "log.h"
 #include "pyroscope.h"
 #include "text.h"
@@ -267,6 +268,12 @@ application_name(const char *requested, const char *fallback)
 	return name;
 }
 
+bool
+tp_pyroscope_server_is_valid(const char *address)
+{
+	return tp_http_url_is_valid(address) && strpbrk(address, "?#") == NULL;
+}
+
 /* Without a scheme, http:// is meant; a trailing '/' would double up. */
 static char *
 server_address(char *configured)
@@ -275,6 +282,13 @@ server_address(char *configured)
 	size_t		len;
 	size_t		keep;
 
+	if (configured != NULL && !tp_pyroscope_server_is_valid(configured))
+	{
+		tp_warn("PYROSCOPE_SERVER_ADDRESS=\"%s\" is not a server address (expected http://host:port or https://host:port, "
+				"with no query string: /ingest?... is appended); using %s", configured, DEFAULT_SERVER);
+		free(configured);
+		configured = NULL;
+	}
 	if (configured == NULL)
 		return strdup(DEFAULT_SERVER);
 	if (strstr(configured, "://") == NULL)

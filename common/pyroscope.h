@@ -30,6 +30,13 @@ typedef struct tp_pyroscope_config
 	long		retry_not_before_ms;	/* monotonic: the last Retry-After's time, or 0 */
 } tp_pyroscope_config;
 
+/*
+ * Is address a Pyroscope server we can send to?  An http(s) URL with a host
+ * (host:port meaning http://), and no query string or fragment: the
+ * ingest path and its query are appended to it.
+ */
+bool		tp_pyroscope_server_is_valid(const char *address);
+
 /* Read the environment; malformed values are warned about, never fatal. */
 void		tp_pyroscope_config_from_env(tp_pyroscope_config *cfg,
 										 const char *default_application);

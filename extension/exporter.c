@@ -560,8 +560,15 @@ traceprof_profile_uploader_main(Datum arg)
 	{
 		if (wait_round(traceprof_upload_interval_ms))
 		{
+			/* A Retry-After still holds for the same server, as for spans. */
+			long		not_before = pyroscope.retry_not_before_ms;
+			char	   *server = pstrdup(pyroscope.server_address ? pyroscope.server_address : "");
+
 			tp_pyroscope_config_free(&pyroscope);
 			build_pyroscope(&pyroscope);
+			if (pyroscope.server_address != NULL && strcmp(server, pyroscope.server_address) == 0)
+				pyroscope.retry_not_before_ms = not_before;
+			pfree(server);
 		}
 
 		/*

@@ -16,6 +16,7 @@
 
 #include "kvlist.h"
 #include "otel_config.h"
+#include "pyroscope.h"
 #include "traceprof.h"
 
 PG_MODULE_MAGIC;
@@ -138,6 +139,16 @@ check_otlp_endpoint(char **newval, void **extra, GucSource source)
 		return true;
 	GUC_check_errdetail("Expected an http:// or https:// URL with a host (http://collector:4318), or host:port; "
 						"empty disables export.");
+	return false;
+}
+
+static bool
+check_pyroscope_url(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0' || tp_pyroscope_server_is_valid(*newval))
+		return true;
+	GUC_check_errdetail("Expected an http:// or https:// URL with a host (http://pyroscope:4040), or host:port, "
+						"with no query string (/ingest?... is appended); empty disables upload.");
 	return false;
 }
 
@@ -289,7 +300,7 @@ define_gucs(void)
 	DefineCustomStringVariable("traceprof.pyroscope_url",
 							   "Grafana Pyroscope server profiles are sent to; empty disables.",
 							   NULL, &traceprof_pyroscope_url, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
-							   NULL, NULL, NULL);
+							   check_pyroscope_url, NULL, NULL);
 	DefineCustomStringVariable("traceprof.pyroscope_ca_file",
 							   "PEM file of the CA certificates that verify an https Pyroscope server; empty: the system's.",
 							   "Certificates and host names are always verified.",

@@ -29,6 +29,7 @@ const assert = require('node:assert/strict');
 const { sleep, newContext, waitFor, startTraced, connect } = require('./lib/traced');
 const { startReceiver } = require('./lib/receiver');
 const { decodeTraces } = require('./lib/otlp');
+const { startIngest } = require('./lib/ingest');
 
 const EXPORT_INTERVAL_MS = 100;
 const QUIET_WINDOW_MS = 3000;	// how long "no request" is watched for
@@ -168,6 +169,38 @@ test('2. a reload without a change keeps a 429\'s Retry-After (no request for it
 	assert.equal(moved.length, 1, 'the held span reaches the new endpoint');
 	assert.equal(receiver.requests.length, count, 'and nothing more went to the throttling one');
 	await drained();
+});
+
+test('2b. the profile uploader too: a reload without a change keeps a 429\'s Retry-After; a bad pyroscope_url is refused', async (t) => {
+	// Old behaviour caught: the uploader rebuilt its configuration on every
+	// reload and uploaded again ~1 s after pg_reload_conf(); pyroscope_url
+	// had no check, so a query string (or no host) failed only at upload.
+	const ingest = await startIngest();
+	t.after(async () => {
+		await reconfigure({ 'traceprof.pyroscope_url': null, 'traceprof.upload_interval': null });
+		await ingest.close();
+	});
+	for (const bad of [`${ingest.url}/?token=x`, 'http://', `${ingest.url.replace(/:\d+$/, ':0')}`])
+		await assert.rejects(monitor.query(`ALTER SYSTEM SET traceprof.pyroscope_url = '${bad}'`),
+			(e) => e.code === '22023' && /no query string/.test(e.detail), bad);
+	await reconfigure({ 'traceprof.pyroscope_url': ingest.url, 'traceprof.upload_interval': '200' });
+	const profiled = async () => {
+		const client = await connect(cluster, 'app');
+		try {
+			await client.query(`SET traceprof.traceparent = '${newContext().header}'`);
+			await client.query('SELECT sum(g::numeric * g) FROM generate_series(1, 1500000) AS g');
+		} finally {
+			await client.end();
+		}
+	};
+	ingest.enqueue({ status: 429, headers: { 'retry-after': '600' } });
+	await profiled();
+	await ingest.waitFor((requests) => requests.length >= 1, 15000);
+	await profiled();	// more samples wait behind the Retry-After
+	await monitor.query('SELECT pg_reload_conf()');
+	await sleep(QUIET_WINDOW_MS);
+	assert.equal(ingest.requests.length, 1,
+		`no upload after a reload that changed nothing, while Retry-After: 600 lasts (got ${ingest.requests.length})`);
 });
 
 test('3a. otlp_endpoint http://127.0.0.1:PORT?x=1: requests go to /v1/traces?x=1 (the suffix before the query string)', async (t) => {

@@ -150,6 +150,10 @@ TEST(endpoints_checked_like_urls)
 	CHECK(tp_otlp_endpoint_is_valid("https://[::1]:4318/base?x=1"));
 	CHECK(!tp_otlp_endpoint_is_valid("http://127.0.0.1:abc"));
 	CHECK(!tp_otlp_endpoint_is_valid("http://collector:99999"));
+	CHECK(!tp_otlp_endpoint_is_valid("http://collector:0"));
+	CHECK(!tp_otlp_endpoint_is_valid("http://collector:/v1"));
+	CHECK(!tp_otlp_endpoint_is_valid("collector:"));
+	CHECK(tp_otlp_endpoint_is_valid("http://[::1]"));
 	CHECK(!tp_otlp_endpoint_is_valid("ftp://collector"));
 	CHECK(!tp_otlp_endpoint_is_valid("http://"));
 	CHECK(!tp_otlp_endpoint_is_valid("http:///v1/traces"));

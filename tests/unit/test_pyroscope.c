@@ -240,11 +240,23 @@ TEST(config_from_env)
 	CHECK_STR(cfg.server_address, "http://pyroscope:4040");
 	tp_pyroscope_config_free(&cfg);
 
-	/* found by tests/fuzz/pyroscope_tags.c: "http://" lost its "//" */
+	/* No host (the fuzzer once made "http://" lose its "//"), no number for a port, a query: the default. */
 	setenv("PYROSCOPE_SERVER_ADDRESS", "http:///", 1);
 	tp_pyroscope_config_from_env(&cfg, "x");
-	CHECK_STR(cfg.server_address, "http://");
+	CHECK_STR(cfg.server_address, "http://localhost:4040");
+	CHECK(warned("PYROSCOPE_SERVER_ADDRESS=\"http:///\" is not a server address", "using http://localhost:4040"));
 	tp_pyroscope_config_free(&cfg);
+	setenv("PYROSCOPE_SERVER_ADDRESS", "http://pyroscope:port", 1);
+	tp_pyroscope_config_from_env(&cfg, "x");
+	CHECK_STR(cfg.server_address, "http://localhost:4040");
+	tp_pyroscope_config_free(&cfg);
+	setenv("PYROSCOPE_SERVER_ADDRESS", "http://pyroscope:4040/?token=x", 1);
+	tp_pyroscope_config_from_env(&cfg, "x");
+	CHECK_STR(cfg.server_address, "http://localhost:4040");
+	CHECK(warned("\"http://pyroscope:port\"", NULL) && warned("\"http://pyroscope:4040/?token=x\"", NULL));
+	tp_pyroscope_config_free(&cfg);
+	CHECK(tp_pyroscope_server_is_valid("https://profiles.example.com/base"));
+	CHECK(!tp_pyroscope_server_is_valid("http://pyroscope:4040#top"));
 	clear_env();
 }
 
