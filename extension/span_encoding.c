@@ -114,10 +114,16 @@ convert_into(const char *src, uint32 len, int from, int to, FmgrInfo *converter,
 		}
 		if (done >= len)
 			break;
-		/* What stopped it: one character of the source, or one byte. */
+		/*
+		 * What stopped it: a valid character of the source the target lacks,
+		 * or a byte that starts no valid character (skipping the length it
+		 * claims would take the bytes after it too).
+		 */
 		dest[out++] = '?';
-		done += converter != NULL ?
-			Min((uint32) Max(pg_encoding_mblen_bounded(from, src + done), 1), len - done) : 1;
+		if (converter != NULL)
+			done += (uint32) Max(pg_encoding_verifymbchar(from, src + done, (int) (len - done)), 1);
+		else
+			done++;
 	}
 	dest[out] = '\0';
 	return out;

@@ -300,6 +300,17 @@ test('4c. a role "caf\\xE9" in a UTF-8 database "d\\xE9mo" (names written raw fr
 
 	const rows = (await monitor.query('SELECT username, dbname FROM traceprof.spans WHERE trace_id = $1', [ctx.traceId])).rows;
 	assert.deepEqual(rows, [{ username: 'caf?', dbname: 'd?mo' }], 'traceprof.spans, read in a UTF-8 database');
+	// Read in a LATIN1 database, through the UTF-8 to LATIN1 conversion: the
+	// bytes after the bad one stay (it once skipped the 3 bytes 0xE9 claims).
+	await monitor.query("CREATE DATABASE enc_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+	await cluster.psql('CREATE EXTENSION traceprof;', { db: 'enc_latin1' });
+	const latin1 = await connect(cluster, 'postgres', 'enc_latin1');
+	try {
+		const read = (await latin1.query('SELECT username, dbname FROM traceprof.spans WHERE trace_id = $1', [ctx.traceId])).rows;
+		assert.deepEqual(read, [{ username: 'caf?', dbname: 'd?mo' }], 'traceprof.spans, read in a LATIN1 database');
+	} finally {
+		await latin1.end();
+	}
 	await drained();
 });
 
