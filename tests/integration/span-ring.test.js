@@ -1,5 +1,7 @@
 'use strict';
-// A backend preempted between taking its slot of the span ring and
+// The shared-memory span ring (extension/shm_ring.c).
+//
+// 1. A backend preempted between taking its slot of the span ring and
 // publishing it, while other backends write a whole lap of the ring (no
 // exporter: the ring keeps the newest positions).  gdb holds the backend at
 // shm_ring_end_write, its span copied and not yet published: the spans
@@ -8,6 +10,9 @@
 // and published; the held backend then published over it, so both spans
 // were lost and neither counted as dropped (and a reader could be shown
 // one backend's fields with another's query text).
+//
+// 2. A scan of a full ring of 65,536 slots can be cancelled: a 20 ms
+//    statement_timeout stops it long before its end.
 //
 // A real PostgreSQL 15 cluster (shared_preload_libraries = 'traceprof',
 // max_spans at its minimum, 128) and gdb attached to one backend.
@@ -125,5 +130,37 @@ test('a span whose slot is still being written is dropped, not copied over it', 
 		if (gdb)
 			await gdb.release().catch(() => {});
 		await Promise.all([held, others, reader].map((c) => c.end().catch(() => {})));
+	}
+});
+
+test('a scan of traceprof.spans over 65,536 slots stops at statement_timeout, not at its end', async () => {
+	// Before the fix the scan never checked for interrupts: a timeout or a
+	// cancel took effect only once every slot had been read (seconds at the
+	// largest traceprof.max_spans, with nothing able to stop it).
+	const big = await startTraced({
+		'traceprof.max_spans': '65536',
+		'traceprof.track': 'all',
+		'traceprof.track_planning': 'off',
+		'traceprof.profile': 'off',
+	});
+	const client = await connect(big);
+	try {
+		await client.query('SET traceprof.sample_rate = 1');
+		await client.query("DO $$ BEGIN FOR i IN 1..70000 LOOP EXECUTE 'SELECT ' || i; END LOOP; END $$");
+		await client.query('SET traceprof.sample_rate = 0');
+		let start = performance.now();
+		const shown = Number((await client.query('SELECT count(*) AS n FROM traceprof.spans')).rows[0].n);
+		const whole = performance.now() - start;
+		assert.ok(shown > 65000, `a full ring to scan (${shown} spans)`);
+
+		await client.query("SET statement_timeout = '20ms'");
+		start = performance.now();
+		await assert.rejects(client.query('SELECT count(*) FROM traceprof.spans'), (e) => e.code === '57014');
+		const stopped = performance.now() - start;
+		assert.ok(stopped < whole / 2,
+			`the timeout stops the scan (${stopped.toFixed(0)} ms) well before its end (${whole.toFixed(0)} ms)`);
+	} finally {
+		await client.end();
+		await big.stop();
 	}
 });
