@@ -54,12 +54,15 @@ static Batch batch;
 #define SAMPLES_PER_UPLOAD 8192
 
 /*
- * A request's spans, as records, stay within 4 MiB: an OpenTelemetry
- * Collector refuses larger gRPC requests by default, and 65536 spans with
- * 64 kB texts would ask for 4 GB.  Only a raised max_query_length makes it
- * bind (512 spans of the default 1 kB take 1 MB).
+ * A request stays within 4 MiB: an OpenTelemetry Collector refuses larger
+ * gRPC requests by default, and 65536 spans with 64 kB texts would ask for
+ * 4 GB.  A span takes at most its largest record, plus what encoding adds
+ * (ids, times, attribute keys, the two Pyroscope links, which quote the
+ * server's URL).  Only a raised max_query_length makes it bind (512 spans
+ * of the default 1 kB take 1 MB).
  */
-#define BATCH_RECORD_BYTES (4 * 1024 * 1024)
+#define BATCH_BYTES (4 * 1024 * 1024)
+#define SPAN_ENCODING_BYTES 4096
 
 /*
  * Set by SIGTERM and SIGHUP: a request in flight, or its retry's wait, ends
@@ -199,11 +202,13 @@ export_failed(const char *err, const char *warning, const char *detail)
 	failing = true;
 }
 
-/* Spans per request: traceprof.export_batch_size, as far as BATCH_RECORD_BYTES allows. */
+/* Spans per request: traceprof.export_batch_size, as far as BATCH_BYTES allows. */
 static int
 batch_size(void)
 {
-	return Max(1, Min(traceprof_export_batch_size, BATCH_RECORD_BYTES / (int) TraceprofSpanSize()));
+	Size		span_bytes = TraceprofSpanSize() + SPAN_ENCODING_BYTES + 2 * strlen(traceprof_pyroscope_url);
+
+	return Max(1, Min(traceprof_export_batch_size, (int) (BATCH_BYTES / span_bytes)));
 }
 
 /* One request.  Returns the number of spans exported, -1 on failure. */
