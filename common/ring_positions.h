@@ -16,15 +16,11 @@
 /*
  * Whether nslots at position fit among capacity slots not yet exported.
  * A stale position fits; the claim that follows fails and looks again.
- * So does a position more than capacity past exported_upto: writers that
- * keep records never get that far, so they were not keeping (export was
- * off) and the exporter skips what they overwrote; "full" would drop every
- * span from export's start until its first round.
  */
 static inline bool
 tp_ring_has_room(uint64_t position, uint32_t nslots, uint64_t exported_upto, uint64_t capacity)
 {
-	return position + nslots <= exported_upto + capacity || position > exported_upto + capacity;
+	return position + nslots <= exported_upto + capacity;
 }
 
 /*

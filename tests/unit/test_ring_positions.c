@@ -27,20 +27,6 @@ TEST(stale_position)
 	CHECK(tp_ring_has_room(0, 1, UINT64_C(1) << 40, 8192));
 }
 
-TEST(export_turned_on)
-{
-	/*
-	 * Without export the ring wrapped (writers reached 10,000 with nothing
-	 * exported); with export on, a writer keeps records again: no "full"
-	 * before the exporter's first round moves exported_upto.
-	 */
-	CHECK(tp_ring_has_room(10000, 1, 0, 8));
-	CHECK(tp_ring_has_room(109, 1, 100, 8));
-	/* Exactly full while keeping: no room. */
-	CHECK(!tp_ring_has_room(108, 1, 100, 8));
-	CHECK(!tp_ring_has_room(107, 2, 100, 8));
-}
-
 TEST(between)
 {
 	CHECK(tp_ring_between(100, 108) == 8);
@@ -54,7 +40,6 @@ main(void)
 {
 	RUN(room);
 	RUN(stale_position);
-	RUN(export_turned_on);
 	RUN(between);
 	return unit_summary();
 }
