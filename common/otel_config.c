@@ -257,11 +257,18 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 	memset(cfg, 0, sizeof(*cfg));
 	if (endpoint != NULL && !tp_otlp_endpoint_is_valid(endpoint))
 	{
-		tp_warn("%s=\"%s\" is not an endpoint (expected http://host:port, https://host:port or host:port); using the default",
-				name, endpoint);
+		char		shown[512];
+
+		/* Its user info and query may be secrets, valid URL or not. */
+		tp_url_redact(endpoint, "***@", shown, sizeof(shown));
+		tp_warn("%s=\"%s\" is not an endpoint (expected http://host:port, https://host:port or host:port); "
+				"exporting to the default", name, shown);
+		/* Setting one asked for export: the default replaces it, as for any variable. */
+		cfg->export_enabled = export_requested("");
 		endpoint = NULL;
 	}
-	cfg->export_enabled = export_requested(endpoint);
+	else
+		cfg->export_enabled = export_requested(endpoint);
 	cfg->traces.protocol = read_protocol(endpoint);
 	if (endpoint == NULL)
 		cfg->traces.url = tp_otlp_traces_url(cfg->traces.protocol == TP_OTLP_GRPC ?

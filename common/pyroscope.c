@@ -284,8 +284,12 @@ server_address(char *configured)
 
 	if (configured != NULL && !tp_pyroscope_server_is_valid(configured))
 	{
+		char		shown[512];
+
+		/* Its user info and query may be secrets, valid URL or not. */
+		tp_url_redact(configured, "***@", shown, sizeof(shown));
 		tp_warn("PYROSCOPE_SERVER_ADDRESS=\"%s\" is not a server address (expected http://host:port or https://host:port, "
-				"with no query string: /ingest?... is appended); using %s", configured, DEFAULT_SERVER);
+				"with no query string: /ingest?... is appended); using %s", shown, DEFAULT_SERVER);
 		free(configured);
 		configured = NULL;
 	}

@@ -271,6 +271,18 @@ TEST(malformed_values_warn_and_fall_back)
 	CHECK(cfg.traces.timeout_ms == 10000);
 	CHECK(cfg.traces.protocol == TP_OTLP_HTTP_PROTOBUF);
 	CHECK_STR(cfg.traces.url, "http://localhost:4318/v1/traces");
+	/* Setting an endpoint asked for export: its default replaces it. */
+	CHECK(cfg.export_enabled);
+	tp_otel_config_free(&cfg);
+
+	/* A bad endpoint's password and query stay out of the warning. */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://u:0tlpSecret@127.0.0.1:99999/?key=K3Y", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "\"http://***@127.0.0.1:99999/\" is not an endpoint") != NULL);
+	CHECK(strstr(last_warning, "0tlpSecret") == NULL && strstr(last_warning, "K3Y") == NULL);
+	CHECK(cfg.export_enabled);
 	tp_otel_config_free(&cfg);
 
 	/* Header values may be secrets: the warning shows positions only. */

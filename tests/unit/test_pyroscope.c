@@ -253,7 +253,12 @@ TEST(config_from_env)
 	setenv("PYROSCOPE_SERVER_ADDRESS", "http://pyroscope:4040/?token=x", 1);
 	tp_pyroscope_config_from_env(&cfg, "x");
 	CHECK_STR(cfg.server_address, "http://localhost:4040");
-	CHECK(warned("\"http://pyroscope:port\"", NULL) && warned("\"http://pyroscope:4040/?token=x\"", NULL));
+	CHECK(warned("\"http://pyroscope:port\"", NULL) && warned("\"http://pyroscope:4040/\" is not", NULL) && !warned("token=x", NULL));
+	tp_pyroscope_config_free(&cfg);
+	setenv("PYROSCOPE_SERVER_ADDRESS", "http://admin:S3cretPw@127.0.0.1:99999", 1);
+	tp_pyroscope_config_from_env(&cfg, "x");
+	CHECK(warned("\"http://***@127.0.0.1:99999\" is not a server address", NULL));
+	CHECK(!warned("S3cretPw", NULL));
 	tp_pyroscope_config_free(&cfg);
 	CHECK(tp_pyroscope_server_is_valid("https://profiles.example.com/base"));
 	CHECK(!tp_pyroscope_server_is_valid("http://pyroscope:4040#top"));
