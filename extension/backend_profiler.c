@@ -413,6 +413,7 @@ store_sample(const tp_sample *sample, void *arg)
 	record.span_name_id = sampled_span_name_id(sample->labels.span_id);
 	record.time_ns = (int64) sample->time_ns;
 	record.pid = MyProcPid;
+	record.userid = GetUserId();
 	record.weight = sample->weight;
 	record.period_us = (uint32) (1000000 / started_hz);
 	record.wall = started_mode == PROFILE_MODE_WALL;

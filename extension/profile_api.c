@@ -14,12 +14,19 @@
  *       a differential flame graph against the baseline: every retained
  *       sample of spans with the same span names, as Pyroscope's span
  *       profiles define it
+ *
+ * Each shows only the caller's own samples, unless the caller is a
+ * superuser or a member of pg_read_all_stats (as traceprof.spans shows
+ * query text).
  */
 #include "postgres.h"
 
+#include "catalog/pg_authid.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 
@@ -31,12 +38,14 @@ PG_FUNCTION_INFO_V1(traceprof_flamegraph);
 PG_FUNCTION_INFO_V1(traceprof_flamegraph_diff);
 PG_FUNCTION_INFO_V1(traceprof_profile_top);
 
-/* Which samples a call asks for. */
+/* Which samples a call asks for, and may see. */
 typedef struct SampleFilter
 {
 	uint8		trace_id[TP_TRACE_ID_BYTES];
 	uint8		span_id[TP_SPAN_ID_BYTES];
 	bool		by_span;
+	Oid			userid;			/* the caller */
+	bool		see_all;		/* superuser or pg_read_all_stats */
 	HTAB	   *groups;
 	int64		total;
 } SampleFilter;
@@ -96,13 +105,26 @@ parse_filter(FunctionCallInfo fcinfo, int span_arg, SampleFilter *filter)
 					 errhint("A span_id is 16 lowercase hex digits, not all zero.")));
 		filter->by_span = true;
 	}
+	filter->userid = GetUserId();
+	filter->see_all = superuser() || has_privs_of_role(filter->userid, ROLE_PG_READ_ALL_STATS);
+}
+
+/*
+ * Other roles' stacks say what their statements did, which traceprof.spans
+ * hides from whoever may not read their query text: the same rule here.
+ */
+static bool
+visible(const SampleFilter *filter, const TraceprofSample *sample)
+{
+	return filter->see_all || sample->userid == filter->userid;
 }
 
 static bool
 matches(const SampleFilter *filter, const TraceprofSample *sample)
 {
 	return memcmp(sample->trace_id, filter->trace_id, TP_TRACE_ID_BYTES) == 0 &&
-		(!filter->by_span || memcmp(sample->span_id, filter->span_id, TP_SPAN_ID_BYTES) == 0);
+		(!filter->by_span || memcmp(sample->span_id, filter->span_id, TP_SPAN_ID_BYTES) == 0) &&
+		visible(filter, sample);
 }
 
 static bool
@@ -281,7 +303,7 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 /* Samples into a flame-graph builder, frames root first. */
 typedef struct FlameCollect
 {
-	SampleFilter *filter;		/* NULL: baseline mode, use span_names */
+	SampleFilter *filter;		/* the caller's; baseline mode ignores its ids */
 	HTAB	   *span_names;		/* span_name ids of the target */
 	tp_flame_stacks *stacks;
 	bool		failed;
@@ -317,7 +339,7 @@ collect_baseline(const TraceprofSample *sample, void *arg)
 {
 	FlameCollect *collect = arg;
 
-	if (sample->depth == 0 || sample->span_name_id == 0 ||
+	if (sample->depth == 0 || sample->span_name_id == 0 || !visible(collect->filter, sample) ||
 		tp_id_is_zero(sample->trace_id, TP_TRACE_ID_BYTES) ||
 		hash_search(collect->span_names, &sample->span_name_id, HASH_FIND, NULL) == NULL)
 		return true;
@@ -358,24 +380,51 @@ title_for(const SampleFilter *filter, FunctionCallInfo fcinfo, char *title, size
 		snprintf(title, len, "trace %s", trace);
 }
 
+/*
+ * The builders are malloc'd (common/ knows no memory contexts): freed
+ * whatever happens, a cancelled scan included.
+ */
+static char *
+draw_flame_graphs(FlameCollect *target, FlameCollect *baseline, const char *title)
+{
+	char	   *svg = NULL;
+
+	PG_TRY();
+	{
+		if (target->stacks == NULL || (baseline != NULL && baseline->stacks == NULL))
+			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+		sample_store_scan(collect_target, target);
+		if (baseline != NULL)
+			sample_store_scan(collect_baseline, baseline);
+		if (target->failed || (baseline != NULL && baseline->failed))
+			svg = NULL;
+		else if (baseline != NULL)
+			svg = tp_flame_stacks_diff_svg(target->stacks, baseline->stacks, title, "samples");
+		else
+			svg = tp_flame_stacks_svg(target->stacks, title, "samples");
+	}
+	PG_FINALLY();
+	{
+		tp_flame_stacks_free(target->stacks);
+		if (baseline != NULL)
+			tp_flame_stacks_free(baseline->stacks);
+	}
+	PG_END_TRY();
+	return svg;
+}
+
 Datum
 traceprof_flamegraph(PG_FUNCTION_ARGS)
 {
 	SampleFilter filter;
 	FlameCollect collect = {0};
 	char		title[128];
-	char	   *svg;
 
 	parse_filter(fcinfo, 1, &filter);
 	collect.filter = &filter;
-	collect.stacks = tp_flame_stacks_new();
-	if (collect.stacks == NULL)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	sample_store_scan(collect_target, &collect);
 	title_for(&filter, fcinfo, title, sizeof(title));
-	svg = collect.failed ? NULL : tp_flame_stacks_svg(collect.stacks, title, "samples");
-	tp_flame_stacks_free(collect.stacks);
-	PG_RETURN_TEXT_P(svg_result(svg, "flame graph"));
+	collect.stacks = tp_flame_stacks_new();
+	PG_RETURN_TEXT_P(svg_result(draw_flame_graphs(&collect, NULL, title), "flame graph"));
 }
 
 Datum
@@ -386,7 +435,6 @@ traceprof_flamegraph_diff(PG_FUNCTION_ARGS)
 	FlameCollect baseline = {0};
 	HASHCTL		info;
 	char		title[160];
-	char	   *svg;
 
 	parse_filter(fcinfo, 1, &filter);
 	memset(&info, 0, sizeof(info));
@@ -396,18 +444,11 @@ traceprof_flamegraph_diff(PG_FUNCTION_ARGS)
 	target.filter = &filter;
 	target.span_names = hash_create("traceprof span names", 16, &info,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	target.stacks = tp_flame_stacks_new();
+	baseline.filter = &filter;
 	baseline.span_names = target.span_names;
-	baseline.stacks = tp_flame_stacks_new();
-	if (target.stacks == NULL || baseline.stacks == NULL)
-		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	sample_store_scan(collect_target, &target);
-	sample_store_scan(collect_baseline, &baseline);
 	title_for(&filter, fcinfo, title, sizeof(title) - 32);
 	strlcat(title, " vs. its baseline", sizeof(title));
-	svg = target.failed || baseline.failed ? NULL :
-		tp_flame_stacks_diff_svg(target.stacks, baseline.stacks, title, "samples");
-	tp_flame_stacks_free(target.stacks);
-	tp_flame_stacks_free(baseline.stacks);
-	PG_RETURN_TEXT_P(svg_result(svg, "differential flame graph"));
+	target.stacks = tp_flame_stacks_new();
+	baseline.stacks = tp_flame_stacks_new();
+	PG_RETURN_TEXT_P(svg_result(draw_flame_graphs(&target, &baseline, title), "differential flame graph"));
 }

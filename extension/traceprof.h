@@ -282,6 +282,7 @@ typedef struct TraceprofSample
 	uint32		span_name_id;	/* function_names id of the span's name */
 	int64		time_ns;
 	int32		pid;
+	Oid			userid;			/* the role sampled: its stacks say what it ran */
 	uint32		weight;			/* 1 + timer overruns */
 	uint32		period_us;		/* CPU (or wall) time one unit of weight stands for */
 	bool		wall;			/* taken on the wall clock (profile_mode = wall) */

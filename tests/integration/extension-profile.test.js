@@ -452,6 +452,42 @@ describe('profiles in SQL (one cluster)', () => {
 			assert.equal(r.span_name, nested.name, `a sample of the nested span carries its name: ${r.stack}`);
 	});
 
+	test('3c. another role\'s profile is hidden as its query text is: only the role itself, superusers and pg_read_all_stats read it', async () => {
+		// Before, any role read every role's stacks through the four
+		// functions (the trace ids are public in traceprof.spans).
+		const admin = await connect(cluster);
+		await admin.query(`CREATE ROLE prof_owner LOGIN; CREATE ROLE prof_other LOGIN;
+			CREATE ROLE prof_auditor LOGIN IN ROLE pg_read_all_stats`);
+		const ctx = newContext();
+		const owner = await connect(cluster, 'prof_owner');
+		try {
+			await traced(owner, ctx, cpuSql(1500000));
+			assert.ok(total(await profile(owner, ctx.traceId)) > 0, 'the role reads its own samples');
+		} finally {
+			await closeAll(owner);
+		}
+		const seen = async (role) => {
+			const c = await connect(cluster, role);
+			try {
+				const top = (await c.query('SELECT count(*) AS n FROM traceprof.profile_top($1)', [ctx.traceId])).rows[0];
+				const svg = (await c.query('SELECT traceprof.flamegraph($1) AS svg, traceprof.flamegraph_diff($1) AS diff',
+					[ctx.traceId])).rows[0];
+				return { samples: total(await profile(c, ctx.traceId)), top: Number(top.n),
+					flame: svg.svg.includes('numeric_mul'), diff: svg.diff.includes('numeric_mul') };
+			} finally {
+				await closeAll(c);
+			}
+		};
+		const other = await seen('prof_other');
+		assert.deepEqual(other, { samples: 0, top: 0, flame: false, diff: false }, 'another role sees none of them');
+		const auditor = await seen('prof_auditor');
+		assert.ok(auditor.samples > 0 && auditor.top > 0 && auditor.flame && auditor.diff,
+			`pg_read_all_stats sees them: ${JSON.stringify(auditor)}`);
+		assert.ok((await seen('postgres')).samples > 0, 'a superuser sees them');
+		await admin.query('DROP ROLE prof_owner, prof_other, prof_auditor');
+		await closeAll(admin);
+	});
+
 	test('5. sample_hz range; wall mode samples pg_sleep (leaf: the wait event Timeout:PgSleep over epoll_wait), CPU mode does not', async () => {
 		const client = await connect(cluster);
 		try {
