@@ -15,6 +15,7 @@
  */
 #include "json_reader.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -640,7 +641,8 @@ parse_number(jp *s, ld_slice *out, bool check_range)
 						   describe(s, p, got, sizeof(got)));
 		while (p < end && is_digit(*p))
 		{
-			if (exponent < 1000000000)
+			/* saturate past PG's limit, which then rejects it */
+			if (exponent < INT_MAX)
 				exponent = exponent * 10 + (*p - '0');
 			p++;
 		}
@@ -667,7 +669,9 @@ parse_number(jp *s, ld_slice *out, bool check_range)
 			zero = f == NULL || f == frac_end;
 			lead = zero ? 0 : -(f - frac_start + 1) + exponent;
 		}
-		if (nfrac - exponent > 16383 || (!zero && lead > 131071))
+		/* numeric_in refuses |exponent| >= INT_MAX / 2 even for a zero */
+		if (exponent >= INT_MAX / 2 || exponent <= -(INT_MAX / 2) ||
+			nfrac - exponent > 16383 || (!zero && lead > 131071))
 		{
 			char		text[64];
 

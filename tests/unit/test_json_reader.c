@@ -545,9 +545,17 @@ TEST(attributes_errors)
 	ERR(in, 1, "1e131072", 1, "\"attributes\": number 1e131072 is outside the range of PostgreSQL's numeric type");
 	snprintf(in, sizeof(in), "[%s]", record("1", NULL, NULL, NULL, NULL, NULL, "{\"a\":0.0e-16383}"));
 	ERR(in, 1, "0.0e", 1, "\"attributes\": number 0.0e-16383 is outside the range of PostgreSQL's numeric type");
+	/* numeric_in's exponent limit holds for a zero too */
+	snprintf(in, sizeof(in), "[%s]", record("1", NULL, NULL, NULL, NULL, NULL, "{\"a\":0e1073741823}"));
+	ERR(in, 1, "0e1073741823", 1, "\"attributes\": number 0e1073741823 is outside the range of PostgreSQL's numeric type");
+	snprintf(in, sizeof(in), "[%s]", record("1", NULL, NULL, NULL, NULL, NULL, "{\"a\":-0.0E+10737418220}"));
+	ERR(in, 1, "-0.0E", 1, "\"attributes\": number -0.0E+10737418220 is outside the range of PostgreSQL's numeric type");
+	snprintf(in, sizeof(in), "[%s]", record("1", NULL, NULL, NULL, NULL, NULL, "{\"a\":0e99999999999999999999}"));
+	ERR(in, 1, "0e9999", 1, "\"attributes\": number 0e99999999999999999999 is outside the range of PostgreSQL's numeric type");
 	/* the largest and smallest that still fit */
 	snprintf(in, sizeof(in), "[%s]", record("1", NULL, NULL, NULL, NULL, NULL,
-											"{\"a\":1e131071,\"b\":-9.9e-16382,\"c\":0e16383,\"d\":12345.6e-16379}"));
+											"{\"a\":1e131071,\"b\":-9.9e-16382,\"c\":0e16383,\"d\":12345.6e-16379,"
+											"\"e\":0e1073741822}"));
 	CHECK(strstr(run(in), ";END") != NULL);
 	CHECK(split_mismatches == 0);
 }
