@@ -26,7 +26,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 
-const { sleep, newContext, waitFor, startTraced, connect } = require('./lib/traced');
+const { sleep, newContext, waitFor, startTraced, connect, tracedSelect: tracedSelectIn } = require('./lib/traced');
 const { startReceiver } = require('./lib/receiver');
 const { decodeTraces } = require('./lib/otlp');
 const { startIngest } = require('./lib/ingest');
@@ -74,18 +74,7 @@ const drained = () => waitFor((last) => `an empty ring (last: ${JSON.stringify(l
 	return s.spans_pending === 0 ? s : null;
 });
 
-/** Run one traced SELECT in a fresh session; returns its context. */
-async function tracedSelect(alias) {
-	const ctx = newContext();
-	const client = await connect(cluster, 'app');
-	try {
-		await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
-		await client.query(`SELECT 1 AS ${alias}`);
-	} finally {
-		await client.end();
-	}
-	return ctx;
-}
+const tracedSelect = (alias) => tracedSelectIn(cluster, alias);
 
 /** The requests of r that carry at least one span of traceId. */
 const requestsWith = (r, traceId) =>

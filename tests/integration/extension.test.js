@@ -16,7 +16,7 @@ const path = require('node:path');
 const { GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
 const { run, describe: describeRun } = require('./lib/run');
 const { freePort, startCluster } = require('./lib/cluster');
-const { sleep, hex, newContext, waitFor, startTraced: startTracedCluster, connect } = require('./lib/traced');
+const { sleep, hex, newContext, waitFor, startTraced: startTracedCluster, connect, tracedSelect: tracedSelectIn } = require('./lib/traced');
 const { startReceiver, GRPC_PATH } = require('./lib/receiver');
 const { decodeTraces, SpanKind, StatusCode } = require('./lib/otlp');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
@@ -1645,18 +1645,7 @@ describe('retries and rejections (own cluster)', () => {
 			await receiver.close();
 	});
 
-	/** Run one traced SELECT in a fresh session; returns its context. */
-	async function tracedSelect(alias) {
-		const ctx = newContext();
-		const client = await connect(cluster, 'app');
-		try {
-			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
-			await client.query(`SELECT 1 AS ${alias}`);
-		} finally {
-			await client.end();
-		}
-		return ctx;
-	}
+	const tracedSelect = (alias) => tracedSelectIn(cluster, alias);
 
 	/** The span ids a request carries, sorted. */
 	const ids = (req) => decodeTraces(req.body).spans.map((s) => s.spanId).sort();

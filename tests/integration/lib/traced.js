@@ -83,4 +83,17 @@ async function traced(client, ctx, sql) {
 	}
 }
 
-module.exports = { sleep, hex, newContext, waitFor, startTraced, connect, traced };
+/** One traced `SELECT 1 AS alias` in a fresh session of the app role; returns its context. */
+async function tracedSelect(cluster, alias) {
+	const ctx = newContext();
+	const client = await connect(cluster, 'app');
+	try {
+		await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		await client.query(`SELECT 1 AS ${alias}`);
+	} finally {
+		await client.end();
+	}
+	return ctx;
+}
+
+module.exports = { sleep, hex, newContext, waitFor, startTraced, connect, traced, tracedSelect };
