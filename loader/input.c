@@ -53,7 +53,7 @@ ld_input_open(ld_input *in, const char *path)
 	return true;
 }
 
-/* Compact, then fill the buffer up (a pipe may deliver little per read). */
+/* Compact, then read what is there (a pipe may deliver little per read). */
 static bool
 refill(ld_input *in)
 {
@@ -84,25 +84,34 @@ refill(ld_input *in)
 		in->buf = buf;
 		in->cap = cap;
 	}
-	while (in->end < in->cap)
-	{
-		ssize_t		n = read(in->fd, in->buf + in->end, in->cap - in->end);
 
+	/*
+	 * One read that returns data is enough: waiting for a full buffer would
+	 * keep a slow writer's records (and the open COPY) waiting too.
+	 */
+	for (;;)
+	{
+		ssize_t		n;
+
+		if (in->stop != NULL && *in->stop)
+			break;
+		n = read(in->fd, in->buf + in->end, in->cap - in->end);
 		if (n < 0)
 		{
+			/* the handler sets *stop and, without SA_RESTART, gets us here */
 			if (errno == EINTR)
 				continue;
 			snprintf(in->message, sizeof(in->message), "cannot read %s: %s", in->name, strerror(errno));
 			return false;
 		}
 		if (n == 0)
-		{
 			in->eof = true;
-			break;
-		}
 		in->end += (size_t) n;
+		return true;
 	}
-	return true;
+	in->interrupted = true;
+	snprintf(in->message, sizeof(in->message), "interrupted");
+	return false;
 }
 
 ld_input_result

@@ -3,12 +3,14 @@
  *
  * Owns the file descriptor and the read buffer and drives the JSON
  * reader: when it needs more, the consumed bytes are dropped, the rest is
- * moved to the front and the buffer is filled up again (growing it, up to
- * the record size limit plus one read, only for records that do not fit).
+ * moved to the front and whatever one read returns is added (growing the
+ * buffer, up to the record size limit plus one read, only for records that
+ * do not fit).
  */
 #ifndef LD_INPUT_H
 #define LD_INPUT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -36,16 +38,23 @@ typedef struct ld_input
 	bool		size_known;		/* a regular file: size is its length */
 	uint64_t	size;
 	bool		out_of_memory;
+	/* set by a signal handler: a read waiting for input gives up */
+	const volatile sig_atomic_t *stop;
+	bool		interrupted;	/* the last LD_INPUT_ERROR came from *stop */
 	jr_reader	reader;
 	char		message[1024];
 } ld_input;
 
-/* Open path; false with in->message set ("cannot open x: reason"). */
+/*
+ * Open path; false with in->message set ("cannot open x: reason").  Set
+ * in->stop afterwards to make a signal stop a read that waits for input.
+ */
 bool		ld_input_open(ld_input *in, const char *path);
 
 /*
  * The next record, valid until the next call.  LD_INPUT_ERROR: bad input,
- * a read error or out of memory (in->out_of_memory), in->message set.
+ * a read error, out of memory (in->out_of_memory) or *in->stop set while
+ * waiting for input (in->interrupted), in->message set.
  */
 ld_input_result ld_input_next(ld_input *in, jr_record *rec);
 

@@ -168,11 +168,19 @@ propagate(loader *ld, const tp_span *span)
 	}
 }
 
+/* The exit code for an LD_INPUT_ERROR. */
+static int
+input_error_code(const loader *ld)
+{
+	if (ld->in.interrupted)
+		return LD_EXIT_INTERRUPTED;
+	return ld->in.out_of_memory ? LD_EXIT_INTERNAL : LD_EXIT_INPUT;
+}
+
 static int
 input_failure(loader *ld, tp_span *span)
 {
-	return fail(ld, ld->in.out_of_memory ? LD_EXIT_INTERNAL : LD_EXIT_INPUT, span,
-				"%s", ld->in.message);
+	return fail(ld, input_error_code(ld), span, "%s", ld->in.message);
 }
 
 /* The server refused the COPY data (or the connection broke). */
@@ -344,6 +352,7 @@ run(loader *ld)
 
 	if (!ld_input_open(&ld->in, ld->opt.file))
 		return input_failure(ld, NULL);
+	ld->in.stop = &interrupted;
 	if (!ld_copy_init(&ld->cs))
 		return fail(ld, LD_EXIT_INTERNAL, NULL, "out of memory");
 	ld_progress_init(&ld->progress, isatty(STDERR_FILENO) == 1, ld->in.size);
@@ -376,8 +385,7 @@ run(loader *ld)
 			if (ir == LD_INPUT_END)
 				break;
 			if (ir == LD_INPUT_ERROR)
-				return abort_batch(ld, ld->in.out_of_memory ? LD_EXIT_INTERNAL : LD_EXIT_INPUT,
-								   ld->in.message);
+				return abort_batch(ld, input_error_code(ld), ld->in.message);
 			if (interrupted)
 				return abort_batch(ld, LD_EXIT_INTERRUPTED, "interrupted");
 			if (!order_row_append(&ld->in.reader, &rec, &ld->cs.buf))

@@ -5,6 +5,7 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 
@@ -382,6 +383,43 @@ test('SIGINT: exit 130 and the open transaction is rolled back', async () => {
 	assert.equal(res.code, 130, describe(res));
 	assert.match(res.stderr, /^loader: error: interrupted/m, describe(res));
 	assert.equal(await cluster.psql('SELECT count(*) FROM interrupted'), '0', 'nothing committed');
+	await waitFor(async () => (await cluster.psql("SELECT count(*) FROM pg_stat_activity WHERE usename = 'app'")) === '0',
+		5000, "the loader's session is gone");
+});
+
+test('SIGINT while the input stalls: exit 130 at once, nothing committed', async () => {
+	// More than the loader's 1 MiB buffer, then the writer stalls with the
+	// FIFO open: the loader sits in read() inside its COPY.
+	const file = path.join(dir, 'stall.ndjson');
+	const gen = await run(GENERATOR, ['6000', file, '--seed', '13', '--format', 'ndjson']);
+	assert.equal(gen.code, 0, describe(gen));
+	assert.ok(fs.statSync(file).size > 1.5 * 1024 * 1024);
+	const fifo = path.join(dir, 'stall.fifo');
+	const mk = await run('mkfifo', [fifo]);
+	assert.equal(mk.code, 0, describe(mk));
+	let child;
+	const pending = load([cluster.url(), fifo, '--table', 'stalled'],
+		{ timeout: 10000, onSpawn: (c) => { child = c; } });
+	const writer = spawn('sh', ['-c', 'exec >"$1"; cat "$2"; exec sleep 60', 'sh', fifo, file], { stdio: 'ignore' });
+	const writerDone = new Promise((resolve) => writer.on('exit', resolve));
+	let res;
+	let writerOpenAtExit;
+	try {
+		await waitFor(async () => (await cluster.psql(
+			"SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND query LIKE 'COPY%'")) === '1',
+		8000, 'the loader is inside its COPY');
+		child.kill('SIGINT');
+		res = await pending;
+		writerOpenAtExit = writer.exitCode === null && writer.signalCode === null;
+	} finally {
+		writer.kill('SIGKILL');
+		await writerDone;
+	}
+	assert.equal(writerOpenAtExit, true, 'the writer still held the FIFO open when the loader exited');
+	assert.equal(res.timedOut, false, `the loader waited for the writer: ${describe(res)}`);
+	assert.equal(res.code, 130, describe(res));
+	assert.match(res.stderr, /^loader: error: interrupted$/m, describe(res));
+	assert.equal(await tableState(cluster, 'stalled'), 'absent', 'the transaction that created it was rolled back');
 	await waitFor(async () => (await cluster.psql("SELECT count(*) FROM pg_stat_activity WHERE usename = 'app'")) === '0',
 		5000, "the loader's session is gone");
 });
