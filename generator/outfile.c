@@ -78,30 +78,184 @@ restore_signals(const sigset_t *old)
 	sigprocmask(SIG_SETMASK, old, NULL);
 }
 
-/* "dir/.name.tmp-XXXXXX" for "dir/name"; false if it does not fit. */
+/* Names up to this long keep all of it in the temporary name. */
+#define TMP_NAME_KEEP 40
+/* What the temporary name adds: '.' before, ".tmp-XXXXXX" after. */
+#define TMP_NAME_EXTRA 12
+
+/*
+ * "dir/.name.tmp-XXXXXX" for "dir/name"; false if it does not fit.  A long
+ * name loses its last TMP_NAME_EXTRA bytes (never part of a UTF-8
+ * character), so the temporary name fits wherever the name itself does.
+ */
 static bool
 make_template(char *out, size_t outlen, const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	size_t		dirlen = slash ? (size_t) (slash - path) + 1 : 0;
+	const char *name = path + dirlen;
+	size_t		keep = strlen(name);
 	int			n;
 
-	n = snprintf(out, outlen, "%.*s.%s.tmp-XXXXXX", (int) dirlen, path,
-				 path + dirlen);
+	if (keep > TMP_NAME_KEEP)
+	{
+		keep -= TMP_NAME_EXTRA;
+		while (keep > 0 && ((unsigned char) name[keep] & 0xC0) == 0x80)
+			keep--;
+	}
+	n = snprintf(out, outlen, "%.*s.%.*s.tmp-XXXXXX", (int) dirlen, path,
+				 (int) keep, name);
 	return n > 0 && (size_t) n < outlen;
+}
+
+static const char *
+file_type_name(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a regular file";
+}
+
+/* A symbolic link at path: false with f->err set if it leads nowhere. */
+static bool
+follow_link(gen_outfile *f, const char *path, struct stat *st)
+{
+	char		dest[PATH_MAX];
+	ssize_t		n;
+
+	if (stat(path, st) == 0)
+		return true;
+	if (errno != ENOENT)
+	{
+		snprintf(f->err, sizeof(f->err), "cannot write \"%s\": %s", path, strerror(errno));
+		return false;
+	}
+	n = readlink(path, dest, sizeof(dest) - 1);
+	dest[n > 0 ? n : 0] = '\0';
+	snprintf(f->err, sizeof(f->err),
+			 "cannot write \"%s\": it is a symbolic link to \"%s\", which does not exist "
+			 "(expected a link to an existing file; remove the link to write a new file)",
+			 path, dest);
+	return false;
+}
+
+/*
+ * The descriptor that /dev/stdout, /dev/stderr, /dev/fd/N or
+ * /proc/self/fd/N names, else -1.  Written through directly: it may be a
+ * socket (which cannot be opened by name) or a file opened for appending.
+ */
+static int
+named_descriptor(const char *path)
+{
+	const char *num = NULL;
+	char	   *end;
+	long		fd;
+
+	if (strcmp(path, "/dev/stdout") == 0)
+		return STDOUT_FILENO;
+	if (strcmp(path, "/dev/stderr") == 0)
+		return STDERR_FILENO;
+	if (strncmp(path, "/dev/fd/", 8) == 0)
+		num = path + 8;
+	else if (strncmp(path, "/proc/self/fd/", 14) == 0)
+		num = path + 14;
+	if (num == NULL || *num < '0' || *num > '9')
+		return -1;
+	errno = 0;
+	fd = strtol(num, &end, 10);
+	if (*end != '\0' || errno != 0 || fd > INT_MAX)
+		return -1;
+	return (int) fd;
+}
+
+/*
+ * Decide where the data goes.  A missing path (or one lstat cannot see,
+ * e.g. under a missing directory) is created by the rename, whose errors
+ * name the cause.
+ */
+static bool
+resolve_target(gen_outfile *f, const char *path)
+{
+	struct stat st;
+	mode_t		mask;
+	bool		link;
+
+	mask = umask(0);
+	umask(mask);
+	f->mode = 0666 & ~mask;
+	f->direct = false;
+	if (snprintf(f->target, sizeof(f->target), "%s", path) >= (int) sizeof(f->target))
+	{
+		snprintf(f->err, sizeof(f->err), "cannot write \"%s\": %s", path, strerror(ENAMETOOLONG));
+		return false;
+	}
+	f->named_fd = named_descriptor(path);
+	if (f->named_fd >= 0)
+	{
+		f->direct = true;
+		return true;
+	}
+	if (lstat(path, &st) != 0)
+		return true;
+	link = S_ISLNK(st.st_mode);
+	if (link && !follow_link(f, path, &st))
+		return false;
+	if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))
+	{
+		f->direct = true;
+		return true;
+	}
+	if (!S_ISREG(st.st_mode))
+	{
+		snprintf(f->err, sizeof(f->err),
+				 "cannot write \"%s\": it is %s%s; expected a regular file, a FIFO or a character device",
+				 path, link ? "a symbolic link to " : "", file_type_name(st.st_mode));
+		return false;
+	}
+	/* Replace the file the link names, in its own directory; the link stays. */
+	if (link && realpath(path, f->target) == NULL)
+	{
+		snprintf(f->err, sizeof(f->err), "cannot resolve symbolic link \"%s\": %s",
+				 path, strerror(errno));
+		return false;
+	}
+	f->mode = st.st_mode & 0777;
+	return true;
+}
+
+/* A FIFO or a device: write to it as it is, like a shell redirection. */
+static bool
+open_direct(gen_outfile *f)
+{
+	if (f->named_fd >= 0)
+		f->fd = fcntl(f->named_fd, F_DUPFD_CLOEXEC, 0);
+	else
+		f->fd = open(f->path, O_WRONLY | O_CLOEXEC);
+	if (f->fd < 0)
+	{
+		snprintf(f->err, sizeof(f->err), "cannot open \"%s\" for writing: %s",
+				 f->path, strerror(errno));
+		return false;
+	}
+	return true;
 }
 
 bool
 gen_outfile_open(gen_outfile *f, const char *path)
 {
 	sigset_t	old;
-	mode_t		mask;
 	int			save_errno;
 
 	f->fd = -1;
 	f->path = path;
 	f->bytes = 0;
 	f->err[0] = '\0';
+	f->tmp_path[0] = '\0';
+	f->named_fd = -1;
 
 	if (path[0] == '\0' || path[strlen(path) - 1] == '/')
 	{
@@ -109,7 +263,11 @@ gen_outfile_open(gen_outfile *f, const char *path)
 				 path, strerror(EISDIR));
 		return false;
 	}
-	if (!make_template(f->tmp_path, sizeof(f->tmp_path), path))
+	if (!resolve_target(f, path))
+		return false;
+	if (f->direct)
+		return open_direct(f);
+	if (!make_template(f->tmp_path, sizeof(f->tmp_path), f->target))
 	{
 		snprintf(f->err, sizeof(f->err), "cannot write \"%s\": %s",
 				 path, strerror(ENAMETOOLONG));
@@ -130,17 +288,15 @@ gen_outfile_open(gen_outfile *f, const char *path)
 	if (f->fd < 0)
 	{
 		/* mkstemp scribbled a name that was never created: show the pattern. */
-		make_template(f->tmp_path, sizeof(f->tmp_path), path);
+		make_template(f->tmp_path, sizeof(f->tmp_path), f->target);
 		snprintf(f->err, sizeof(f->err),
 				 "cannot create temporary file \"%s\" for \"%s\": %s",
 				 f->tmp_path, path, strerror(save_errno));
 		return false;
 	}
 
-	/* mkstemp makes 0600; give the file the mode open(2) would have. */
-	mask = umask(0);
-	umask(mask);
-	if (fchmod(f->fd, 0666 & ~mask) != 0)
+	/* mkstemp makes 0600; give the file the mode it has or open(2) would give. */
+	if (fchmod(f->fd, f->mode) != 0)
 	{
 		snprintf(f->err, sizeof(f->err), "cannot set mode of \"%s\": %s",
 				 f->tmp_path, strerror(errno));
@@ -163,7 +319,7 @@ start_writeback(gen_outfile *f, uint64_t before)
 	uint64_t	chunk_start = before / WRITEBACK_CHUNK * WRITEBACK_CHUNK;
 	uint64_t	chunk_end = f->bytes / WRITEBACK_CHUNK * WRITEBACK_CHUNK;
 
-	if (chunk_end > chunk_start)
+	if (chunk_end > chunk_start && !f->direct)
 		(void) sync_file_range(f->fd, (off_t) chunk_start,
 							   (off_t) (chunk_end - chunk_start),
 							   SYNC_FILE_RANGE_WRITE);
@@ -183,10 +339,14 @@ gen_outfile_write(gen_outfile *f, const char *data, size_t len)
 		if (n <= 0)
 		{
 			/* A regular file only returns 0 for len 0; treat it as I/O error. */
-			snprintf(f->err, sizeof(f->err),
-					 "cannot write \"%s\" (temporary file \"%s\", after %llu bytes): %s",
-					 f->path, f->tmp_path, (unsigned long long) f->bytes,
-					 strerror(n < 0 ? errno : EIO));
+			if (f->direct)
+				snprintf(f->err, sizeof(f->err), "cannot write \"%s\" (after %llu bytes): %s",
+						 f->path, (unsigned long long) f->bytes, strerror(n < 0 ? errno : EIO));
+			else
+				snprintf(f->err, sizeof(f->err),
+						 "cannot write \"%s\" (temporary file \"%s\", after %llu bytes): %s",
+						 f->path, f->tmp_path, (unsigned long long) f->bytes,
+						 strerror(n < 0 ? errno : EIO));
 			return false;
 		}
 		data += n;
@@ -220,6 +380,22 @@ sync_directory(const char *path)
 	}
 }
 
+/* A FIFO or device has nothing to fsync or rename: close reports errors. */
+static bool
+commit_direct(gen_outfile *f)
+{
+	int			fd = f->fd;
+
+	f->fd = -1;
+	if (close(fd) != 0)
+	{
+		snprintf(f->err, sizeof(f->err), "cannot write \"%s\": close failed: %s",
+				 f->path, strerror(errno));
+		return false;
+	}
+	return true;
+}
+
 bool
 gen_outfile_commit(gen_outfile *f)
 {
@@ -227,6 +403,8 @@ gen_outfile_commit(gen_outfile *f)
 	int			fd = f->fd;
 	int			rc;
 
+	if (f->direct)
+		return commit_direct(f);
 	if (fsync(fd) != 0)
 	{
 		snprintf(f->err, sizeof(f->err),
@@ -245,7 +423,7 @@ gen_outfile_commit(gen_outfile *f)
 
 	/* Disarm together with the rename: afterwards the name is the target's. */
 	block_cleanup_signals(&old);
-	rc = rename(f->tmp_path, f->path);
+	rc = rename(f->tmp_path, f->target);
 	if (rc == 0)
 		cleanup_armed = 0;
 	else
@@ -255,10 +433,10 @@ gen_outfile_commit(gen_outfile *f)
 	if (rc != 0)
 	{
 		snprintf(f->err, sizeof(f->err), "cannot rename \"%s\" to \"%s\": %s",
-				 f->tmp_path, f->path, strerror(rc));
+				 f->tmp_path, f->target, strerror(rc));
 		return false;
 	}
-	sync_directory(f->path);
+	sync_directory(f->target);
 	return true;
 }
 

@@ -207,6 +207,72 @@ test('an unwritable destination exits 1 and leaves no file behind', async (t) =>
 	});
 });
 
+test('OUT as a link, a FIFO, /dev/fd/1, a directory, a long name', async (t) => {
+	const sub = makeTempDir('traceprof-gen-kinds-');
+	t.after(() => removeTempDir(sub));
+	const reference = path.join(sub, 'reference.json');
+	let res = await generate(['100', reference]);
+	assert.equal(res.code, 0, describe(res));
+	const want = fs.readFileSync(reference, 'utf8');
+
+	await t.test('a link to a file: the file is replaced, keeps its mode, the link stays', async () => {
+		const target = path.join(sub, 'target.json');
+		fs.writeFileSync(target, 'old');
+		fs.chmodSync(target, 0o600);
+		fs.symlinkSync('target.json', path.join(sub, 'link.json'));
+		res = await generate(['100', path.join(sub, 'link.json')]);
+		assert.equal(res.code, 0, describe(res));
+		assert.ok(fs.lstatSync(path.join(sub, 'link.json')).isSymbolicLink());
+		assert.equal(fs.readFileSync(target, 'utf8'), want);
+		assert.equal(fs.statSync(target).mode & 0o777, 0o600);
+		assert.deepEqual(leftovers(sub, ['reference.json', 'target.json', 'link.json']), []);
+	});
+
+	await t.test('a dangling link is refused and left alone', async () => {
+		fs.symlinkSync('nowhere.json', path.join(sub, 'dangling.json'));
+		res = await generate(['100', path.join(sub, 'dangling.json')]);
+		assert.equal(res.code, 1, describe(res));
+		assert.match(res.stderr, /dangling\.json": it is a symbolic link to "nowhere\.json", which does not exist/);
+		assert.ok(fs.lstatSync(path.join(sub, 'dangling.json')).isSymbolicLink());
+		assert.equal(fs.existsSync(path.join(sub, 'nowhere.json')), false);
+	});
+
+	await t.test('a FIFO gets the data and stays a FIFO', async () => {
+		const fifo = path.join(sub, 'pipe');
+		assert.equal((await run('mkfifo', [fifo])).code, 0);
+		const reader = run('cat', [fifo]);
+		res = await generate(['100', fifo]);
+		assert.equal(res.code, 0, describe(res));
+		const got = await reader;
+		assert.equal(got.stdout, want);
+		assert.ok(fs.lstatSync(fifo).isFIFO());
+		fs.rmSync(fifo);
+	});
+
+	// /dev/fd/1 rather than /dev/stdout: a regression then fails to create
+	// its temporary file in /proc instead of replacing /dev/stdout.
+	await t.test('/dev/fd/1 (a socket here)', async () => {
+		res = await generate(['100', '/dev/fd/1']);
+		assert.equal(res.code, 0, describe(res));
+		assert.equal(res.stdout, want);
+	});
+
+	await t.test('a directory is refused with what was expected', async () => {
+		fs.mkdirSync(path.join(sub, 'adir'));
+		res = await generate(['100', path.join(sub, 'adir')]);
+		assert.equal(res.code, 1, describe(res));
+		assert.match(res.stderr, /adir": it is a directory; expected a regular file, a FIFO or a character device/);
+		assert.deepEqual(fs.readdirSync(path.join(sub, 'adir')), []);
+	});
+
+	await t.test('a 255-byte name', async () => {
+		const name = 'n'.repeat(250) + '.json';
+		res = await generate(['100', path.join(sub, name)]);
+		assert.equal(res.code, 0, describe(res));
+		assert.equal(fs.readFileSync(path.join(sub, name), 'utf8'), want);
+	});
+});
+
 // ulimit -f makes write() fail with EFBIG part-way (SIGXFSZ ignored, so the
 // generator sees the error): a real I/O failure in the middle of the file.
 function generateWithFileSizeLimit(args) {

@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -1075,17 +1076,124 @@ TEST(test_outfile)
 	CHECK(strstr(f.err, path) != NULL);
 	CHECK(strstr(f.err, strerror(ENOENT)) != NULL);
 
-	/* A directory as target: the rename fails and cleans up. */
+	/* A directory as target: refused before anything is created. */
 	snprintf(path, sizeof(path), "%s/sub", dir);
 	CHECK(mkdir(path, 0700) == 0);
-	CHECK(gen_outfile_open(&f, path));
-	CHECK(!gen_outfile_commit(&f));
+	CHECK(!gen_outfile_open(&f, path));
 	CHECK(strstr(f.err, path) != NULL);
-	gen_outfile_abort(&f);
+	CHECK(strstr(f.err, "it is a directory; expected a regular file") != NULL);
 	CHECK(count_entries(dir) == 2);
 	rmdir(path);
 
 	snprintf(path, sizeof(path), "%s/out.json", dir);
+	unlink(path);
+	CHECK(rmdir(dir) == 0);
+}
+
+/* Write "data" to path through gen_outfile. */
+static bool
+write_whole(const char *path, const char *data)
+{
+	gen_outfile f;
+
+	if (!gen_outfile_open(&f, path))
+		return false;
+	if (!gen_outfile_write(&f, data, strlen(data)) || !gen_outfile_commit(&f))
+	{
+		gen_outfile_abort(&f);
+		return false;
+	}
+	return true;
+}
+
+/* Symbolic links, FIFOs, devices, modes and long names as OUT. */
+TEST(test_outfile_targets)
+{
+	char		dir[] = "/tmp/test_generator.XXXXXX";
+	char		path[512];
+	char		dest[512];
+	char		name[251];
+	char		buf[64];
+	char	   *got;
+	gen_outfile f;
+	struct stat st;
+	int			rfd;
+	ssize_t		n;
+
+	CHECK(mkdtemp(dir) != NULL);
+
+	/* An existing file keeps its mode, whatever the umask. */
+	snprintf(path, sizeof(path), "%s/kept.json", dir);
+	CHECK(write_whole(path, "old\n"));
+	CHECK(chmod(path, 0600) == 0);
+	CHECK(write_whole(path, "new\n"));
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+
+	/* A link stays a link; the file it names gets the data and keeps its mode. */
+	snprintf(dest, sizeof(dest), "%s/link.json", dir);
+	CHECK(symlink("kept.json", dest) == 0);
+	CHECK(write_whole(dest, "via link\n"));
+	CHECK(lstat(dest, &st) == 0 && S_ISLNK(st.st_mode));
+	got = slurp(path);
+	CHECK_STR(got, "via link\n");
+	free(got);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+	CHECK(count_entries(dir) == 2);
+	unlink(dest);
+
+	/* A dangling link is refused and left alone. */
+	CHECK(symlink("missing.json", dest) == 0);
+	CHECK(!gen_outfile_open(&f, dest));
+	CHECK(strstr(f.err, dest) != NULL);
+	CHECK(strstr(f.err, "symbolic link to \"missing.json\", which does not exist") != NULL);
+	CHECK(lstat(dest, &st) == 0 && S_ISLNK(st.st_mode));
+	CHECK(count_entries(dir) == 2);
+	unlink(dest);
+
+	/* A link to a directory is refused. */
+	CHECK(symlink(".", dest) == 0);
+	CHECK(!gen_outfile_open(&f, dest));
+	CHECK(strstr(f.err, "it is a symbolic link to a directory") != NULL);
+	unlink(dest);
+
+	/* A FIFO is written in place and stays a FIFO. */
+	snprintf(dest, sizeof(dest), "%s/fifo", dir);
+	CHECK(mkfifo(dest, 0600) == 0);
+	rfd = open(dest, O_RDWR | O_NONBLOCK);	/* a reader, so opening never waits */
+	CHECK(rfd >= 0);
+	CHECK(write_whole(dest, "piped\n"));
+	n = read(rfd, buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	CHECK_STR(buf, "piped\n");
+	close(rfd);
+	CHECK(lstat(dest, &st) == 0 && S_ISFIFO(st.st_mode));
+	CHECK(count_entries(dir) == 2);
+	unlink(dest);
+
+	/*
+	 * A character device too, reached through a link so that a regression
+	 * replaces the link, never /dev/null itself.
+	 */
+	CHECK(symlink("/dev/null", dest) == 0);
+	CHECK(write_whole(dest, "gone\n"));
+	CHECK(lstat(dest, &st) == 0 && S_ISLNK(st.st_mode));
+	CHECK(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+	CHECK(count_entries(dir) == 2);
+	unlink(dest);
+
+	/* A 250-byte name: the temporary name is no longer than it. */
+	memset(name, 'n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	snprintf(dest, sizeof(dest), "%s/%s", dir, name);
+	CHECK(gen_outfile_open(&f, dest));
+	CHECK(strlen(strrchr(f.tmp_path, '/') + 1) <= strlen(name));
+	CHECK(gen_outfile_write(&f, "long\n", 5) && gen_outfile_commit(&f));
+	got = slurp(dest);
+	CHECK_STR(got, "long\n");
+	free(got);
+	CHECK(count_entries(dir) == 2);
+	unlink(dest);
+
 	unlink(path);
 	CHECK(rmdir(dir) == 0);
 }
@@ -1111,5 +1219,6 @@ main(void)
 	RUN(test_record_size_bound);
 	RUN(test_buffer_too_small_and_sink_failure);
 	RUN(test_outfile);
+	RUN(test_outfile_targets);
 	return unit_summary();
 }
