@@ -120,6 +120,19 @@ fail(loader *ld, int code, tp_span *span, const char *fmt, ...)
 	return code;
 }
 
+/*
+ * A connection parameter as libpq read it, or NULL if empty or if it shows
+ * part of a password (a misread URL puts one into the host or database).
+ */
+static const char *
+shown_parameter(const ld_db *db, const char *v)
+{
+	if (v == NULL || *v == '\0' ||
+		(db->conninfo != NULL && ld_conninfo_reveals(db->conninfo, v)))
+		return NULL;
+	return v;
+}
+
 static void
 set_db_attributes(tp_span *span, const ld_db *db, const char *table)
 {
@@ -128,11 +141,11 @@ set_db_attributes(tp_span *span, const ld_db *db, const char *table)
 	tp_span_set_string(span, "db.system.name", "postgresql");
 	if (db->conn != NULL)
 	{
-		if ((v = PQdb(db->conn)) != NULL && *v)
+		if ((v = shown_parameter(db, PQdb(db->conn))) != NULL)
 			tp_span_set_string(span, "db.namespace", v);
-		if ((v = PQhost(db->conn)) != NULL && *v)
+		if ((v = shown_parameter(db, PQhost(db->conn))) != NULL)
 			tp_span_set_string(span, "server.address", v);
-		if ((v = PQport(db->conn)) != NULL && *v)
+		if ((v = shown_parameter(db, PQport(db->conn))) != NULL)
 			tp_span_set_int(span, "server.port", strtol(v, NULL, 10));
 	}
 	if (table != NULL)

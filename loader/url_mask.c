@@ -1,9 +1,13 @@
 /*
- * url_mask.c - find the passwords in a libpq connection string.
+ * url_mask.c - find what may be a password in a connection string.
  *
- * Follows libpq's parsing rules closely enough to find the password where
- * libpq would: in a URI the user info ends at the first '@' before the
- * first '/', and the password starts after its first ':'.
+ * Errs on the side of hiding: besides the password libpq reads (in a URI
+ * the user info ends at the first '@' before the first '/'), a URI's user
+ * info is taken to run to its last '@', since a password holding '/' or
+ * '@' makes libpq read the rest as host, port or database (and quote it in
+ * its messages).  Any "scheme://" counts as a URI, whatever its case.
+ * Parameter names are compared percent-decoded and case-folded, as a
+ * misspelt or encoded name may still carry a password.
  */
 #include "url_mask.h"
 
@@ -13,7 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SPANS 8
+#define MAX_SPANS 16
+
+/* Shorter common runs with a secret are not taken to reveal it. */
+#define MIN_REVEALING_RUN 4
 
 typedef struct span
 {
@@ -32,13 +39,131 @@ add_span(span *spans, int *n, size_t start, size_t end)
 	}
 }
 
+/* Sort by start and merge overlapping spans, so masking copies in order. */
 static int
-uri_passwords(const char *s, const char *authority, span *spans)
+merge_spans(span *spans, int n)
+{
+	int			out = 0;
+
+	for (int i = 1; i < n; i++)
+	{
+		span		s = spans[i];
+		int			j = i - 1;
+
+		while (j >= 0 && spans[j].start > s.start)
+		{
+			spans[j + 1] = spans[j];
+			j--;
+		}
+		spans[j + 1] = s;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (out > 0 && spans[i].start <= spans[out - 1].end)
+		{
+			if (spans[i].end > spans[out - 1].end)
+				spans[out - 1].end = spans[i].end;
+		}
+		else
+			spans[out++] = spans[i];
+	}
+	return out;
+}
+
+static int
+hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char) tolower((unsigned char) c);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* Is key (len bytes), percent-decoded and case-folded, a password's name? */
+static bool
+secret_key(const char *key, size_t len)
+{
+	static const char *const names[] = {"password", "passwd", "pass", "pwd"};
+	char		name[64];
+	size_t		n = 0;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		int			c = (unsigned char) key[i];
+
+		if (c == '%' && i + 2 < len &&
+			hex_value(key[i + 1]) >= 0 && hex_value(key[i + 2]) >= 0)
+		{
+			c = hex_value(key[i + 1]) * 16 + hex_value(key[i + 2]);
+			i += 2;
+		}
+		if (n + 1 >= sizeof(name))
+			return false;
+		name[n++] = (char) tolower(c);
+	}
+	name[n] = '\0';
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(name, names[i]) == 0)
+			return true;
+	/* sslpassword, db_password and the like */
+	return (n >= 8 && strcmp(name + n - 8, "password") == 0) ||
+		(n >= 6 && strcmp(name + n - 6, "passwd") == 0);
+}
+
+/* Length of a "scheme://" prefix, or 0. */
+static size_t
+uri_prefix_length(const char *s)
+{
+	const char *p = s;
+
+	if (!isalpha((unsigned char) *p))
+		return 0;
+	while (isalnum((unsigned char) *p) || *p == '+' || *p == '-' || *p == '.')
+		p++;
+	return strncmp(p, "://", 3) == 0 ? (size_t) (p + 3 - s) : 0;
+}
+
+/*
+ * The user info's last '@': the last one before a '=' of the query (an '@'
+ * in a query value is no user info, but a '?' may be part of a password).
+ */
+static const char *
+user_info_end(const char *authority)
+{
+	const char *at = NULL;
+	bool		in_query = false;
+
+	for (const char *p = authority; *p; p++)
+	{
+		if (*p == '?')
+			in_query = true;
+		else if (*p == '=' && in_query)
+			break;
+		else if (*p == '@')
+			at = p;
+	}
+	return at;
+}
+
+static int
+uri_secrets(const char *s, const char *authority, span *spans)
 {
 	const char *p = authority;
+	const char *at = user_info_end(authority);
 	const char *q;
 	int			n = 0;
 
+	/* Everything after the user name, up to the last '@'. */
+	if (at != NULL)
+	{
+		const char *colon = memchr(authority, ':', (size_t) (at - authority));
+
+		if (colon != NULL)
+			add_span(spans, &n, (size_t) (colon + 1 - s), (size_t) (at - s));
+	}
+	/* What libpq reads as the password. */
 	while (*p && *p != '@' && *p != '/')
 		p++;
 	if (*p == '@')
@@ -48,7 +173,7 @@ uri_passwords(const char *s, const char *authority, span *spans)
 		if (colon != NULL)
 			add_span(spans, &n, (size_t) (colon + 1 - s), (size_t) (p - s));
 	}
-	q = strchr(authority, '?');
+	q = strchr(at != NULL ? at : authority, '?');
 	while (q != NULL)
 	{
 		const char *key = q + 1;
@@ -56,7 +181,7 @@ uri_passwords(const char *s, const char *authority, span *spans)
 		const char *stop = amp ? amp : key + strlen(key);
 		const char *eq = memchr(key, '=', (size_t) (stop - key));
 
-		if (eq != NULL && eq - key == 8 && strncmp(key, "password", 8) == 0)
+		if (eq != NULL && secret_key(key, (size_t) (eq - key)))
 			add_span(spans, &n, (size_t) (eq + 1 - s), (size_t) (stop - s));
 		q = amp;
 	}
@@ -64,7 +189,7 @@ uri_passwords(const char *s, const char *authority, span *spans)
 }
 
 static int
-keyword_passwords(const char *s, span *spans)
+keyword_secrets(const char *s, span *spans)
 {
 	const char *p = s;
 	int			n = 0;
@@ -86,7 +211,7 @@ keyword_passwords(const char *s, span *spans)
 		while (isspace((unsigned char) *p))
 			p++;
 		if (*p != '=')
-			break;
+			continue;			/* not key=value: look at what follows */
 		p++;
 		while (isspace((unsigned char) *p))
 			p++;
@@ -110,7 +235,7 @@ keyword_passwords(const char *s, span *spans)
 				p++;
 			}
 		}
-		if (keylen == 8 && strncmp(key, "password", 8) == 0)
+		if (secret_key(key, keylen))
 			add_span(spans, &n, (size_t) (value - s), (size_t) (p - s));
 		if (*p == '\'')
 			p++;
@@ -119,20 +244,23 @@ keyword_passwords(const char *s, span *spans)
 }
 
 static int
-find_passwords(const char *s, span *spans)
+find_secrets(const char *s, span *spans)
 {
-	if (strncmp(s, "postgresql://", 13) == 0)
-		return uri_passwords(s, s + 13, spans);
-	if (strncmp(s, "postgres://", 11) == 0)
-		return uri_passwords(s, s + 11, spans);
-	return keyword_passwords(s, spans);
+	size_t		prefix = uri_prefix_length(s);
+	int			n;
+
+	if (prefix > 0)
+		n = uri_secrets(s, s + prefix, spans);
+	else
+		n = keyword_secrets(s, spans);
+	return merge_spans(spans, n);
 }
 
 void
 ld_mask_conninfo(const char *conninfo, char *out, size_t outlen)
 {
 	span		spans[MAX_SPANS];
-	int			n = find_passwords(conninfo, spans);
+	int			n = find_secrets(conninfo, spans);
 	size_t		pos = 0;
 	size_t		o = 0;
 
@@ -158,6 +286,38 @@ ld_mask_conninfo(const char *conninfo, char *out, size_t outlen)
 		}
 	}
 	out[o] = '\0';
+}
+
+/*
+ * Does text show some of secret: all of text is part of it, or they share
+ * a run of MIN_REVEALING_RUN bytes (all of a shorter secret)?
+ */
+static bool
+shows_secret(const char *text, size_t textlen, const char *secret, size_t seclen)
+{
+	size_t		run = seclen < MIN_REVEALING_RUN ? seclen : MIN_REVEALING_RUN;
+
+	if (textlen == 0 || seclen == 0)
+		return false;
+	if (textlen <= seclen && memmem(secret, seclen, text, textlen) != NULL)
+		return true;
+	for (size_t i = 0; i + run <= seclen; i++)
+		if (memmem(text, textlen, secret + i, run) != NULL)
+			return true;
+	return false;
+}
+
+bool
+ld_conninfo_reveals(const char *conninfo, const char *text)
+{
+	span		spans[MAX_SPANS];
+	int			n = find_secrets(conninfo, spans);
+
+	for (int i = 0; i < n; i++)
+		if (shows_secret(text, strlen(text), conninfo + spans[i].start,
+						 spans[i].end - spans[i].start))
+			return true;
+	return false;
 }
 
 /* Replace every occurrence of from (fromlen bytes) in msg by to. */
@@ -197,11 +357,60 @@ replace_all(char *msg, size_t msgsize, const char *from, size_t fromlen, const c
 	free(out);
 }
 
+/*
+ * Replace each double-quoted token of msg that shows some of the secret by
+ * "***": libpq quotes the pieces of a misread URI it complains about.
+ */
+static void
+mask_quoted_tokens(char *msg, size_t msgsize, const char *secret, size_t seclen)
+{
+	char	   *out = malloc(msgsize);
+	size_t		o = 0;
+	const char *p = msg;
+	const char *open;
+	const char *close;
+
+	if (out == NULL)
+		return;
+	while ((open = strchr(p, '"')) != NULL && (close = strchr(open + 1, '"')) != NULL)
+	{
+		size_t		keep = (size_t) (open + 1 - p);
+		size_t		len = (size_t) (close - open - 1);
+		bool		hide = shows_secret(open + 1, len, secret, seclen);
+
+		if (!hide)
+			keep += len;
+		if (o + keep + 3 >= msgsize)
+			break;
+		memcpy(out + o, p, keep);
+		o += keep;
+		if (hide)
+		{
+			memcpy(out + o, "***", 3);
+			o += 3;
+		}
+		p = close;				/* the closing quote opens nothing */
+		out[o++] = '"';
+		p++;
+	}
+	{
+		size_t		len = strlen(p);
+
+		if (o + len >= msgsize)
+			len = msgsize - o - 1;
+		memcpy(out + o, p, len);
+		o += len;
+	}
+	out[o] = '\0';
+	memcpy(msg, out, o + 1);
+	free(out);
+}
+
 void
 ld_scrub_message(const char *conninfo, char *msg, size_t msgsize)
 {
 	span		spans[MAX_SPANS];
-	int			n = find_passwords(conninfo, spans);
+	int			n = find_secrets(conninfo, spans);
 	char	   *masked;
 	size_t		size = strlen(conninfo) + 3 * MAX_SPANS + 1;
 
@@ -216,18 +425,17 @@ ld_scrub_message(const char *conninfo, char *msg, size_t msgsize)
 	}
 	for (int i = 0; i < n; i++)
 	{
+		const char *secret = conninfo + spans[i].start;
 		size_t		len = spans[i].end - spans[i].start;
-		char	   *quoted = malloc(len + 3);
 
-		if (quoted == NULL)
-			continue;
-		quoted[0] = '"';
-		memcpy(quoted + 1, conninfo + spans[i].start, len);
-		quoted[len + 1] = '"';
-		quoted[len + 2] = '\0';
-		replace_all(msg, msgsize, quoted, len + 2, "\"***\"");
-		if (len >= 4)
-			replace_all(msg, msgsize, conninfo + spans[i].start, len, "***");
-		free(quoted);
+		mask_quoted_tokens(msg, msgsize, secret, len);
+		if (len >= MIN_REVEALING_RUN)
+		{
+			char	   *copy = strndup(secret, len);
+
+			if (copy != NULL)
+				replace_all(msg, msgsize, copy, len, "***");
+			free(copy);
+		}
 	}
 }

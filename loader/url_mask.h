@@ -10,19 +10,31 @@
 
 #include <stddef.h>
 
+#include <stdbool.h>
+
 /*
- * Copy conninfo into out with every password replaced by "***": the
- * password of a postgres:// or postgresql:// URI's user info, a password=
- * URI query parameter, or password=... in a keyword/value string.
+ * Copy conninfo into out with everything that may be a password replaced
+ * by "***": in a URI (any "scheme://", any case) what follows the user
+ * name up to the user info's last '@' (and what libpq reads as the
+ * password), and the value of a query parameter or keyword whose name,
+ * percent-decoded and case-folded, is password, passwd, pass, pwd or ends
+ * in password/passwd.
  */
 void		ld_mask_conninfo(const char *conninfo, char *out, size_t outlen);
 
 /*
  * Rewrite msg (a NUL-terminated string in a buffer of msgsize bytes) so
  * that it reveals no password from conninfo: the whole conninfo is
- * replaced by its masked form, a password in double quotes by "***", and
- * any other occurrence of a password of 4 or more bytes by ***.
+ * replaced by its masked form, a double-quoted token that shows part of a
+ * password (libpq quotes the pieces of a misread URI) by "***", and any
+ * other occurrence of a password of 4 or more bytes by ***.
  */
 void		ld_scrub_message(const char *conninfo, char *msg, size_t msgsize);
+
+/*
+ * Does text (e.g. what PQdb() or PQhost() made of conninfo) show part of
+ * a password from conninfo?  Then it must not go into a span.
+ */
+bool		ld_conninfo_reveals(const char *conninfo, const char *text);
 
 #endif

@@ -12,6 +12,8 @@ const path = require('node:path');
 const { GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
 const { run, describe } = require('./lib/run');
 const { startCluster, freePort } = require('./lib/cluster');
+const { startReceiver } = require('./lib/receiver');
+const { decodeTraces } = require('./lib/otlp');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
 const { sampleRecords, serialize } = require('./lib/records');
 const { tableState, compareChecksums, compareRows, tableShape } = require('./lib/loadcheck');
@@ -336,6 +338,48 @@ test('malformed URL: a connection error, exit 4, password masked', async (t) => 
 			assert.ok(!res.stderr.includes(password), `the password is not printed\n${describe(res)}`);
 		});
 	}
+});
+
+test('a password libpq misreads or is not told is one: not in messages, not in exported spans', async (t) => {
+	const file = path.join(dir, 'misread.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	const r = await startReceiver({ grpc: false });
+	t.after(() => r.close());
+	const port = cluster.port;
+	// [case, URL, pieces of the password that must appear nowhere]
+	const cases = [
+		// '/' ends libpq's user info: it reads port "Pa55", database "word99@..."
+		['slash in the password', `postgres://app:Pa55/word99@127.0.0.1:${port}/app`, ['Pa55', 'word99']],
+		// libpq's user info ends at the first '@': host "ssw0rdXYZ@127.0.0.1"
+		['@ in the password', `postgres://app:p@ssw0rdXYZ@127.0.0.1:${port}/app`, ['ssw0rdXYZ']],
+		// not a URI to libpq: the whole string is the database name
+		['upper-case scheme', `POSTGRES://app:UpperSecret@127.0.0.1:${port}/app`, ['UpperSecret']],
+		// libpq decodes the name to password: a wrong one, refused by the server
+		['percent-encoded parameter name', `postgresql://app@127.0.0.1:${port}/app?sslmode=disable&pass%77ord=TopSecret1`, ['TopSecret1']],
+		['wrong password with an encoded slash', `postgresql://app:Wr0ng%2FPass@127.0.0.1:${port}/app?sslmode=disable`, ['Wr0ng', '%2FPass', '/Pass']],
+		['PASSWORD=', `host=127.0.0.1 port=${port} PASSWORD=Sekret99`, ['Sekret99']],
+		['passwd=', `host=127.0.0.1 port=${port} passwd=Sekret98`, ['Sekret98']],
+	];
+	for (const [name, url, secrets] of cases) {
+		await t.test(name, async () => {
+			r.reset();
+			const res = await load([url, file, '--table', 'misread'],
+				{ env: { OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint }, timeout: 30000 });
+			assert.equal(res.code, 4, describe(res));
+			assert.match(res.stderr, /^loader: error: cannot connect to /m, describe(res));
+			const spans = r.requests.flatMap((q) => decodeTraces(q.body).spans);
+			const connect = spans.find((s) => s.name === 'loader.connect');
+			assert.ok(connect, `a loader.connect span arrived: ${spans.map((s) => s.name)}`);
+			assert.equal(connect.status.code, 2, 'loader.connect failed');
+			const exported = JSON.stringify(spans.map((s) => [s.attributes, s.status, s.events]),
+				(k, v) => (typeof v === 'bigint' ? String(v) : v));
+			for (const secret of secrets) {
+				assert.ok(!res.stderr.includes(secret), `${secret} is not printed\n${describe(res)}`);
+				assert.ok(!exported.includes(secret), `${secret} is not exported: ${exported}`);
+			}
+		});
+	}
+	assert.equal(await tableState(cluster, 'misread'), 'absent');
 });
 
 test('other connection forms: key=value string, PGPASSWORD, SCHEMA.NAME table', async () => {

@@ -64,11 +64,75 @@ TEST(scrubbing)
 	CHECK_STR(scrub("postgres://u@h/db", "nothing \"to\" hide"), "nothing \"to\" hide");
 }
 
+/* Passwords libpq does not read as passwords are hidden all the same. */
+TEST(misread_passwords)
+{
+	/* a '/' ends libpq's user info: it reads host "app", port "Pa55" */
+	CHECK_STR(mask("postgres://app:Pa55/word99@127.0.0.1:5432/app"),
+			  "postgres://app:***@127.0.0.1:5432/app");
+	/* the user info runs to the last '@' */
+	CHECK_STR(mask("postgres://app:p@ssw0rdXYZ@127.0.0.1:5432/app"),
+			  "postgres://app:***@127.0.0.1:5432/app");
+	CHECK_STR(mask("postgres://app:a/b@c?d@h/db?x=e@f&password=g"),
+			  "postgres://app:***@h/db?x=e@f&password=***");
+	/* a '?' in a password, read by libpq as such */
+	CHECK_STR(mask("postgres://u:p?a=b@h/db"), "postgres://u:***@h/db");
+	/* libpq decodes parameter names: pass%77ord is password */
+	CHECK_STR(mask("postgresql://app@127.0.0.1:5432/app?pass%77ord=TopSecret1"),
+			  "postgresql://app@127.0.0.1:5432/app?pass%77ord=***");
+	CHECK_STR(mask("postgres://h/db?sslmode=disable&PassWord=x&sslpassword=y&passwordx=z"),
+			  "postgres://h/db?sslmode=disable&PassWord=***&sslpassword=***&passwordx=z");
+	/* libpq takes this for a database name, and would show it whole */
+	CHECK_STR(mask("POSTGRES://app:UpperSecret@127.0.0.1:5432/app"),
+			  "POSTGRES://app:***@127.0.0.1:5432/app");
+	CHECK_STR(mask("PostgreSQL://app:UpperSecret@h/app"), "PostgreSQL://app:***@h/app");
+	/* keyword forms libpq rejects, and so would echo */
+	CHECK_STR(mask("host=h PASSWORD=Sekret99 dbname=app"), "host=h PASSWORD=*** dbname=app");
+	CHECK_STR(mask("host=h passwd=Sekret99"), "host=h passwd=***");
+	CHECK_STR(mask("host=h junk pass%77ord=Sekret99"), "host=h junk pass%77ord=***");
+	CHECK_STR(mask("host=h pwd = 'Sek ret'"), "host=h pwd = '***'");
+}
+
+TEST(misread_pieces_in_messages)
+{
+	const char *slash = "postgres://app:Pa55/word99@127.0.0.1:5432/app";
+	const char *at = "postgres://app:p@ssw0rdXYZ@127.0.0.1:5432/app";
+
+	/* libpq's and the server's messages quote the pieces it misread */
+	CHECK_STR(scrub(slash, "invalid integer value \"Pa55\" for connection option \"port\""),
+			  "invalid integer value \"***\" for connection option \"port\"");
+	CHECK_STR(scrub("postgres://app:Pa5/w@h/app", "invalid integer value \"Pa5\" for connection option \"port\""),
+			  "invalid integer value \"***\" for connection option \"port\"");
+	CHECK_STR(scrub(slash, "FATAL:  database \"word99@127.0.0.1:5432/app\" does not exist"),
+			  "FATAL:  database \"***\" does not exist");
+	CHECK_STR(scrub(at, "could not translate host name \"ssw0rdXYZ@127.0.0.1\" to address"),
+			  "could not translate host name \"***\" to address");
+	CHECK_STR(scrub("POSTGRES://app:UpperSecret@h/app",
+					"FATAL:  database \"POSTGRES://app:UpperSecret@h/app\" does not exist"),
+			  "FATAL:  database \"POSTGRES://app:***@h/app\" does not exist");
+	/* quoted words that share nothing with the password stay */
+	CHECK_STR(scrub(slash, "connection to server at \"127.0.0.1\", port 5432 failed"),
+			  "connection to server at \"127.0.0.1\", port 5432 failed");
+
+	/* what libpq made of the URL goes into spans only if it hides nothing */
+	CHECK(ld_conninfo_reveals(slash, "word99@127.0.0.1:5432/app"));
+	CHECK(ld_conninfo_reveals(slash, "Pa55"));
+	CHECK(!ld_conninfo_reveals(slash, "app"));
+	CHECK(ld_conninfo_reveals(at, "ssw0rdXYZ@127.0.0.1"));
+	CHECK(ld_conninfo_reveals("POSTGRES://app:UpperSecret@h/app", "POSTGRES://app:UpperSecret@h/app"));
+	CHECK(!ld_conninfo_reveals("postgres://app:secret@h:5432/app", "app"));
+	CHECK(!ld_conninfo_reveals("postgres://app:secret@h:5432/app", "h"));
+	CHECK(!ld_conninfo_reveals("postgres://app:secret@h:5432/app", "5432"));
+	CHECK(!ld_conninfo_reveals("postgres://app@h/app", "app"));
+}
+
 int
 main(void)
 {
 	RUN(uri_forms);
 	RUN(keyword_forms);
 	RUN(scrubbing);
+	RUN(misread_passwords);
+	RUN(misread_pieces_in_messages);
 	return unit_summary();
 }
