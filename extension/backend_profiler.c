@@ -12,11 +12,18 @@
  * When the outermost span closes, the samples taken meanwhile are drained,
  * symbolized here (addresses of libraries loaded after fork are only valid
  * in this process) and stored in shared memory as frame-name ids.
+ *
+ * Parallel workers open no spans: a leader about to run a parallel plan
+ * publishes the labels it samples with, and its workers sample with them.
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
+#include "access/twophase.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
@@ -94,6 +101,31 @@ static HTAB *pc_cache;
 static uint64 pc_cache_generation;	/* executor_names generation it reflects */
 static tp_jit_code *jit_code;	/* created when a frame is in no module */
 
+/*
+ * What a leader samples with, for its parallel workers: one entry per
+ * PGPROC, written only by its backend, and only while it runs a parallel
+ * plan.  The version is odd while the entry is written, so that a worker
+ * copies it without a lock and never waits.
+ */
+typedef struct LeaderLabels
+{
+	int32		pid;			/* its writer: a slot outlives its backend */
+	bool		sampling;
+	uint8		trace_id[TP_TRACE_ID_BYTES];	/* zero: outside traced spans */
+	uint8		span_id[TP_SPAN_ID_BYTES];
+	uint32		span_name_id;
+} LeaderLabels;
+
+typedef struct LeaderEntry
+{
+	pg_atomic_uint32 version;
+	LeaderLabels labels;
+} LeaderEntry;
+
+static LeaderEntry *leader_entries;	/* [pgprocno] */
+static bool publishing;			/* a parallel plan runs: keep our entry current */
+static bool leaders_labels;		/* a worker sampling with its leader's labels */
+
 static bool
 want_sampling(int profile, bool in_span)
 {
@@ -126,6 +158,9 @@ start_sampler(void)
 	started_mode = traceprof_profile_mode;
 }
 
+static void store_samples(void);
+static void publish_labels(void);
+
 /* A changed rate or mode needs a new timer: keep what was sampled so far. */
 static void
 restart_if_settings_changed(void)
@@ -133,7 +168,7 @@ restart_if_settings_changed(void)
 	if ((profiler_state != SAMPLER_RUNNING && profiler_state != SAMPLER_PAUSED) ||
 		(started_hz == traceprof_sample_hz && started_mode == traceprof_profile_mode))
 		return;
-	profiler_flush();
+	store_samples();
 	tp_sampler_stop();
 	start_sampler();
 	if (profiler_state == SAMPLER_RUNNING)
@@ -190,6 +225,8 @@ profiler_arm_for_statement(const TraceprofSpan *innermost)
 	span_open = innermost != NULL;
 	if (!profiler_dormant())
 		arm_for();
+	if (unlikely(publishing))
+		publish_labels();
 }
 
 /*
@@ -210,12 +247,9 @@ static const TraceprofSpan *labelled;	/* the span samples are labelled with */
 static uint8 labelled_id[TP_SPAN_ID_BYTES];	/* its id then (the record is reused) */
 static uint64 samples_before_label; /* the sampler's count when it was labelled */
 
-static void
-remember_span_name(const TraceprofSpan *span)
+static SampledSpan *
+sampled_span(const uint8 *span_id, bool *found)
 {
-	SampledSpan *entry;
-	bool		found;
-
 	if (sampled_spans == NULL)
 	{
 		HASHCTL		info;
@@ -227,20 +261,39 @@ remember_span_name(const TraceprofSpan *span)
 		sampled_spans = hash_create("traceprof sampled spans", 64, &info,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
-	entry = hash_search(sampled_spans, span->span_id, HASH_ENTER, &found);
+	return hash_search(sampled_spans, span_id, HASH_ENTER, found);
+}
+
+/* The span's name id, interned the first time since the last flush. */
+static uint32
+remember_span_name(const TraceprofSpan *span)
+{
+	bool		found;
+	SampledSpan *entry = sampled_span(span->span_id, &found);
+
 	if (found)
-		return;
+		return entry->name_id;
 	/* pprof's strings are UTF-8, as OTLP's (span_encoding.c). */
 	if (span->encoding != PG_UTF8)
 		span = span_in_utf8(span);
 	entry->name_id = function_names_intern(span->name);
+	return entry->name_id;
+}
+
+/* The labelled span, if its record still holds it; else NULL. */
+static const TraceprofSpan *
+labelled_span(void)
+{
+	if (labelled != NULL && memcmp(labelled->span_id, labelled_id, TP_SPAN_ID_BYTES) == 0)
+		return labelled;
+	return NULL;
 }
 
 /* The labelled span, if its record still holds it, is named for its samples. */
 static void
 name_labelled_span(void)
 {
-	if (labelled != NULL && memcmp(labelled->span_id, labelled_id, TP_SPAN_ID_BYTES) == 0)
+	if (labelled_span() != NULL)
 		remember_span_name(labelled);
 }
 
@@ -287,6 +340,8 @@ relabel(const TraceprofSpan *innermost, const TraceprofSpan *root)
 	if (next != NULL)
 		memcpy(labelled_id, next->span_id, TP_SPAN_ID_BYTES);
 	samples_before_label = before.samples;
+	if (unlikely(publishing))
+		publish_labels();
 }
 
 /* profiler_set_span's work, unless the profiler is dormant. */
@@ -516,12 +571,9 @@ remove_all(HTAB *table)
 		hash_search(table, entry, HASH_REMOVE, NULL);
 }
 
-/*
- * Move the sampler's samples, named, into the sample store (profiler_flush,
- * once the sampler was started).
- */
-void
-profiler_store_samples(void)
+/* Move the sampler's samples, named, into the sample store. */
+static void
+store_samples(void)
 {
 	tp_sampler_stats stats;
 
@@ -562,4 +614,155 @@ profiler_store_samples(void)
 	tp_sampler_get_stats(&stats);	/* again: drops while draining count too */
 	sample_store_count_lost(stats.dropped - dropped_reported);
 	dropped_reported = stats.dropped;
+}
+
+static int
+leader_entry_count(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
+Size
+profiler_shmem_size(void)
+{
+	return mul_size(leader_entry_count(), sizeof(LeaderEntry));
+}
+
+void
+profiler_shmem_startup(void)
+{
+	bool		found;
+
+	leader_entries = ShmemInitStruct("traceprof leader labels", profiler_shmem_size(), &found);
+	if (found)
+		return;
+	for (int i = 0; i < leader_entry_count(); i++)
+	{
+		pg_atomic_init_u32(&leader_entries[i].version, 0);
+		memset(&leader_entries[i].labels, 0, sizeof(LeaderLabels));
+	}
+}
+
+/*
+ * Write our entry: the labels samples carry now, and whether the timer
+ * runs.  The span's name is interned first: nothing in between may fail.
+ */
+static void
+publish_labels(void)
+{
+	LeaderEntry *entry;
+	const TraceprofSpan *span = labelled_span();
+	uint32		name_id = span != NULL ? remember_span_name(span) : 0;
+	uint32		version;
+
+	if (leader_entries == NULL || MyProc == NULL || MyProc->pgprocno >= leader_entry_count())
+		return;
+	entry = &leader_entries[MyProc->pgprocno];
+	version = pg_atomic_read_u32(&entry->version);
+	pg_atomic_write_u32(&entry->version, version + 1);
+	pg_write_barrier();
+	entry->labels.pid = MyProcPid;
+	entry->labels.sampling = publishing && profiler_state == SAMPLER_RUNNING;
+	entry->labels.span_name_id = name_id;
+	if (span != NULL)
+	{
+		memcpy(entry->labels.trace_id, span->trace_id, TP_TRACE_ID_BYTES);
+		memcpy(entry->labels.span_id, span->span_id, TP_SPAN_ID_BYTES);
+	}
+	else
+	{
+		memset(entry->labels.trace_id, 0, TP_TRACE_ID_BYTES);
+		memset(entry->labels.span_id, 0, TP_SPAN_ID_BYTES);
+	}
+	pg_write_barrier();
+	pg_atomic_write_u32(&entry->version, version + 2);
+}
+
+/*
+ * A plan that may launch workers starts while the timer runs: publish our
+ * labels, and keep them current (relabel) until nothing runs any more.
+ */
+void
+profiler_parallel_plan_starts(void)
+{
+	publishing = true;
+	publish_labels();
+}
+
+/* A worker's copy of its leader's entry: false if the leader is not sampling. */
+static bool
+read_leader_labels(LeaderLabels *copy)
+{
+	PGPROC	   *leader = MyProc != NULL ? MyProc->lockGroupLeader : NULL;
+	LeaderEntry *entry;
+
+	if (leader_entries == NULL || leader == NULL || leader == MyProc ||
+		leader->pgprocno >= leader_entry_count())
+		return false;
+	entry = &leader_entries[leader->pgprocno];
+	/* The leader writes rarely and briefly: a few tries, never a wait. */
+	for (int attempt = 0; attempt < 100; attempt++)
+	{
+		uint32		version = pg_atomic_read_u32(&entry->version);
+
+		if ((version & 1) == 0)
+		{
+			pg_read_barrier();
+			memcpy(copy, &entry->labels, sizeof(LeaderLabels));
+			pg_read_barrier();
+			if (pg_atomic_read_u32(&entry->version) == version)
+				return copy->sampling && copy->pid == leader->pid;
+		}
+		pg_spin_delay();
+	}
+	return false;
+}
+
+/*
+ * A parallel worker's query starts (in place of profiler_statement_start).
+ * It opens no span, so it samples as its leader does: inside the leader's
+ * span when the leader samples one, with the leader's labels and name.
+ */
+void
+profiler_worker_statement_start(void)
+{
+	LeaderLabels leader;
+	tp_sample_labels labels;
+	bool		found;
+
+	if (profiler_dormant())
+		return;
+	span_open = read_leader_labels(&leader) && !tp_id_is_zero(leader.trace_id, TP_TRACE_ID_BYTES);
+	arm_for();
+	if (!span_open || profiler_state != SAMPLER_RUNNING)
+		return;
+	memset(&labels, 0, sizeof(labels));
+	memcpy(labels.trace_id, leader.trace_id, TP_TRACE_ID_BYTES);
+	memcpy(labels.span_id, leader.span_id, TP_SPAN_ID_BYTES);
+	tp_sampler_set_labels(&labels);
+	/* store_sample names samples by span id: the leader interned the name. */
+	sampled_span(leader.span_id, &found)->name_id = leader.span_name_id;
+	leaders_labels = true;
+}
+
+/*
+ * profiler_flush, once the sampler was started: called when nothing runs
+ * (the outermost statement or its transaction ended).  A leader's workers
+ * are gone then, and a worker's query is done.
+ */
+void
+profiler_store_samples(void)
+{
+	if (unlikely(publishing))
+	{
+		publishing = false;
+		publish_labels();
+	}
+	if (unlikely(leaders_labels))
+	{
+		leaders_labels = false;
+		span_open = false;
+		arm_for();
+	}
+	store_samples();
 }

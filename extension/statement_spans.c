@@ -1396,7 +1396,9 @@ start_with_spans(QueryDesc *query_desc, int eflags)
 	bool		watching;
 	bool		top_level = at_top_level();
 
-	if (top_level)
+	if (top_level && unlikely(IsParallelWorker()))
+		profiler_worker_statement_start();
+	else if (top_level)
 		profiler_statement_start(innermost_record());
 	if (top_level && unlikely(!stmt->canSetTag))
 		span = span_of_rule_query(query_desc);
@@ -1445,8 +1447,12 @@ starts_untraced(const QueryDesc *query_desc)
 	{
 		if (may_be_traced(query_desc->sourceText, stmt->stmt_location, stmt->stmt_len))
 			return false;
-		if (!IsParallelWorker())
-			decided_in_message = GetCurrentStatementStartTimestamp();
+		if (unlikely(IsParallelWorker()))
+		{
+			profiler_worker_statement_start();
+			return true;
+		}
+		decided_in_message = GetCurrentStatementStartTimestamp();
 	}
 	profiler_statement_start(NULL);
 	return true;
@@ -1460,8 +1466,14 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 		start_with_spans(query_desc, eflags);
 	else
 		call_ExecutorStart(query_desc, eflags);
-	if (profiler_is_sampling() && query_desc->planstate != NULL)
-		executor_names_learn(query_desc->planstate);
+	if (profiler_is_sampling())
+	{
+		if (query_desc->planstate != NULL)
+			executor_names_learn(query_desc->planstate);
+		/* The workers its run may launch sample with our labels. */
+		if (query_desc->plannedstmt->parallelModeNeeded)
+			profiler_parallel_plan_starts();
+	}
 }
 
 /*

@@ -353,6 +353,7 @@ traceprof_shmem_request(void)
 	RequestAddinShmemSpace(span_store_shmem_size());
 	RequestAddinShmemSpace(sample_store_shmem_size());
 	RequestAddinShmemSpace(function_names_shmem_size());
+	RequestAddinShmemSpace(profiler_shmem_size());
 	function_names_request_lock();
 }
 
@@ -365,6 +366,7 @@ traceprof_shmem_startup(void)
 	span_store_shmem_startup();
 	sample_store_shmem_startup();
 	function_names_shmem_startup();
+	profiler_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -330,6 +330,11 @@ extern void profiler_arm_for_statement(const TraceprofSpan *innermost);
 extern void profiler_profile_assigned(int profile);
 extern void profiler_relabel(const TraceprofSpan *innermost, const TraceprofSpan *root);
 extern void profiler_store_samples(void);
+/* Parallel workers sample with the labels their leader publishes. */
+extern Size profiler_shmem_size(void);
+extern void profiler_shmem_startup(void);
+extern void profiler_parallel_plan_starts(void);
+extern void profiler_worker_statement_start(void);
 
 /*
  * Profile off and the timer never started in this backend: the profiler's

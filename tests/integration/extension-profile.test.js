@@ -564,6 +564,82 @@ describe('profiles in SQL (one cluster)', () => {
 		assertWithinFactor(n + dropped, span.duration_ms * HZ / 1000, 2,
 			`samples stored (${n}) + samples_dropped (${dropped}) of a ${span.duration_ms.toFixed(0)} ms wall-mode span at ${HZ} Hz`);
 	});
+
+	test('8. a traced parallel query: the workers\' samples carry the leader\'s span id and name, the workers add no span', async (t) => {
+		// Before, a parallel worker never sampled (it opens no span), so with
+		// the leader not participating the trace's profile was empty.
+		const HZ = 250;
+		const sql = 'SELECT sum(n * n * n) AS s FROM par_big';
+		const client = await connect(cluster);
+		const ctx = newContext();
+		let serial;
+		let parallel;
+		let leaderPid;
+		try {
+			await client.query(`CREATE TABLE par_big AS SELECT g, g::numeric AS n FROM generate_series(1, 2000000) AS g;
+				ANALYZE par_big`);
+			await client.query(`SET traceprof.sample_hz = ${HZ}; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+				SET min_parallel_table_scan_size = 0; SET parallel_leader_participation = off`);
+			leaderPid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+			// The same work serially, traced: the CPU the workers share between them.
+			const serialCtx = newContext();
+			await client.query('SET max_parallel_workers_per_gather = 0');
+			serial = (await traced(client, serialCtx, sql)).rows[0].s;
+			const serialSpan = serverSpan(await spansOf(client, serialCtx.traceId), 'SELECT sum(');
+			await client.query('SET max_parallel_workers_per_gather = 2');
+			const plan = (await client.query(`EXPLAIN (COSTS OFF) ${sql}`)).rows.map((r) => r['QUERY PLAN']).join('\n');
+			assert.match(plan, /Workers Planned: 2/, `the query runs in two workers:\n${plan}`);
+			parallel = (await traced(client, ctx, sql)).rows[0].s;
+			assert.equal(parallel, serial, 'profiling workers does not change results');
+
+			const spans = await spansOf(client, ctx.traceId);
+			const stmt = serverSpan(spans, 'SELECT sum(');
+			assert.deepEqual(spans.filter((s) => s.backend_pid !== leaderPid).map((s) => [s.name, s.backend_pid]), [],
+				`every span of the trace is the leader's (pid ${leaderPid}): the workers add none`);
+			assert.equal(spans.filter((s) => s.kind === 'server').length, 1, 'one SERVER span');
+
+			const rows = await profile(client, ctx.traceId);
+			const ofWorkers = rows.filter((r) => r.frames.includes('ParallelWorkerMain'));
+			const n = total(ofWorkers);
+			const workersCpu = serialSpan.cpu_time_ms;
+			// Plausibility bound: the workers' samples ~ the serial CPU * sample_hz, within a factor of 2.
+			assertWithinFactor(n, workersCpu * HZ / 1000, 2,
+				`samples taken in the workers (ParallelWorkerMain on the stack) of a query with ${workersCpu.toFixed(0)} ms ` +
+				`of CPU serially, at ${HZ} Hz:\n${showRows(rows)}`);
+			t.diagnostic(`workers' samples ${n}, expected ~${(workersCpu * HZ / 1000).toFixed(0)} ` +
+				`(${workersCpu.toFixed(0)} ms serial CPU at ${HZ} Hz); leader's span CPU ${stmt.cpu_time_ms.toFixed(1)} ms`);
+			const leaderAlone = stmt.cpu_time_ms * HZ / 1000;
+			assert.ok(total(rows) > 5 * leaderAlone + 5,
+				`the profile (${total(rows)} samples) holds far more than the leader's ${stmt.cpu_time_ms.toFixed(1)} ms of CPU could`);
+			assert.ok(ofWorkers.some((r) => inOrder(r.frames, ['ParallelWorkerMain', 'ParallelQueryMain', 'standard_ExecutorRun'])),
+				`worker stacks show the worker's executor:\n${showRows(ofWorkers)}`);
+
+			// Labelled with the leader's span (the one open while the workers ran), named after it.
+			const ofStmt = await profile(client, ctx.traceId, stmt.span_id);
+			assert.equal(total(ofStmt.filter((r) => r.frames.includes('ParallelWorkerMain'))), n,
+				'every worker sample carries the statement span\'s span_id');
+			for (const r of ofWorkers)
+				assert.equal(r.span_name, stmt.name, `a worker sample is named after the leader's span: ${r.stack}`);
+		} finally {
+			await closeAll(client);
+		}
+
+		await t.test('an untraced parallel query after it samples nothing in the workers (traceprof.profile = traced)', async () => {
+			const c = await connect(cluster);
+			try {
+				await c.query(`SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+					SET min_parallel_table_scan_size = 0; SET parallel_leader_participation = off`);
+				await traced(c, newContext(), sql);
+				const before_ = await sampleStats(reader);
+				assert.equal((await c.query(sql)).rows[0].s, serial);
+				await sleep(100);	// a negative is checked: give a late write the chance to show
+				assert.equal((await sampleStats(reader)).stored, before_.stored, 'no sample stored for the untraced query');
+			} finally {
+				await closeAll(c);
+				await reader.query('DROP TABLE par_big');
+			}
+		});
+	});
 });
 
 // ---- 4: upload to Pyroscope ---------------------------------------------
