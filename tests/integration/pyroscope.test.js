@@ -592,15 +592,22 @@ test('a 500 answer (not retried) or connections that keep dropping (retried with
 
 test('a failing generator run (OUT cannot be renamed into place) still exits 1 and still uploads its profile', async (t) => {
 	const { ingest, otlp } = await servers(t);
-	const out = file('is-a-directory');
-	fs.mkdirSync(path.join(out, 'keep'), { recursive: true });
+	// OUT's directory is removed under the run, once its temp file is there:
+	// the rename at the end fails, after the records were made (and sampled).
+	const dir = file('vanishing');
+	fs.mkdirSync(dir);
+	const out = path.join(dir, 'orders.json');
 	const folded = file('failing.folded');
-	const g = await generate(pyroEnv(ingest, otlp, { PYROSCOPE_TRACE_CORRELATION: 'true' }),
-		{ records: SOME, out, args: ['--profile-out', folded] });
+	const running = generate(pyroEnv(ingest, otlp, { PYROSCOPE_TRACE_CORRELATION: 'true' }),
+		{ records: BIG, out, args: ['--profile-out', folded] });
+	const deadline = Date.now() + 10000;
+	while (!fs.readdirSync(dir).some((n) => n.includes('.tmp-')) && Date.now() < deadline)
+		await new Promise((r) => setTimeout(r, 5));
+	fs.rmSync(dir, { recursive: true });
+	const g = await running;
 	assert.equal(g.res.code, 1, describe(g.res));
-	assert.match(g.res.stderr, /^generator: error: cannot rename .*is-a-directory.*$/m);
-	assert.deepEqual(fs.readdirSync(out), ['keep'], 'the directory is untouched');
-	assert.deepEqual(fs.readdirSync(path.dirname(out)).filter((n) => n.includes('.tmp-')), [], 'no temp file left');
+	assert.match(g.res.stderr, /^generator: error: cannot rename .*orders\.json.*$/m);
+	assert.ok(!fs.existsSync(dir), 'nothing was written where the directory was');
 	const root = rootSpan(otlp, 'generator.run');
 	assert.equal(root.status.code, StatusCode.ERROR);
 	const up = checkUploads(ingest, {
