@@ -320,6 +320,24 @@ ld_conninfo_reveals(const char *conninfo, const char *text)
 	return false;
 }
 
+/*
+ * The end of a rewrite of msg into out (msgsize bytes, o written): the rest
+ * of msg from rest, cut to fit, copied back into msg; out is freed.
+ */
+static void
+end_rewrite(char *out, size_t o, const char *rest, char *msg, size_t msgsize)
+{
+	size_t		len = strlen(rest);
+
+	if (o + len >= msgsize)
+		len = msgsize - o - 1;
+	memcpy(out + o, rest, len);
+	o += len;
+	out[o] = '\0';
+	memcpy(msg, out, o + 1);
+	free(out);
+}
+
 /* Replace every occurrence of from (fromlen bytes) in msg by to. */
 static void
 replace_all(char *msg, size_t msgsize, const char *from, size_t fromlen, const char *to)
@@ -344,17 +362,7 @@ replace_all(char *msg, size_t msgsize, const char *from, size_t fromlen, const c
 		o += tolen;
 		p = hit + fromlen;
 	}
-	{
-		size_t		len = strlen(p);
-
-		if (o + len >= msgsize)
-			len = msgsize - o - 1;
-		memcpy(out + o, p, len);
-		o += len;
-	}
-	out[o] = '\0';
-	memcpy(msg, out, o + 1);
-	free(out);
+	end_rewrite(out, o, p, msg, msgsize);
 }
 
 /*
@@ -393,17 +401,7 @@ mask_quoted_tokens(char *msg, size_t msgsize, const char *secret, size_t seclen)
 		out[o++] = '"';
 		p++;
 	}
-	{
-		size_t		len = strlen(p);
-
-		if (o + len >= msgsize)
-			len = msgsize - o - 1;
-		memcpy(out + o, p, len);
-		o += len;
-	}
-	out[o] = '\0';
-	memcpy(msg, out, o + 1);
-	free(out);
+	end_rewrite(out, o, p, msg, msgsize);
 }
 
 void
