@@ -272,7 +272,7 @@ define_gucs(void)
 							 NULL, assign_profile, NULL);
 	DefineCustomEnumVariable("traceprof.profile_mode",
 							 "What the sampling timer counts: cpu (the backend's CPU time) or wall (elapsed time).",
-							 "Takes effect in backends that have not sampled yet.",
+							 "A change restarts a sampling backend's timer at its next statement.",
 							 &traceprof_profile_mode, PROFILE_MODE_CPU, profile_mode_options, PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("traceprof.sample_hz",
