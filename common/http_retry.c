@@ -115,7 +115,7 @@ tp_curl_error_is_dropped_connection(CURLcode rc)
 }
 
 bool
-tp_retry_run(long timeout_ms, volatile sig_atomic_t *cancel,
+tp_retry_run(long timeout_ms, volatile sig_atomic_t *cancel, long *not_before_ms,
 			 tp_retry_attempt_fn attempt, void *arg, char *err, size_t errlen)
 {
 	long		deadline = tp_monotonic_ms() + timeout_ms;
@@ -133,6 +133,9 @@ tp_retry_run(long timeout_ms, volatile sig_atomic_t *cancel,
 		err[0] = '\0';			/* only the last attempt's story counts */
 		if (!attempt(arg, remaining, &retry_after_ms, err, errlen))
 			return true;
+		/* Retry-After means something only on an answer asking to come back. */
+		if (retry_after_ms >= 0 && not_before_ms != NULL)
+			*not_before_ms = tp_retry_not_before_ms(retry_after_ms);
 		delay = retry_after_ms >= 0 ? retry_after_ms : tp_backoff_ms(n);
 		if (n == TP_RETRY_MAX_ATTEMPTS || tp_monotonic_ms() + delay >= deadline)
 		{

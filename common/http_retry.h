@@ -62,11 +62,13 @@ typedef bool (*tp_retry_attempt_fn) (void *arg, long timeout_ms, long *retry_aft
 /*
  * Attempt until an attempt says done, up to TP_RETRY_MAX_ATTEMPTS, all
  * within timeout_ms; between attempts wait for Retry-After, else the
- * backoff.  err holds the last attempt's story, plus "(gave up after n
- * attempts)" when retries ran out.  False when *cancel (may be NULL)
- * stopped it before an attempt.
+ * backoff.  The Retry-After of an attempt that asks for another is also
+ * kept in *not_before_ms (may be NULL; see tp_retry_not_before_ms) for the
+ * requests that follow.  err holds the last attempt's story, plus "(gave up
+ * after n attempts)" when retries ran out.  False when *cancel (may be
+ * NULL) stopped it before an attempt.
  */
-bool		tp_retry_run(long timeout_ms, volatile sig_atomic_t *cancel,
+bool		tp_retry_run(long timeout_ms, volatile sig_atomic_t *cancel, long *not_before_ms,
 						 tp_retry_attempt_fn attempt, void *arg, char *err, size_t errlen);
 
 #endif

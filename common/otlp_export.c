@@ -377,13 +377,8 @@ attempt_export(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 	x->outcome = attempt(x->target, x->payload, x->payload_len, timeout_ms, &r, err, errlen);
 	x->target->rejected_spans = r.rejected_spans;
 	free(r.body);
-	if (x->outcome != ATTEMPT_RETRY)
-		return false;
-	/* Retry-After means something only on an answer asking to come back. */
 	*retry_after_ms = r.retry_after_ms;
-	if (r.retry_after_ms >= 0)
-		x->target->retry_not_before_ms = tp_retry_not_before_ms(r.retry_after_ms);
-	return true;
+	return x->outcome == ATTEMPT_RETRY;
 }
 
 long
@@ -412,7 +407,7 @@ tp_otlp_send(tp_otlp_target *target, const uint8_t *body, size_t len,
 		x.payload = framed;
 		x.payload_len = len + GRPC_FRAME_HEADER;
 	}
-	if (!tp_retry_run(target->timeout_ms, target->cancel, attempt_export, &x, err, errlen))
+	if (!tp_retry_run(target->timeout_ms, target->cancel, &target->retry_not_before_ms, attempt_export, &x, err, errlen))
 		snprintf(err, errlen, "export cancelled");
 	free(framed);
 	switch (x.outcome)

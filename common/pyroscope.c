@@ -556,7 +556,7 @@ typedef enum attempt_outcome
 /* One upload request, and how its last attempt ended. */
 typedef struct request
 {
-	tp_pyroscope_config *cfg;	/* its retry_not_before_ms is updated */
+	const tp_pyroscope_config *cfg;
 	const char *url;
 	const char *where;			/* the endpoint as messages show it */
 	struct curl_slist *headers;
@@ -640,13 +640,8 @@ attempt_upload(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 	answer		a = {.len = 0, .retry_after_ms = -1};
 
 	req->outcome = attempt(req, timeout_ms, &a, err, errlen);
-	if (req->outcome != ATTEMPT_RETRY)
-		return false;
-	/* Retry-After means something only on an answer asking to come back. */
 	*retry_after_ms = a.retry_after_ms;
-	if (a.retry_after_ms >= 0)
-		req->cfg->retry_not_before_ms = tp_retry_not_before_ms(a.retry_after_ms);
-	return true;
+	return req->outcome == ATTEMPT_RETRY;
 }
 
 long
@@ -697,7 +692,7 @@ tp_pyroscope_ingest(tp_pyroscope_config *cfg,
 	}
 
 	/* Retries stay inside the one budget: the next upload must not wait. */
-	if (!tp_retry_run(timeout, cfg->cancel, attempt_upload, &req, err, errlen))
+	if (!tp_retry_run(timeout, cfg->cancel, &cfg->retry_not_before_ms, attempt_upload, &req, err, errlen))
 		snprintf(err, errlen, "%s: upload cancelled", where);
 	curl_slist_free_all(req.headers);
 	free(url);
