@@ -459,15 +459,25 @@ wait_round(long timeout_ms)
 
 /*
  * Drain full batches; stop at the first failure until the next round, and
- * wait out a Retry-After the last export could not.
+ * wait out a Retry-After the last export could not.  With a deadline (not
+ * 0), every export's budget ends there too.
  */
 static void
-export_spans(const tp_kvlist *resource, tp_otlp_target *target)
+export_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadline)
 {
-	while (traceprof_exporting && !*target->cancel &&
-		   tp_otlp_retry_wait_ms(target) == 0 &&
-		   export_one_batch(resource, target) == batch_size())
-		;
+	while (traceprof_exporting && !*target->cancel && tp_otlp_retry_wait_ms(target) == 0)
+	{
+		if (deadline != 0)
+		{
+			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+
+			if (left <= 0)
+				return;
+			target->timeout_ms = Min(traceprof_otlp_timeout_ms, left);
+		}
+		if (export_one_batch(resource, target) != batch_size())
+			return;
+	}
 }
 
 /*
@@ -481,19 +491,11 @@ static void
 export_remaining_spans(const tp_kvlist *resource, tp_otlp_target *target)
 {
 	static volatile sig_atomic_t not_cancelled = 0;
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), FINAL_EXPORT_MS);
-	long		left;
 
 	if (failing)
 		return;
 	target->cancel = &not_cancelled;
-	while (traceprof_exporting && tp_otlp_retry_wait_ms(target) == 0 &&
-		   (left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline)) > 0)
-	{
-		target->timeout_ms = Min(traceprof_otlp_timeout_ms, left);
-		if (export_one_batch(resource, target) < batch_size())
-			break;
-	}
+	export_spans(resource, target, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), FINAL_EXPORT_MS));
 }
 
 /*
@@ -540,7 +542,7 @@ traceprof_exporter_main(Datum arg)
 			build_resource(&resource);
 			rebuild_target(&target);
 		}
-		export_spans(&resource, &target);
+		export_spans(&resource, &target, 0);
 	}
 	span_store_set_exporter_latch(NULL);
 	export_remaining_spans(&resource, &target);
