@@ -43,9 +43,7 @@ tp_http_url_parse(const char *endpoint)
 	free(text);
 	curl_free(scheme);
 	curl_free(host);
-	if (ok && !port_is_valid(url, authority))
-		ok = false;
-	if (ok)
+	if (ok && port_is_valid(url, authority))
 		return url;
 	curl_url_cleanup(url);
 	return NULL;
