@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
+
 static const char help_text[] =
 "Usage: loader POSTGRES_URL FILE [--table T] [--batch-size N] [--profile-out FILE]\n"
 "\n"
@@ -72,6 +74,39 @@ ld_cli_help(FILE *out)
 	fputs(help_text, out);
 }
 
+/*
+ * Append s as a quoted identifier.  Done here rather than by libpq after
+ * connecting: a bad name is a usage error found before any connection,
+ * and the quoted name needs no allocation that could fail later.
+ */
+static char *
+quote_identifier(char *out, const char *s)
+{
+	*out++ = '"';
+	for (; *s; s++)
+	{
+		if (*s == '"')
+			*out++ = '"';
+		*out++ = *s;
+	}
+	*out++ = '"';
+	*out = '\0';
+	return out;
+}
+
+static void
+quote_table(ld_options *opt)
+{
+	char	   *p = opt->qtable;
+
+	if (opt->schema[0] != '\0')
+	{
+		p = quote_identifier(p, opt->schema);
+		*p++ = '.';
+	}
+	quote_identifier(p, opt->name);
+}
+
 static bool
 parse_table(const char *text, ld_options *opt, char *err, size_t errlen)
 {
@@ -88,6 +123,12 @@ parse_table(const char *text, ld_options *opt, char *err, size_t errlen)
 	{
 		snprintf(err, errlen, "--table: \"%s\": names are limited to %d bytes",
 				 text, LD_MAX_IDENTIFIER);
+		return false;
+	}
+	/* the connection's client_encoding is UTF8: the server would refuse it */
+	if (!tp_utf8_is_valid(text, strlen(text)))
+	{
+		snprintf(err, errlen, "--table: \"%s\" is not valid UTF-8", text);
 		return false;
 	}
 	memcpy(opt->schema, text, schema_len);
@@ -135,6 +176,7 @@ ld_cli_parse(int argc, char **argv, ld_options *opt, char *err, size_t errlen)
 	memset(opt, 0, sizeof(*opt));
 	strcpy(opt->name, LD_DEFAULT_TABLE);
 	opt->table = LD_DEFAULT_TABLE;
+	quote_table(opt);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1)
@@ -144,6 +186,7 @@ ld_cli_parse(int argc, char **argv, ld_options *opt, char *err, size_t errlen)
 			case 't':
 				if (!parse_table(optarg, opt, err, errlen))
 					return LD_CLI_USAGE_ERROR;
+				quote_table(opt);
 				break;
 			case 'b':
 				if (!parse_batch_size(optarg, &opt->batch_size, err, errlen))

@@ -17,6 +17,8 @@
 
 #define LD_DEFAULT_TABLE "orders"
 #define LD_MAX_IDENTIFIER 63	/* NAMEDATALEN - 1: longer names get truncated */
+/* "schema"."name", every byte a doubled '"' at worst, and the NUL */
+#define LD_MAX_QUOTED_TABLE (2 * (2 * LD_MAX_IDENTIFIER + 2) + 2)
 
 typedef struct ld_options
 {
@@ -25,6 +27,7 @@ typedef struct ld_options
 	const char *table;			/* as given, for messages */
 	char		schema[LD_MAX_IDENTIFIER + 1];	/* empty: none given */
 	char		name[LD_MAX_IDENTIFIER + 1];
+	char		qtable[LD_MAX_QUOTED_TABLE];	/* quoted for SQL */
 	uint64_t	batch_size;		/* 0: one transaction */
 	const char *profile_out;	/* --profile-out FILE, or NULL */
 } ld_options;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "log.h"
 #include "order_row.h"
 #include "url_mask.h"
@@ -170,6 +171,8 @@ ld_db_connect(ld_db *db, const char *conninfo)
 	db->conn = PQconnectdbParams(keys, values, 1);
 	if (db->conn == NULL)
 	{
+		/* libpq returns NULL only when it cannot allocate its PGconn */
+		db->out_of_memory = true;
 		snprintf(db->error, sizeof(db->error), "out of memory");
 		return false;
 	}
@@ -219,46 +222,11 @@ ld_db_set_traceparent(ld_db *db, const char *traceparent)
 }
 
 bool
-ld_db_quote_table(ld_db *db, const char *schema, const char *name, char **out)
-{
-	char	   *qschema = NULL;
-	char	   *qname;
-	size_t		len;
-
-	*out = NULL;
-	qname = PQescapeIdentifier(db->conn, name, strlen(name));
-	if (qname == NULL || (schema != NULL &&
-						  (qschema = PQescapeIdentifier(db->conn, schema, strlen(schema))) == NULL))
-	{
-		set_libpq_error(db, "invalid table name");
-		PQfreemem(qname);
-		return false;
-	}
-	len = strlen(qname) + (qschema ? strlen(qschema) + 1 : 0) + 1;
-	*out = malloc(len);
-	if (*out != NULL)
-		snprintf(*out, len, "%s%s%s", qschema ? qschema : "", qschema ? "." : "", qname);
-	else
-		snprintf(db->error, sizeof(db->error), "out of memory");
-	PQfreemem(qschema);
-	PQfreemem(qname);
-	return *out != NULL;
-}
-
-bool
 ld_db_create_table(ld_db *db, const char *qtable)
 {
-	char	   *sql;
-	size_t		len = strlen(qtable) + 512;
-	bool		ok;
+	char		sql[LD_MAX_QUOTED_TABLE + 512];
 
-	sql = malloc(len);
-	if (sql == NULL)
-	{
-		snprintf(db->error, sizeof(db->error), "out of memory");
-		return false;
-	}
-	snprintf(sql, len,
+	snprintf(sql, sizeof(sql),
 			 "CREATE TABLE IF NOT EXISTS %s (\n"
 			 "    id            bigint PRIMARY KEY,\n"
 			 "    customer_id   bigint NOT NULL,\n"
@@ -269,9 +237,7 @@ ld_db_create_table(ld_db *db, const char *qtable)
 			 "    tags          text[] NOT NULL,\n"
 			 "    attributes    jsonb NOT NULL\n"
 			 ")", qtable);
-	ok = ld_db_exec(db, sql);
-	free(sql);
-	return ok;
+	return ld_db_exec(db, sql);
 }
 
 typedef struct expected_column
@@ -351,20 +317,12 @@ ld_db_check_columns(ld_db *db, const char *qtable, const char *shown)
 bool
 ld_db_copy_start(ld_db *db, const char *qtable)
 {
-	char	   *sql;
-	size_t		len = strlen(qtable) + 256;
+	char		sql[LD_MAX_QUOTED_TABLE + 256];
 	PGresult   *res;
 	bool		ok;
 
-	sql = malloc(len);
-	if (sql == NULL)
-	{
-		snprintf(db->error, sizeof(db->error), "out of memory");
-		return false;
-	}
-	snprintf(sql, len, "COPY %s (" ORDER_ROW_COLUMNS ") FROM STDIN (FORMAT binary)", qtable);
+	snprintf(sql, sizeof(sql), "COPY %s (" ORDER_ROW_COLUMNS ") FROM STDIN (FORMAT binary)", qtable);
 	res = PQexec(db->conn, sql);
-	free(sql);
 	ok = PQresultStatus(res) == PGRES_COPY_IN;
 	if (!ok)
 		set_result_error(db, res, NULL);

@@ -18,6 +18,7 @@ typedef struct ld_db
 	PGconn	   *conn;
 	const char *conninfo;		/* as given: for scrubbing messages */
 	bool		traceparent_guc;	/* the server knows traceprof.traceparent */
+	bool		out_of_memory;	/* the last failure was libpq's allocation */
 	char		error[1536];
 	uint64_t	error_row;		/* "COPY t, line N" of the last error, or 0 */
 	char		error_sqlstate[6];
@@ -39,13 +40,11 @@ bool		ld_db_exec(ld_db *db, const char *sql);
 bool		ld_db_set_traceparent(ld_db *db, const char *traceparent);
 
 /*
- * Quote "name" or "schema.name" for SQL into out (malloc'd).  False when
- * libpq cannot (out of memory, or bytes invalid in the client encoding).
+ * qtable: a quoted table name (ld_options.qtable, at most
+ * LD_MAX_QUOTED_TABLE bytes).
+ *
+ * CREATE TABLE IF NOT EXISTS with the documented schema.
  */
-bool		ld_db_quote_table(ld_db *db, const char *schema, const char *name,
-							  char **out);
-
-/* CREATE TABLE IF NOT EXISTS with the documented schema. */
 bool		ld_db_create_table(ld_db *db, const char *qtable);
 
 /*

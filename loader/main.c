@@ -37,7 +37,6 @@ typedef struct loader
 	ld_db		db;
 	ld_copy_stream cs;
 	ld_progress progress;
-	char	   *qtable;			/* quoted table name for SQL */
 	tp_span    *root;
 	tp_span    *copy_span;		/* the open batch's, NULL if untraced */
 	double		start;
@@ -249,14 +248,12 @@ connect_phase(loader *ld)
 		char		shown[1024];
 
 		ld_mask_conninfo(ld->opt.conninfo, shown, sizeof(shown));
-		return fail(ld, LD_EXIT_DATABASE, span, "cannot connect to %s: %s", shown, ld->db.error);
+		return fail(ld, ld->db.out_of_memory ? LD_EXIT_INTERNAL : LD_EXIT_DATABASE, span,
+					"cannot connect to %s: %s", shown, ld->db.error);
 	}
 	tp_span_end(span);
 	cancel_handle = PQgetCancel(ld->db.conn);
 	ld->propagate = ld->db.traceparent_guc;
-	if (!ld_db_quote_table(&ld->db, ld->opt.schema[0] ? ld->opt.schema : NULL,
-						   ld->opt.name, &ld->qtable))
-		return fail(ld, LD_EXIT_USAGE, NULL, "--table %s: %s", ld->opt.table, ld->db.error);
 	return LD_EXIT_OK;
 }
 
@@ -285,14 +282,14 @@ begin_batch(loader *ld)
 	}
 	if (ld->batch_no == 1)
 	{
-		if (!ld_db_create_table(&ld->db, ld->qtable))
+		if (!ld_db_create_table(&ld->db, ld->opt.qtable))
 		{
 			ld_db_rollback(&ld->db);
 			ld->copy_span = NULL;
 			return fail(ld, LD_EXIT_DATABASE, span, "cannot create table %s: %s",
 						ld->opt.table, ld->db.error);
 		}
-		if (!ld_db_check_columns(&ld->db, ld->qtable, ld->opt.table))
+		if (!ld_db_check_columns(&ld->db, ld->opt.qtable, ld->opt.table))
 		{
 			ld_db_rollback(&ld->db);
 			ld->copy_span = NULL;
@@ -300,7 +297,7 @@ begin_batch(loader *ld)
 						ld->opt.table, ld->db.error);
 		}
 	}
-	if (!ld_db_copy_start(&ld->db, ld->qtable))
+	if (!ld_db_copy_start(&ld->db, ld->opt.qtable))
 	{
 		ld_db_rollback(&ld->db);
 		ld->copy_span = NULL;
@@ -503,7 +500,6 @@ main(int argc, char **argv)
 	ld_db_close(&ld.db);
 	ld_copy_free(&ld.cs);
 	ld_input_close(&ld.in);
-	free(ld.qtable);
 	tp_tracer_shutdown();
 	return rc;
 }

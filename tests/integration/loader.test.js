@@ -507,3 +507,23 @@ test('usage errors exit 2 and touch nothing', async (t) => {
 	assert.equal(help.code, 0, describe(help));
 	assert.match(help.stdout, /Usage: loader POSTGRES_URL FILE/);
 });
+
+test('--table that is not UTF-8: a usage error (exit 2) found before connecting', async (t) => {
+	// The connection's client_encoding is UTF8, so the server could never
+	// take the name; the loader knew before connecting, so the server here
+	// is unreachable and the answer still exit 2, not a connection error.
+	const file = path.join(dir, 'badname.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	const port = await freePort();
+	const url = `postgres://app:secret@127.0.0.1:${port}/app?sslmode=disable`;
+	// Node cannot pass a byte that is not UTF-8 in an argument: printf can.
+	for (const [name, bytes] of [['a lone 0xff', 'ab\\377'], ['an overlong "/" in the schema', 's\\300\\257.x']]) {
+		await t.test(name, async () => {
+			const res = await run('sh', ['-c', 'exec "$0" "$1" "$2" --table "$(printf "$3")"', LOADER, url, file, bytes],
+				{ timeout: 30000 });
+			assert.equal(res.code, 2, describe(res));
+			assert.match(res.stderr, /^loader: error: --table: ".*" is not valid UTF-8 .*usage/m, describe(res));
+			assert.doesNotMatch(res.stderr, /cannot connect/, describe(res));
+		});
+	}
+});
