@@ -74,15 +74,40 @@ static volatile sig_atomic_t interrupted = false;
 static bool failing = false;	/* inside a streak of failed exports */
 static bool pyroscope_failing = false;
 
+/* A batch holds samples of the CPU clock and of the wall clock: two profile types. */
+#define PART_CPU 0
+#define PART_WALL 1
+#define PARTS 2
+
 /* Samples gathered for one Pyroscope upload. */
 typedef struct SampleBatch
 {
-	tp_profile *cpu;			/* samples of the CPU clock */
-	tp_profile *wall;			/* and of the wall clock: another profile type */
+	tp_profile *profiles[PARTS];
+	int			counts[PARTS];
 	int			count;
 	int64		first_ns;
 	int64		last_ns;
 } SampleBatch;
+
+/*
+ * A batch read from the ring and not yet settled: each profile type goes in
+ * a request of its own.  When one was taken and a later one interrupted
+ * (SIGHUP, SIGTERM), the samples stay in the ring and the next round sends
+ * only the parts not taken yet: Pyroscope would count a resent part twice.
+ */
+typedef struct PendingUpload
+{
+	bool		held;
+	uint64		upto;			/* ring position after the batch */
+	uint64		from_ns;
+	uint64		until_ns;
+	int			taken;			/* samples in the parts the server took */
+	uint8_t    *pprof[PARTS];	/* NULL: nothing (more) to send, or no memory */
+	size_t		len[PARTS];
+	int			counts[PARTS];	/* samples not taken yet, per part */
+} PendingUpload;
+
+static PendingUpload pending;
 
 static void
 log_to_server(const char *message)
@@ -321,6 +346,7 @@ add_sample(const TraceprofSample *sample, void *arg)
 	SampleBatch *batch = arg;
 	const char *frames[TRACEPROF_MAX_FRAMES];
 	tp_sample_labels labels;
+	int			part = sample->wall ? PART_WALL : PART_CPU;
 
 	for (uint32 i = 0; i < sample->depth; i++)
 		frames[i] = function_names_get(sample->frames[i]);
@@ -328,7 +354,7 @@ add_sample(const TraceprofSample *sample, void *arg)
 	memcpy(labels.trace_id, sample->trace_id, TP_TRACE_ID_BYTES);
 	memcpy(labels.span_id, sample->span_id, TP_SPAN_ID_BYTES);
 	/* Backends may sample at different rates: each sample keeps its own. */
-	tp_profile_add_named(sample->wall ? batch->wall : batch->cpu, frames, sample->depth,
+	tp_profile_add_named(batch->profiles[part], frames, sample->depth,
 						 &labels, sample->weight,
 						 (uint64) sample->period_us * 1000,
 						 traceprof_profile_span_name && sample->span_name_id ?
@@ -336,79 +362,113 @@ add_sample(const TraceprofSample *sample, void *arg)
 	if (batch->count == 0 || sample->time_ns < batch->first_ns)
 		batch->first_ns = sample->time_ns;
 	batch->last_ns = Max(batch->last_ns, sample->time_ns);
+	batch->counts[part]++;
 	batch->count++;
 	return true;
 }
 
-/* Upload one profile type of a batch, if it holds anything. */
+/*
+ * Read the next batch from the ring and encode it into pending.  False when
+ * no profile could be made (out of memory): the samples stay in the ring.
+ */
 static bool
-upload_profile(tp_pyroscope_config *cfg, tp_profile *profile, const SampleBatch *batch,
-			   uint64 period_ns, char *err, size_t errlen)
+read_batch(void)
 {
-	uint8_t    *pprof;
-	size_t		len;
-	bool		ok = false;
+	uint64		period_ns = UINT64CONST(1000000000) / traceprof_sample_hz;
+	SampleBatch batch = {0};
+	bool		made;
 
-	if (tp_profile_total(profile) == 0)
-		return true;
-	tp_profile_set_window(profile, batch->first_ns, batch->last_ns + period_ns);
-	pprof = tp_profile_pprof(profile, &len);
-	if (pprof != NULL)
-		ok = tp_pyroscope_ingest(cfg, pprof, len, batch->first_ns, batch->last_ns + period_ns,
-								 err, errlen);
-	free(pprof);
-	return ok;
+	batch.profiles[PART_CPU] = tp_profile_new("cpu", period_ns);
+	batch.profiles[PART_WALL] = tp_profile_new("wall", period_ns);
+	made = batch.profiles[PART_CPU] != NULL && batch.profiles[PART_WALL] != NULL;
+	if (made)
+	{
+		memset(&pending, 0, sizeof(pending));
+		pending.held = true;
+		pending.upto = sample_store_read_unexported(add_sample, &batch, SAMPLES_PER_UPLOAD);
+		pending.from_ns = batch.first_ns;
+		pending.until_ns = batch.last_ns + period_ns;
+		for (int part = 0; part < PARTS; part++)
+		{
+			pending.counts[part] = batch.counts[part];
+			if (batch.counts[part] == 0)
+				continue;
+			tp_profile_set_window(batch.profiles[part], pending.from_ns, pending.until_ns);
+			pending.pprof[part] = tp_profile_pprof(batch.profiles[part], &pending.len[part]);
+		}
+	}
+	for (int part = 0; part < PARTS; part++)
+		if (batch.profiles[part] != NULL)
+			tp_profile_free(batch.profiles[part]);
+	return made;
+}
+
+/* Send the pending parts not taken yet, in order, up to the first failure. */
+static bool
+send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
+{
+	for (int part = 0; part < PARTS; part++)
+	{
+		if (pending.counts[part] == 0)
+			continue;
+		if (pending.pprof[part] == NULL)
+		{
+			strlcpy(err, "out of memory while encoding samples", errlen);
+			return false;
+		}
+		if (!tp_pyroscope_ingest(cfg, pending.pprof[part], pending.len[part],
+								 pending.from_ns, pending.until_ns, err, errlen))
+			return false;
+		pending.taken += pending.counts[part];
+		pending.counts[part] = 0;
+		free(pending.pprof[part]);
+		pending.pprof[part] = NULL;
+	}
+	return true;
 }
 
 /*
- * One upload of stored samples as pprof.  A failed upload drops its batch
- * (counted): samples are plentiful, and resending a batch the server
- * refuses would block the ring.  Returns the number of samples taken.
+ * One upload of stored samples as pprof.  A failed part drops its samples
+ * (counted) and the parts taken count as exported: samples are plentiful,
+ * and resending what the server refuses would block the ring.  Returns the
+ * number of samples settled.
  */
 static int
 upload_samples(tp_pyroscope_config *cfg)
 {
-	uint64		period_ns = UINT64CONST(1000000000) / traceprof_sample_hz;
-	SampleBatch batch = {0};
-	uint64		upto;
-	char		err[1024] = "out of memory while encoding samples";
+	char		err[1024];
 	bool		ok;
+	int			refused = 0;
 
-	batch.cpu = tp_profile_new("cpu", period_ns);
-	batch.wall = tp_profile_new("wall", period_ns);
-	if (batch.cpu == NULL || batch.wall == NULL)
-	{
-		if (batch.cpu)
-			tp_profile_free(batch.cpu);
-		if (batch.wall)
-			tp_profile_free(batch.wall);
+	if (!pending.held && !read_batch())
 		return 0;
-	}
-	upto = sample_store_read_unexported(add_sample, &batch, SAMPLES_PER_UPLOAD);
 	report_sending("uploading profiles");
-	ok = upload_profile(cfg, batch.cpu, &batch, period_ns, err, sizeof(err)) &&
-		upload_profile(cfg, batch.wall, &batch, period_ns, err, sizeof(err));
+	ok = send_pending(cfg, err, sizeof(err));
 	pgstat_report_wait_end();
-	tp_profile_free(batch.cpu);
-	tp_profile_free(batch.wall);
 	if (!ok && interrupted)
-		return 0;				/* the samples stay for the next round */
+		return 0;				/* the parts not taken go in the next round */
+	for (int part = 0; part < PARTS; part++)
+	{
+		refused += pending.counts[part];
+		free(pending.pprof[part]);
+	}
+	pending.held = false;
+	sample_store_mark_exported(pending.upto, pending.taken);
 	if (ok)
 	{
-		sample_store_mark_exported(upto, batch.count);
-		if (pyroscope_failing && batch.count > 0)
+		if (pyroscope_failing && pending.taken > 0)
 			ereport(LOG, (errmsg("traceprof exporter: profile upload resumed")));
-		pyroscope_failing = pyroscope_failing && batch.count == 0;
-		return batch.count;
+		pyroscope_failing = pyroscope_failing && pending.taken == 0;
+		return pending.taken;
 	}
-	sample_store_mark_rejected(upto, batch.count);
+	sample_store_mark_rejected(pending.upto, refused);
 	span_store_upload_failed(err);
 	if (!pyroscope_failing)
 		ereport(WARNING,
 				(errmsg("traceprof exporter: cannot upload profiles: %s", err),
 				 errdetail("Samples that cannot be uploaded are dropped and counted in traceprof.stats.")));
 	pyroscope_failing = true;
-	return batch.count;
+	return pending.taken + refused;
 }
 
 /*

@@ -938,6 +938,101 @@ test('4d. a Pyroscope that never answers does not hold spans back: they keep rea
 	}
 });
 
+test('4e. a batch goes as two requests (cpu, wall): a part taken is never sent again, and counts as exported', async (t) => {
+	// Before, a reload (SIGHUP) interrupting the wall request after the cpu
+	// one was taken left the whole batch in the ring, and the next round
+	// sent the cpu part again: Pyroscope counted those samples twice.  A
+	// refused wall request counted the taken cpu samples as dropped.
+	const capture = await startIngest();
+	const cluster = await startTraced({
+		'traceprof.pyroscope_url': capture.url,
+		'traceprof.upload_interval': '1h',	// until both statements are stored
+	});
+	let admin;
+	try {
+		admin = await connect(cluster);
+		const setInterval_ = async (value) => {
+			await admin.query(`ALTER SYSTEM SET traceprof.upload_interval = '${value}'`);
+			await admin.query('SELECT pg_reload_conf()');
+		};
+		/** A cpu-mode and a wall-mode traced statement, each in a session of its own; their sample counts. */
+		const twoStatements = async () => {
+			const cpu = await connect(cluster);
+			const wall = await connect(cluster);
+			const ctx = { cpu: newContext(), wall: newContext() };
+			try {
+				await cpu.query('SET traceprof.sample_hz = 250');
+				await traced(cpu, ctx.cpu, cpuSql(600000));
+				await wall.query('SET traceprof.profile_mode = wall; SET traceprof.sample_hz = 250');
+				await traced(wall, ctx.wall, 'SELECT pg_sleep(0.3)');
+			} finally {
+				await closeAll(cpu, wall);
+			}
+			const stored = { cpu: total(await profile(admin, ctx.cpu.traceId)), wall: total(await profile(admin, ctx.wall.traceId)) };
+			assert.ok(stored.cpu > 0 && stored.wall > 0, `both statements were sampled: ${JSON.stringify(stored)}`);
+			return { ctx, stored };
+		};
+		const countOf = (r, traceId) => {
+			const prof = decodePprof(r.body);
+			const idx = prof.sampleTypes.indexOf('samples/count');
+			return prof.samples.filter((x) => x.labels.trace_id === traceId).reduce((n, x) => n + x.values[idx], 0);
+		};
+		const answered = () => capture.requests.filter((r) => !r.behaviour.hang);
+		const uploadedOf = (traceId) => answered().reduce((n, r) => n + countOf(r, traceId), 0);
+
+		// A: the cpu request is taken, the wall request hangs until a reload interrupts it.
+		const before_ = await sampleStats(admin);
+		const a = await twoStatements();
+		assert.equal(capture.requests.length, 0, 'no upload before the interval is shortened');
+		capture.enqueue({}, { hang: true });
+		await setInterval_('200ms');
+		await capture.waitFor(() => capture.hung.length === 1, 10000, 'the wall request, hanging');
+		const [cpuReq, wallReq] = capture.requests;
+		assert.equal(countOf(cpuReq, a.ctx.cpu.traceId), a.stored.cpu, 'the first request is the cpu part, whole');
+		assert.ok(decodePprof(cpuReq.body).sampleTypes.includes('cpu/nanoseconds'));
+		assert.equal(countOf(wallReq, a.ctx.wall.traceId), a.stored.wall, 'the second request is the wall part');
+		assert.ok(decodePprof(wallReq.body).sampleTypes.includes('wall/nanoseconds'));
+		await admin.query('SELECT pg_reload_conf()');	// SIGHUP: the hanging request ends, its part stays
+		await capture.waitFor(() => uploadedOf(a.ctx.wall.traceId) >= a.stored.wall, 10000, 'the wall part, sent again');
+		const afterA = await waitFor('samples_exported to reach samples_stored', async () => {
+			const s = await sampleStats(admin);
+			return s.exported - before_.exported >= a.stored.cpu + a.stored.wall ? s : null;
+		});
+		await sleep(500);	// a negative is checked: a resent cpu part would come in the next round
+		assert.equal(uploadedOf(a.ctx.cpu.traceId), a.stored.cpu,
+			`the cpu samples were uploaded exactly once (${answered().length} answered requests: ` +
+			`${answered().map((r) => countOf(r, a.ctx.cpu.traceId)).join(', ')} samples of the cpu trace)`);
+		assert.equal(uploadedOf(a.ctx.wall.traceId), a.stored.wall, 'the wall samples were uploaded exactly once');
+		assert.equal(afterA.dropped, before_.dropped, 'nothing dropped');
+		assert.equal(afterA.exported - before_.exported, a.stored.cpu + a.stored.wall, 'every sample counted as exported once');
+
+		await t.test('a refused wall part drops only its samples: the cpu part taken counts as exported', async () => {
+			await setInterval_('1h');
+			await sleep(300);	// the uploader takes the long interval before the statements end
+			const seen = capture.requests.length;
+			const before2 = await sampleStats(admin);
+			const b = await twoStatements();
+			assert.equal(capture.requests.length, seen, 'no upload before the interval is shortened');
+			capture.enqueue({}, { status: 500, body: 'refused' });
+			await setInterval_('200ms');
+			const after2 = await waitFor('the batch to be settled', async () => {
+				const s = await sampleStats(admin);
+				return s.exported + s.dropped - before2.exported - before2.dropped >= b.stored.cpu + b.stored.wall ? s : null;
+			});
+			assert.equal(capture.requests.length, seen + 2, 'two requests: cpu taken, wall refused');
+			assert.equal(countOf(capture.requests[seen], b.ctx.cpu.traceId), b.stored.cpu);
+			assert.equal(after2.exported - before2.exported, b.stored.cpu, 'the cpu samples count as exported');
+			assert.equal(after2.dropped - before2.dropped, b.stored.wall, 'the wall samples count as dropped');
+		});
+	} finally {
+		await closeAll(admin);
+		const crashes = crashLines(cluster);
+		await cluster.stop();
+		await capture.close();
+		assert.deepEqual(crashes, [], 'no backend crashed');
+	}
+});
+
 // ---- 6: robustness -------------------------------------------------------
 
 test('6. robustness at 250 Hz: pg_cancel_backend mid-statement, then 30 traced statements from 4 concurrent sessions', async (t) => {
