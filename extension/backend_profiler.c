@@ -161,6 +161,8 @@ start_sampler(void)
 static void store_samples(void);
 static void publish_labels(void);
 
+static uint64 samples_before_label; /* the sampler's count when it was labelled */
+
 /* A changed rate or mode needs a new timer: keep what was sampled so far. */
 static void
 restart_if_settings_changed(void)
@@ -171,6 +173,13 @@ restart_if_settings_changed(void)
 	store_samples();
 	tp_sampler_stop();
 	start_sampler();
+
+	/*
+	 * The new timer counts from zero, and the span still labelled was named
+	 * for its samples so far: an old count left here could equal the new
+	 * one at the next relabel and leave its later samples unnamed.
+	 */
+	samples_before_label = 0;
 	if (profiler_state == SAMPLER_RUNNING)
 	{
 		tp_sampler_pause();
@@ -245,7 +254,6 @@ typedef struct SampledSpan
 static HTAB *sampled_spans;		/* since the last flush */
 static const TraceprofSpan *labelled;	/* the span samples are labelled with */
 static uint8 labelled_id[TP_SPAN_ID_BYTES];	/* its id then (the record is reused) */
-static uint64 samples_before_label; /* the sampler's count when it was labelled */
 
 static SampledSpan *
 sampled_span(const uint8 *span_id, bool *found)

@@ -452,6 +452,39 @@ describe('profiles in SQL (one cluster)', () => {
 			assert.equal(r.span_name, nested.name, `a sample of the nested span carries its name: ${r.stack}`);
 	});
 
+	test('3d. a rate change between a span\'s queries (a rule\'s) restarts the timer: the span\'s later samples keep its name', async () => {
+		// r1 changes the rate, r2 sleeps: r2 starts (the timer restarts)
+		// while the INSERT's span stays labelled.  Before, the restarted
+		// timer's count was compared with the old one's, and when they were
+		// equal (5 samples before the span in wall mode, 5 in it) the span's
+		// later samples were stored without its name.
+		const admin = await connect(cluster);
+		try {
+			await admin.query(`CREATE TABLE rehz_t (x int);
+				CREATE RULE r1 AS ON INSERT TO rehz_t DO ALSO SELECT set_config('traceprof.sample_hz', '101', false);
+				CREATE RULE r2 AS ON INSERT TO rehz_t DO ALSO SELECT pg_sleep(0.05)`);
+			for (let i = 0; i < 3; i++) {
+				const client = await connect(cluster);
+				const ctx = newContext();
+				try {
+					await client.query('SET traceprof.profile_mode = wall; SET traceprof.sample_hz = 100');
+					await traced(client, newContext(), 'SELECT pg_sleep(0.05)');	// the old timer's count: ~5
+					await traced(client, ctx, 'INSERT INTO rehz_t VALUES (1)');
+				} finally {
+					await closeAll(client);
+				}
+				const stmt = serverSpan(await spansOf(reader, ctx.traceId), 'INSERT INTO rehz_t');
+				const rows = await profile(reader, ctx.traceId, stmt.span_id);
+				assert.ok(total(rows) >= 2, `r2's pg_sleep(0.05) was sampled in wall mode (${total(rows)} samples)`);
+				for (const r of rows)
+					assert.equal(r.span_name, stmt.name, `trial ${i}: a sample of the span taken after the restart carries its name: ${r.stack}`);
+			}
+		} finally {
+			await admin.query('DROP TABLE rehz_t');
+			await closeAll(admin);
+		}
+	});
+
 	test('3c. another role\'s profile is hidden as its query text is: only the role itself, superusers and pg_read_all_stats read it', async () => {
 		// Before, any role read every role's stacks through the four
 		// functions (the trace ids are public in traceprof.spans).
