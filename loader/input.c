@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +20,15 @@ ld_input_open(ld_input *in, const char *path)
 	memset(in, 0, sizeof(*in));
 	in->name = path;
 	in->fd = -1;
+	in->stop_fd = -1;
 	jr_init(&in->reader);
 
-	in->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (in->fd < 0)
+	/*
+	 * O_NONBLOCK: a FIFO's open() would otherwise wait for a writer, deaf to
+	 * a signal.  Reads block again (refill() waits in poll() instead).
+	 */
+	in->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (in->fd < 0 || fcntl(in->fd, F_SETFL, fcntl(in->fd, F_GETFL) & ~O_NONBLOCK) < 0)
 	{
 		snprintf(in->message, sizeof(in->message), "cannot open %s: %s", path, strerror(errno));
 		return false;
@@ -87,18 +93,36 @@ refill(ld_input *in)
 
 	/*
 	 * One read that returns data is enough: waiting for a full buffer would
-	 * keep a slow writer's records (and the open COPY) waiting too.
+	 * keep a slow writer's records (and the open COPY) waiting too.  The
+	 * wait is a poll() that also watches in->stop_fd: a signal that lands
+	 * after the check of *in->stop makes it readable, where a read() would
+	 * sleep on.
 	 */
 	for (;;)
 	{
+		struct pollfd fds[2];
 		ssize_t		n;
 
 		if (in->stop != NULL && *in->stop)
 			break;
+		fds[0].fd = in->fd;
+		fds[0].events = POLLIN;
+		fds[0].revents = 0;
+		fds[1].fd = in->stop_fd;	/* poll() skips it when negative */
+		fds[1].events = POLLIN;
+		fds[1].revents = 0;
+		if (poll(fds, 2, -1) < 0)
+		{
+			if (errno == EINTR)
+				continue;
+			snprintf(in->message, sizeof(in->message), "cannot read %s: %s", in->name, strerror(errno));
+			return false;
+		}
+		if (fds[1].revents != 0)
+			break;
 		n = read(in->fd, in->buf + in->end, in->cap - in->end);
 		if (n < 0)
 		{
-			/* the handler sets *stop and, without SA_RESTART, gets us here */
 			if (errno == EINTR)
 				continue;
 			snprintf(in->message, sizeof(in->message), "cannot read %s: %s", in->name, strerror(errno));

@@ -38,8 +38,9 @@ typedef struct ld_input
 	bool		size_known;		/* a regular file: size is its length */
 	uint64_t	size;
 	bool		out_of_memory;
-	/* set by a signal handler: a read waiting for input gives up */
+	/* set by a signal handler: a wait for input gives up ... */
 	const volatile sig_atomic_t *stop;
+	int			stop_fd;		/* ... and this turns readable (or -1) */
 	bool		interrupted;	/* the last LD_INPUT_ERROR came from *stop */
 	jr_reader	reader;
 	char		message[1024];
@@ -47,7 +48,8 @@ typedef struct ld_input
 
 /*
  * Open path; false with in->message set ("cannot open x: reason").  Set
- * in->stop afterwards to make a signal stop a read that waits for input.
+ * in->stop and in->stop_fd afterwards to make a signal stop a wait for
+ * input (ld_stop_requested, ld_stop_fd()).
  */
 bool		ld_input_open(ld_input *in, const char *path);
 

@@ -9,6 +9,7 @@
  * COMMIT.  Any failure ends the COPY with an error (so the server discards
  * it), rolls back, prints one message and exits with the code --help lists.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "order_row.h"
 #include "progress.h"
 #include "self_profiler.h"
+#include "stop_signal.h"
 #include "tracer.h"
 #include "url_mask.h"
 
@@ -47,35 +49,18 @@ typedef struct loader
 	bool		propagate;		/* SET traceprof.traceparent per phase */
 } loader;
 
-static volatile sig_atomic_t interrupted;
-
 /* Set while connected: a signal also cancels the statement in progress. */
 static PGcancel *volatile cancel_handle;
 
+/* Runs in the signal handler: PQcancel() is documented as safe there. */
 static void
-on_signal(int signo)
+cancel_statement(void)
 {
 	PGcancel   *cancel = cancel_handle;
 	char		errbuf[256];
 
-	(void) signo;
-	interrupted = 1;
-	/* PQcancel() is documented as safe to call from a signal handler */
 	if (cancel != NULL)
 		(void) PQcancel(cancel, errbuf, sizeof(errbuf));
-}
-
-static void
-install_signal_handlers(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sa.sa_flags = SA_RESETHAND; /* a second signal kills at once */
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 }
 
 /* Print "loader: error: ..." (with the batch note), mark the spans failed. */
@@ -91,7 +76,7 @@ fail(loader *ld, int code, tp_span *span, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (interrupted)
+	if (ld_stop_requested)
 	{
 		/* whatever failed, it failed because we cancelled it */
 		code = LD_EXIT_INTERRUPTED;
@@ -362,7 +347,8 @@ run(loader *ld)
 
 	if (!ld_input_open(&ld->in, ld->opt.file))
 		return input_failure(ld, NULL);
-	ld->in.stop = &interrupted;
+	ld->in.stop = &ld_stop_requested;
+	ld->in.stop_fd = ld_stop_fd();
 	if (!ld_copy_init(&ld->cs))
 		return fail(ld, LD_EXIT_INTERNAL, NULL, "out of memory");
 	ld_progress_init(&ld->progress, isatty(STDERR_FILENO) == 1, ld->in.size);
@@ -384,7 +370,7 @@ run(loader *ld)
 	for (;;)
 	{
 		/* The batch's first tuple is in the buffer already. */
-		if (interrupted)
+		if (ld_stop_requested)
 			return fail(ld, LD_EXIT_INTERRUPTED, NULL, "interrupted");
 		if ((rc = begin_batch(ld)) != LD_EXIT_OK)
 			return rc;
@@ -396,7 +382,7 @@ run(loader *ld)
 				break;
 			if (ir == LD_INPUT_ERROR)
 				return abort_batch(ld, input_error_code(ld), ld->in.message);
-			if (interrupted)
+			if (ld_stop_requested)
 				return abort_batch(ld, LD_EXIT_INTERRUPTED, "interrupted");
 			if (!order_row_append(&ld->in.reader, &rec, &ld->cs.buf))
 			{
@@ -419,6 +405,9 @@ run(loader *ld)
 			if ((ld->rows_in_batch & 4095) == 0)
 				tp_self_profiler_tick();
 		}
+		/* a signal during the last read must not be answered by a COMMIT */
+		if (ld_stop_requested)
+			return abort_batch(ld, LD_EXIT_INTERRUPTED, "interrupted");
 		if ((rc = end_batch(ld)) != LD_EXIT_OK)
 			return rc;
 		if (ir == LD_INPUT_END)
@@ -470,6 +459,9 @@ main(int argc, char **argv)
 			break;
 	}
 
+	/* First: a signal during the setup below must be an interruption too. */
+	if (!ld_stop_install(cancel_statement))
+		tp_warn("cannot create a pipe (%s): SIGINT may not stop a wait for input", strerror(errno));
 	ld.start = ld_now();
 	ld.in.fd = -1;
 	tp_tracer_init("traceprof.loader");
@@ -480,7 +472,6 @@ main(int argc, char **argv)
 	tp_span_set_string(ld.root, "loader.table", ld.opt.table);
 	tp_span_set_int(ld.root, "loader.batch_size", (int64_t) ld.opt.batch_size);
 	tp_self_profiler_start(ld.root, "traceprof.loader", ld.opt.profile_out);
-	install_signal_handlers();
 
 	rc = run(&ld);
 

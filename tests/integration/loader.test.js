@@ -5,7 +5,7 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { spawn } = require('node:child_process');
+const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 
@@ -526,4 +526,110 @@ test('--table that is not UTF-8: a usage error (exit 2) found before connecting'
 			assert.doesNotMatch(res.stderr, /cannot connect/, describe(res));
 		});
 	}
+});
+
+// A FIFO with a writer that stays: a read end opened O_RDWR makes the
+// loader's open() return at once, and keeps the FIFO open with no data.
+function openStalledFifo(name, text) {
+	const fifo = path.join(dir, name);
+	fs.rmSync(fifo, { force: true });
+	execFileSync('mkfifo', [fifo]);
+	const fd = fs.openSync(fifo, 'r+');
+	if (text)
+		fs.writeSync(fd, text);
+	return { fifo, close: () => fs.closeSync(fd) };
+}
+
+const ORDERS_DDL = `(id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
+	amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
+	tags text[] NOT NULL, attributes jsonb NOT NULL)`;
+
+async function createOneRowTable(table) {
+	await cluster.psql(`CREATE TABLE ${table} ${ORDERS_DDL}; ALTER TABLE ${table} OWNER TO app;
+		INSERT INTO ${table} VALUES (999999, 1, 'kept', 1.00, 'EUR', now(), '{}', '{}')`);
+}
+
+test('SIGINT or SIGTERM at any moment while the FIFO stays open with no more data: exit 130 promptly, table unchanged', async (t) => {
+	// Three records, then nothing: depending on when the signal lands, the
+	// loader is starting, connecting, in its COPY, or waiting for input.
+	const records = serialize(sampleRecords(3), 'ndjson');
+	await createOneRowTable('signal_window');
+	const rounds = 40;
+	for (let i = 0; i < rounds; i++) {
+		const delayMs = Math.round((i * 300) / rounds);
+		const signal = i % 2 ? 'SIGTERM' : 'SIGINT';
+		const { fifo, close } = openStalledFifo('window.fifo', records);
+		let sentAt;
+		let res;
+		try {
+			res = await load([cluster.url(), fifo, '--table', 'signal_window'], {
+				timeout: 15000,
+				// From its first line on: before main() has run, a signal kills any program.
+				onSpawn: (c) => c.stderr.on('data', (d) => {
+					if (sentAt === undefined && String(d).includes('trace_id=')) {
+						sentAt = 0;
+						setTimeout(() => { sentAt = Date.now(); c.kill(signal); }, delayMs);
+					}
+				}),
+			});
+		} finally {
+			close();
+		}
+		const what = `${signal} ${delayMs} ms after its first line`;
+		assert.equal(res.timedOut, false, `${what}: the loader went on waiting\n${describe(res)}`);
+		assert.equal(res.code, 130, `${what}\n${describe(res)}`);
+		assert.match(res.stderr, /^loader: error: interrupted$/m, `${what}\n${describe(res)}`);
+		assert.ok(Date.now() - sentAt < 5000, `${what}: took ${Date.now() - sentAt} ms after the signal`);
+	}
+	await waitFor(async () => (await cluster.psql("SELECT count(*) FROM pg_stat_activity WHERE usename = 'app'")) === '0',
+		5000, "the loader's sessions are gone");
+	assert.equal(await cluster.psql('SELECT string_agg(id::text, \',\') FROM signal_window'), '999999',
+		'every COPY was rolled back');
+});
+
+test('a signal that lands just before the wait for input still stops the loader (gdb delivers it there)', async () => {
+	// gdb stops the loader at its second wait for input (the first one
+	// returns the three records; the second would wait for ever), after
+	// the check of the interrupted flag, and delivers SIGINT right there.
+	// A read() would then sleep through it; the wait must not.
+	requireExecutable('/usr/bin/gdb');
+	await createOneRowTable('signal_race');
+	const { fifo, close } = openStalledFifo('race.fifo', serialize(sampleRecords(3), 'ndjson'));
+	const script = path.join(dir, 'race.gdb');
+	fs.writeFileSync(script, [
+		'set pagination off',
+		'set confirm off',
+		'handle SIGINT nostop noprint pass',
+		'handle SIGPROF nostop noprint pass',
+		'start',
+		'break read if $_caller_is("refill")',
+		'break poll if $_caller_is("refill")',
+		'ignore 2 1',
+		'ignore 3 1',
+		'continue',
+		'delete',
+		'info inferiors',
+		'signal SIGINT',
+		'',
+	].join('\n'));
+	let res;
+	try {
+		res = await run('/usr/bin/gdb', ['-q', '-batch', '-x', script, '--args', LOADER, cluster.url(), fifo,
+			'--table', 'signal_race'], { timeout: 20000 });
+	} finally {
+		close();
+	}
+	const inferior = /process (\d+)/.exec(res.stdout);
+	if (res.timedOut && inferior) {
+		// gdb was killed; the loader it left behind would go on waiting
+		try { process.kill(Number(inferior[1]), 'SIGKILL'); } catch { /* gone */ }
+	}
+	assert.match(res.stdout, /^Breakpoint [23], /m, `gdb stopped the loader at its wait\n${describe(res)}`);
+	assert.equal(res.timedOut, false, `the loader slept through the signal\n${describe(res)}`);
+	assert.match(res.stdout, /exited with code 0202\]/, `exit 130 (0202 octal)\n${describe(res)}`);
+	assert.match(res.stderr, /^loader: error: interrupted$/m, describe(res));
+	await waitFor(async () => (await cluster.psql("SELECT count(*) FROM pg_stat_activity WHERE usename = 'app'")) === '0',
+		5000, "the loader's session is gone");
+	assert.equal(await cluster.psql('SELECT string_agg(id::text, \',\') FROM signal_race'), '999999',
+		'the COPY was rolled back');
 });

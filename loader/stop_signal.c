@@ -1,0 +1,57 @@
+/*
+ * stop_signal.c - SIGINT and SIGTERM as a flag and a self-pipe.
+ */
+#include "stop_signal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+volatile sig_atomic_t ld_stop_requested;
+
+static int	stop_pipe[2] = {-1, -1};
+static void (*stop_callback) (void);
+
+static void
+on_stop_signal(int signo)
+{
+	int			saved_errno = errno;
+
+	(void) signo;
+	ld_stop_requested = 1;
+	if (stop_pipe[1] >= 0)
+	{
+		/* non-blocking: a full pipe means a byte is there already */
+		ssize_t		n = write(stop_pipe[1], "", 1);
+
+		(void) n;
+	}
+	if (stop_callback != NULL)
+		stop_callback();
+	errno = saved_errno;
+}
+
+bool
+ld_stop_install(void (*on_stop) (void))
+{
+	struct sigaction sa;
+	bool		ok = pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) == 0;
+
+	if (!ok)
+		stop_pipe[0] = stop_pipe[1] = -1;
+	stop_callback = on_stop;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sa.sa_flags = SA_RESETHAND; /* a second signal kills at once */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	return ok;
+}
+
+int
+ld_stop_fd(void)
+{
+	return stop_pipe[0];
+}
