@@ -8,6 +8,7 @@
 
 #include <curl/curl.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 /*
  * text as a URL (http:// when it names no scheme), or NULL unless it is an
@@ -17,5 +18,21 @@
 CURLU	   *tp_http_url_parse(const char *text);
 
 bool		tp_http_url_is_valid(const char *text);
+
+/*
+ * url as messages show it, valid URL or not: scheme, "***@" for any user
+ * info, host and port, then the path with everything before a tail we
+ * append ("/v1/traces", the gRPC method, "/ingest") hidden as "/" and three
+ * asterisks, and "?***" for a query.  A token can sit in any of those
+ * parts; where the request went stays clear.  "" and "/" are shown.
+ */
+void		tp_http_url_shown(const char *url, char *out, size_t outlen);
+
+/*
+ * Replace in message (in place; size bytes available) every occurrence of
+ * the part of url's path that tp_http_url_shown() hides, as it does: for
+ * messages that quote the URL in their own way (libcurl's, the exporters').
+ */
+void		tp_http_url_scrub(const char *url, char *message, size_t size);
 
 #endif

@@ -259,8 +259,8 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 	{
 		char		shown[512];
 
-		/* Its user info and query may be secrets, valid URL or not. */
-		tp_url_redact(endpoint, "***@", shown, sizeof(shown));
+		/* Its user info, path and query may hold secrets, valid URL or not. */
+		tp_http_url_shown(endpoint, shown, sizeof(shown));
 		tp_warn("%s=\"%s\" is not an endpoint (expected http://host:port, https://host:port or host:port); "
 				"exporting to the default", name, shown);
 		/* Setting one asked for export: the default replaces it, as for any variable. */

@@ -433,3 +433,51 @@ test('d. export resumes: an endpoint that resets, then answers 502, then recover
 			assert.equal(server.requests.length, 3, `${prog}: two failed attempts, then delivered`);
 	}
 });
+
+// ---- e. a token in an endpoint's path ----------------------------------------
+
+test('e. a token in the path of OTEL_EXPORTER_OTLP_ENDPOINT / PYROSCOPE_SERVER_ADDRESS: no warning shows it; ' +
+	'they name scheme://host:port and /*** for the path', { concurrency: true }, async (t) => {
+	const OTLP_TOKEN = 'otlpPathT0ken4c1e';
+	const PYRO_TOKEN = 'pyroPathT0ken9b2d';
+	const cases = [];
+	for (const fault of ['down', 'http500'])
+		for (const prog of ['generator', 'loader'])
+			cases.push([fault, prog]);
+	await Promise.all(cases.map(([fault, prog]) => t.test(`${prog}, ${fault}`, async (tt) => {
+		const ep = await startFaultyEndpoints(tt, fault);
+		const otlpPort = new URL(ep.env.OTEL_EXPORTER_OTLP_ENDPOINT).port;
+		const ingestPort = new URL(ep.env.PYROSCOPE_SERVER_ADDRESS).port;
+		const env = {
+			...ep.env,
+			...SHORT_BUDGETS,
+			OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${otlpPort}/v1/traces/${OTLP_TOKEN}`,
+			PYROSCOPE_SERVER_ADDRESS: `http://127.0.0.1:${ingestPort}/t/${PYRO_TOKEN}`,
+		};
+		const out = file(`token-${fault}.json`);
+		const res = prog === 'generator' ?
+			await run(GENERATOR, [String(GEN_RECORDS), out], { env, timeout: 30000 }) :
+			await run(LOADER, [cluster.url(), loadInput, '--table', `token_${fault}`], { env, timeout: 30000 });
+		fs.rmSync(out, { force: true });
+		assert.equal(res.code, 0, describe(res));
+		const warnings = res.stderr.split('\n').filter((l) => l.startsWith(`${prog}: warning: `));
+		for (const w of warnings) {
+			assert.ok(!w.includes(OTLP_TOKEN) && !w.includes(PYRO_TOKEN), `a warning shows a path token: ${w}\n${describe(res)}`);
+		}
+		assert.ok(warnings.some((w) => w.includes(`http://127.0.0.1:${otlpPort}/***/v1/traces`)),
+			`a warning names the span endpoint\n${describe(res)}`);
+		assert.ok(warnings.some((w) => w.includes(`http://127.0.0.1:${ingestPort}/***/ingest`)),
+			`a warning names the profile endpoint\n${describe(res)}`);
+	})));
+});
+
+test('e. an endpoint that is no URL, with a token in its path: the warning names the variable, not the token', async () => {
+	const TOKEN = 'badUrlT0ken77aa';
+	const res = await run(GENERATOR, ['10', file('badurl.json')], {
+		env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:1:x/${TOKEN}`, OTEL_SDK_DISABLED: 'true' },
+	});
+	assert.equal(res.code, 0, describe(res));
+	assert.ok(!res.stderr.includes(TOKEN), describe(res));
+	assert.match(res.stderr, /^generator: warning: OTEL_EXPORTER_OTLP_ENDPOINT="http:\/\/127\.0\.0\.1:1:x\/\*\*\*" is not an endpoint/m,
+		describe(res));
+});

@@ -3,6 +3,7 @@
 
 #include "kvlist.h"
 #include "log.h"
+#include "http_url.h"
 #include "otel_config.h"
 #include "unit.h"
 
@@ -280,7 +281,7 @@ TEST(malformed_values_warn_and_fall_back)
 	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://u:0tlpSecret@127.0.0.1:99999/?key=K3Y", 1);
 	tp_otel_config_from_env(&cfg, "default");
 	CHECK(warnings == 1);
-	CHECK(strstr(last_warning, "\"http://***@127.0.0.1:99999/\" is not an endpoint") != NULL);
+	CHECK(strstr(last_warning, "\"http://***@127.0.0.1:99999/?***\" is not an endpoint") != NULL);
 	CHECK(strstr(last_warning, "0tlpSecret") == NULL && strstr(last_warning, "K3Y") == NULL);
 	CHECK(cfg.export_enabled);
 	tp_otel_config_free(&cfg);
@@ -351,6 +352,57 @@ TEST(disabled_sdk_exports_nothing)
 	tp_otel_config_free(&cfg);
 }
 
+/* A token in an endpoint's path stays out of messages; the rest stays useful. */
+TEST(urls_in_messages_hide_path_secrets)
+{
+	char		out[512];
+	char		msg[256];
+
+	tp_http_url_shown("http://collector:4318", out, sizeof(out));
+	CHECK_STR(out, "http://collector:4318");
+	tp_http_url_shown("https://collector:4318/", out, sizeof(out));
+	CHECK_STR(out, "https://collector:4318/");
+	tp_http_url_shown("http://collector:4318/v1/traces", out, sizeof(out));
+	CHECK_STR(out, "http://collector:4318/v1/traces");
+	tp_http_url_shown("https://host/v1/traces/Tok3nSecret", out, sizeof(out));
+	CHECK_STR(out, "https://host/***");
+	tp_http_url_shown("https://host/Tok3nSecret/v1/traces", out, sizeof(out));
+	CHECK_STR(out, "https://host/***/v1/traces");
+	tp_http_url_shown("http://u:pw@pyro:4040/t/Tok3nSecret/ingest?name=x", out, sizeof(out));
+	CHECK_STR(out, "http://***@pyro:4040/***/ingest?***");
+	tp_http_url_shown("collector:4317/Tok3nSecret", out, sizeof(out));
+	CHECK_STR(out, "collector:4317/***");
+	tp_http_url_shown("http://127.0.0.1:1:x/Tok3nSecret", out, sizeof(out));
+	CHECK_STR(out, "http://127.0.0.1:1:x/***");
+	tp_http_url_shown("https://host/opentelemetry.proto.collector.trace.v1.TraceService/Export", out, sizeof(out));
+	CHECK_STR(out, "https://host/opentelemetry.proto.collector.trace.v1.TraceService/Export");
+
+	snprintf(msg, sizeof(msg), "OTLP collector unreachable: http://h:1/v1/traces/Tok3nSecret/v1/traces: refused");
+	tp_http_url_scrub("http://h:1/v1/traces/Tok3nSecret/v1/traces", msg, sizeof(msg));
+	CHECK_STR(msg, "OTLP collector unreachable: http://h:1/***/v1/traces: refused");
+	snprintf(msg, sizeof(msg), "http://h:1/v1/traces: refused");
+	tp_http_url_scrub("http://h:1/v1/traces", msg, sizeof(msg));
+	CHECK_STR(msg, "http://h:1/v1/traces: refused");
+	/* no room to grow: cut short rather than leave a piece */
+	snprintf(msg, 10, "at /ab/ab");
+	tp_http_url_scrub("http://h/ab", msg, 10);
+	CHECK_STR(msg, "at /***");
+}
+
+/* The endpoint warning names the variable and the server, not the token. */
+TEST(invalid_endpoint_warning_hides_path_secret)
+{
+	tp_otel_config cfg;
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1:x/v1/traces/Tok3nSecret", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "Tok3nSecret") == NULL);
+	CHECK(strstr(last_warning, "OTEL_EXPORTER_OTLP_ENDPOINT=\"http://127.0.0.1:1:x/***\"") != NULL);
+	tp_otel_config_free(&cfg);
+}
+
 int
 main(void)
 {
@@ -370,5 +422,7 @@ main(void)
 	RUN(headers_that_break_the_request_are_refused);
 	RUN(messages_stay_on_one_line);
 	RUN(disabled_sdk_exports_nothing);
+	RUN(urls_in_messages_hide_path_secrets);
+	RUN(invalid_endpoint_warning_hides_path_secret);
 	return unit_summary();
 }
