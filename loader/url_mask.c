@@ -188,6 +188,35 @@ uri_secrets(const char *s, const char *authority, span *spans)
 	return n;
 }
 
+/*
+ * A URI as a keyword's value (dbname='postgres://u:pw@h/db'): libpq takes
+ * it for a database name and quotes it whole in its messages.  Its pieces
+ * are found in a copy; a value with escapes (whose offsets would shift) or
+ * no memory for the copy is hidden whole.
+ */
+static void
+nested_uri_secrets(const char *s, const char *value, const char *end, span *spans, int *n)
+{
+	size_t		len = (size_t) (end - value);
+	size_t		prefix = uri_prefix_length(value);
+	span		inner[MAX_SPANS];
+	char	   *copy;
+	int			k;
+
+	if (prefix == 0 || prefix > len)
+		return;
+	copy = memchr(value, '\\', len) == NULL ? strndup(value, len) : NULL;
+	if (copy == NULL)
+	{
+		add_span(spans, n, (size_t) (value - s), (size_t) (end - s));
+		return;
+	}
+	k = uri_secrets(copy, copy + prefix, inner);
+	for (int i = 0; i < k; i++)
+		add_span(spans, n, (size_t) (value - s) + inner[i].start, (size_t) (value - s) + inner[i].end);
+	free(copy);
+}
+
 static int
 keyword_secrets(const char *s, span *spans)
 {
@@ -237,6 +266,8 @@ keyword_secrets(const char *s, span *spans)
 		}
 		if (secret_key(key, keylen))
 			add_span(spans, &n, (size_t) (value - s), (size_t) (p - s));
+		else
+			nested_uri_secrets(s, value, p, spans, &n);
 		if (*p == '\'')
 			p++;
 	}

@@ -50,6 +50,22 @@ TEST(keyword_forms)
 	CHECK_STR(mask("passwordx=1 password=2"), "passwordx=1 password=***");
 }
 
+/* A URI given as a keyword's value: libpq takes it as a database name and quotes it. */
+TEST(uri_inside_a_keyword_value)
+{
+	const char *kv = "host=h user=u dbname='postgres://u:PwG7secret@h/app'";
+
+	CHECK_STR(mask(kv), "host=h user=u dbname='postgres://u:***@h/app'");
+	CHECK_STR(mask("dbname=postgres://u:PwG7secret@h/app?password=Pw2x host=h"),
+			  "dbname=postgres://u:***@h/app?password=*** host=h");
+	/* escapes would shift the pieces: the whole value goes */
+	CHECK_STR(mask("dbname='postgres://u:Pw\\G7@h/app' host=h"), "dbname='***' host=h");
+	CHECK_STR(scrub(kv, "FATAL:  database \"postgres://u:PwG7secret@h/app\" does not exist"),
+			  "FATAL:  database \"***\" does not exist");
+	CHECK(ld_conninfo_reveals(kv, "postgres://u:PwG7secret@h/app"));
+	CHECK(!ld_conninfo_reveals(kv, "app"));
+}
+
 TEST(scrubbing)
 {
 	const char *url = "postgresql://u:p%zzword@[::1/db";
@@ -131,6 +147,7 @@ main(void)
 {
 	RUN(uri_forms);
 	RUN(keyword_forms);
+	RUN(uri_inside_a_keyword_value);
 	RUN(scrubbing);
 	RUN(misread_passwords);
 	RUN(misread_pieces_in_messages);
