@@ -70,13 +70,35 @@ tp_code_ranges_contain(const tp_code_ranges *ranges, uintptr_t pc)
 	return false;
 }
 
+/*
+ * Is the cursor's frame JIT code: outside every object, and without unwind
+ * information (a map read before a dlopen also puts new objects outside)?
+ * On x86_64 libunwind reports "no information" as success with a one-byte
+ * procedure at the IP (for _start, which has none either).
+ */
+#if defined(__x86_64__)
+static bool
+in_jit_code(unw_cursor_t *cursor, const tp_code_map *map, uintptr_t ip)
+{
+	unw_proc_info_t info;
+
+	return map != NULL && tp_code_map_outside(map, ip) &&
+		(unw_get_proc_info(cursor, &info) != 0 || info.end_ip - info.start_ip <= 1);
+}
+#endif
+
 int
-tp_dwarf_unwind(void *ucontext, uintptr_t *pcs, int max, bool *truncated)
+tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
+				bool *truncated, tp_stack_regs *jit)
 {
 	unw_cursor_t cursor;
 	int			depth = 0;
 
+#if !defined(__x86_64__)
+	(void) map;
+#endif
 	*truncated = false;
+	jit->pc = 0;
 	if (max <= 0 || unw_init_local2(&cursor, (unw_context_t *) ucontext, UNW_INIT_SIGNAL_FRAME) != 0)
 		return 0;
 	do
@@ -85,6 +107,22 @@ tp_dwarf_unwind(void *ucontext, uintptr_t *pcs, int max, bool *truncated)
 
 		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0)
 			break;
+#if defined(__x86_64__)
+		if (in_jit_code(&cursor, map, (uintptr_t) ip))
+		{
+			unw_word_t	sp;
+			unw_word_t	fp;
+
+			if (unw_get_reg(&cursor, UNW_REG_SP, &sp) == 0 &&
+				unw_get_reg(&cursor, UNW_X86_64_RBP, &fp) == 0)
+			{
+				jit->pc = (uintptr_t) ip;
+				jit->sp = (uintptr_t) sp;
+				jit->fp = (uintptr_t) fp;
+				break;
+			}
+		}
+#endif
 		if (depth == max)
 		{
 			*truncated = true;

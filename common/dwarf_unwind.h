@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "stack_walk.h"
+
 #define TP_CODE_RANGES 8
 
 /* Executable segments whose code keeps frame pointers. */
@@ -36,7 +38,14 @@ bool		tp_code_ranges_contain(const tp_code_ranges *ranges, uintptr_t pc);
  * argument) into pcs: pcs[0] the interrupted PC, then return addresses.
  * Returns the depth, 0 when libunwind cannot start; *truncated when deeper
  * than max.  Async-signal-safe.
+ *
+ * libunwind has no table for JIT code and guesses its caller from the
+ * frame register, which JIT code does not keep: it stops before a frame
+ * whose PC is outside every object of map (NULL: never) and has no unwind
+ * information, and leaves that frame's PC, SP and frame register in *jit
+ * (jit->pc 0 otherwise) for tp_stack_walk_jit to go on from.
  */
-int			tp_dwarf_unwind(void *ucontext, uintptr_t *pcs, int max, bool *truncated);
+int			tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs,
+							int max, bool *truncated, tp_stack_regs *jit);
 
 #endif

@@ -35,11 +35,12 @@
 _Static_assert(ATOMIC_LONG_LOCK_FREE == 2, "the handler needs lock-free atomics");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the handler needs lock-free atomics");
 
-/* The words at the top of the stack, for tp_leaf_repair_apply. */
+/* What the drain needs besides the sample to repair its stack. */
 typedef struct top_words
 {
-	uintptr_t	words[TP_STACK_TOP_WORDS];
+	uintptr_t	words[TP_STACK_TOP_WORDS];	/* for tp_leaf_repair_apply */
 	int			count;
+	uint64_t	inserted;		/* bit i: pcs[i] is a JIT frame's caller */
 } top_words;
 
 /* Read by the handler. */
@@ -54,6 +55,14 @@ static atomic_int active;		/* record samples; off while paused */
 static atomic_int armed;		/* the timer runs; the handler may clear it */
 static tp_stack_bounds stack_bounds;
 static tp_code_ranges frame_pointer_code;	/* elsewhere: libunwind */
+
+/*
+ * Where code is, to tell JIT code (in no object) apart.  The drain reads a
+ * new map into the other one after a dlopen, then switches: the handler
+ * only interrupts it, so it always reads a whole map.
+ */
+static tp_code_map code_maps[2];
+static atomic_uint code_map_current;
 static tp_sample_labels label_slots[LABEL_SLOTS];
 static atomic_uint label_current;
 static unsigned int label_next;	/* written by tp_sampler_set_labels only */
@@ -140,16 +149,39 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 
 	sample->depth = 0;
 	top->count = 0;
+	top->inserted = 0;
 	if (tp_stack_regs_get(ucontext, &regs))
 	{
+		const tp_code_map *map;
+
+		map = &code_maps[atomic_load_explicit(&code_map_current, memory_order_relaxed) & 1];
+		atomic_signal_fence(memory_order_acquire);
+
 		/* Interrupted in code without frame pointers: its chain is broken. */
 		if (!tp_code_ranges_contain(&frame_pointer_code, regs.pc))
-			sample->depth = (uint32_t) tp_dwarf_unwind(ucontext, sample->pcs,
-													   TP_SAMPLER_MAX_FRAMES, &truncated);
+		{
+			tp_stack_regs jit;
+			int			depth = tp_dwarf_unwind(ucontext, map, sample->pcs,
+												TP_SAMPLER_MAX_FRAMES, &truncated, &jit);
+
+			/* libunwind stopped at JIT code: its caller is on the stack. */
+			if (jit.pc != 0 && depth < TP_SAMPLER_MAX_FRAMES)
+			{
+				uint64_t	inserted = 0;
+				int			above = depth;	/* < TP_SAMPLER_MAX_FRAMES <= 64 */
+
+				depth += tp_stack_walk_jit(&jit, &stack_bounds, map, sample->pcs + above,
+										   TP_SAMPLER_MAX_FRAMES - above, &truncated, &inserted);
+				top->inserted = inserted << above;
+			}
+			sample->depth = (uint32_t) depth;
+		}
 		if (sample->depth <= 1)
 		{
-			sample->depth = (uint32_t) tp_stack_walk(&regs, &stack_bounds, sample->pcs,
-													 TP_SAMPLER_MAX_FRAMES, &truncated);
+			top->inserted = 0;
+			sample->depth = (uint32_t) tp_stack_walk_code(&regs, &stack_bounds, map, sample->pcs,
+														  TP_SAMPLER_MAX_FRAMES, &truncated,
+														  &top->inserted);
 			top->count = tp_stack_top_words(&regs, &stack_bounds, top->words);
 		}
 	}
@@ -307,6 +339,8 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 	atomic_store_explicit(&active, 0, memory_order_relaxed);
 	tp_stack_bounds_current(&stack_bounds);	/* none: PCs only */
 	tp_code_ranges_frame_pointer(&frame_pointer_code);
+	tp_code_map_read(&code_maps[0]);
+	atomic_store_explicit(&code_map_current, 0, memory_order_relaxed);
 	started = true;
 
 	if (!handler_installed)
@@ -436,6 +470,37 @@ tp_sampler_set_wait_source(const volatile uint32_t *source)
 	atomic_store_explicit(&wait_source, source, memory_order_relaxed);
 }
 
+/* After a dlopen: read the map into the one the handler does not use. */
+static void
+refresh_code_map(void)
+{
+	unsigned int current = atomic_load_explicit(&code_map_current, memory_order_relaxed) & 1;
+
+	if (!tp_code_map_changed(&code_maps[current]))
+		return;
+	tp_code_map_read(&code_maps[current ^ 1]);
+	atomic_signal_fence(memory_order_release);
+	atomic_store_explicit(&code_map_current, current ^ 1, memory_order_release);
+}
+
+/*
+ * A frame the handler took for JIT code may be in an object loaded after
+ * its map was read: the caller it found on the stack for it then is a
+ * guess the chain did not need.  Drop it.
+ */
+static uint32_t
+undo_stale_jit(uintptr_t *pcs, uint32_t depth, uint64_t inserted)
+{
+	for (uint32_t i = depth - 1; i >= 1 && depth > 1; i--)
+	{
+		if ((inserted >> i & 1) == 0 || !tp_leaf_repair_in_object(leaf_repair, pcs[i - 1]))
+			continue;
+		memmove(&pcs[i], &pcs[i + 1], (depth - i - 1) * sizeof(uintptr_t));
+		depth--;
+	}
+	return depth;
+}
+
 size_t
 tp_sampler_drain(tp_sample_fn fn, void *arg)
 {
@@ -451,6 +516,8 @@ tp_sampler_drain(tp_sample_fn fn, void *arg)
 
 	if (tail != head && leaf_repair != NULL)
 		tp_leaf_repair_refresh(leaf_repair);
+	if (tail != head)
+		refresh_code_map();
 
 	/*
 	 * Samples taken while fn runs wait for the next drain.  fn reads the
@@ -461,6 +528,8 @@ tp_sampler_drain(tp_sample_fn fn, void *arg)
 		tp_sample  *sample = &ring[tail % ring_capacity];
 		const top_words *top = &ring_top[tail % ring_capacity];
 
+		if (top->inserted != 0)
+			sample->depth = undo_stale_jit(sample->pcs, sample->depth, top->inserted);
 #ifndef TP_SAMPLER_NO_LEAF_REPAIR	/* for bench/sampler.sh's comparison */
 		sample->depth = (uint32_t) tp_leaf_repair_apply(leaf_repair, sample->pcs,
 														(int) sample->depth,

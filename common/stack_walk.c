@@ -60,6 +60,12 @@ defined_word(const tp_stack_bounds *bounds, uintptr_t word)
 /* A PC this far past the start of the function called counts as inside it. */
 #define LEAF_SPAN (16 * 1024)
 
+/* Words of the stack searched above JIT code for the return into its caller. */
+#define JIT_SCAN_WORDS 512
+
+/* Records of a stale chain followed to the JIT code's true caller. */
+#define JIT_CHAIN_STEPS 4
+
 /* Decoded call sites remembered (return address -> function called). */
 #define SITE_CACHE 1024
 
@@ -151,9 +157,78 @@ tp_stack_regs_get(const void *ucontext, tp_stack_regs *regs)
 #endif
 }
 
-RAW_STACK_READS int
-tp_stack_walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
-			  uintptr_t *pcs, int max, bool *truncated)
+static bool jit_caller(const tp_stack_bounds *bounds, const tp_code_map *map,
+					   uintptr_t from, uintptr_t fp_hint, uintptr_t last,
+					   uintptr_t *slot, uintptr_t *caller);
+static bool outside_objects(const tp_code_map *map, uintptr_t pc);
+
+/*
+ * The chain from the frame record at fp (already checked) on, into
+ * pcs[depth..].  With map NULL, the plain walk: tp_stack_walk inlines this
+ * with the JIT checks compiled out, so its cost stays what it was.
+ */
+static inline __attribute__((always_inline)) RAW_STACK_READS int
+follow_chain(uintptr_t fp, uintptr_t last, const tp_stack_bounds *bounds,
+			 const tp_code_map *map, uintptr_t *pcs, int depth, int max,
+			 bool *truncated, uint64_t *inserted)
+{
+	const uintptr_t align = sizeof(uintptr_t) - 1;
+	/* Locals: the stores into pcs could alias the map. */
+	uintptr_t	hot_start = map != NULL ? map->framed_start[0] : 0;
+	uintptr_t	hot_size = map != NULL ? map->framed_end[0] - hot_start : 0;
+
+	for (;;)
+	{
+		const uintptr_t *frame = (const uintptr_t *) fp;
+		uintptr_t	next = defined_word(bounds, frame[0]);	/* the caller's fp */
+		uintptr_t	ret = defined_word(bounds, frame[1]);
+
+		if (ret < MIN_CODE_ADDRESS)
+			break;				/* outermost frame, or garbage */
+		if (depth == max)
+		{
+			*truncated = true;
+			break;
+		}
+		pcs[depth++] = ret;
+
+		/*
+		 * A return into JIT code: that code's frames, which have no record,
+		 * lie right above this record.  Unless the JIT code kept a frame
+		 * record after all (its return address is the next record's).
+		 */
+		if (map != NULL && ret - hot_start >= hot_size && outside_objects(map, ret))
+		{
+			uintptr_t	slot;
+			uintptr_t	caller;
+
+			if (jit_caller(bounds, map, fp + 2 * sizeof(uintptr_t), next, last, &slot, &caller) &&
+				slot != next + sizeof(uintptr_t))
+			{
+				if (depth == max)
+				{
+					*truncated = true;
+					break;
+				}
+				*inserted |= (uint64_t) 1 << (depth & 63);
+				pcs[depth++] = defined_word(bounds, *(const uintptr_t *) slot);
+				if (caller == 0)
+					break;
+				next = caller;
+			}
+		}
+
+		/* Strictly upwards (no loops), inside the stack, aligned. */
+		if (next <= fp || next > last || (next & align) != 0)
+			break;
+		fp = next;
+	}
+	return depth;
+}
+
+static inline __attribute__((always_inline)) RAW_STACK_READS int
+walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds, const tp_code_map *map,
+	 uintptr_t *pcs, int max, bool *truncated, uint64_t *inserted)
 {
 	const uintptr_t align = sizeof(uintptr_t) - 1;
 	uintptr_t	fp = regs->fp;
@@ -177,28 +252,54 @@ tp_stack_walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 	fp = defined_word(bounds, fp);
 	if (fp < regs->sp || fp > last || (fp & align) != 0)
 		return depth;
+	return follow_chain(fp, last, bounds, map, pcs, depth, max, truncated, inserted);
+}
 
-	for (;;)
+RAW_STACK_READS int
+tp_stack_walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
+			  uintptr_t *pcs, int max, bool *truncated)
+{
+	return walk(regs, bounds, NULL, pcs, max, truncated, NULL);
+}
+
+RAW_STACK_READS int
+tp_stack_walk_code(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
+				   const tp_code_map *map, uintptr_t *pcs, int max,
+				   bool *truncated, uint64_t *inserted)
+{
+	return walk(regs, bounds, map, pcs, max, truncated, inserted);
+}
+
+RAW_STACK_READS int
+tp_stack_walk_jit(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
+				  const tp_code_map *map, uintptr_t *pcs, int max,
+				  bool *truncated, uint64_t *inserted)
+{
+	uintptr_t	last;
+	uintptr_t	slot;
+	uintptr_t	caller;
+	int			depth = 0;
+
+	*truncated = false;
+	if (max <= 0)
+		return 0;
+	pcs[depth++] = regs->pc;
+	if (regs->sp < bounds->low || regs->sp >= bounds->high ||
+		bounds->high - regs->sp < 2 * sizeof(uintptr_t))
+		return depth;
+	last = bounds->high - 2 * sizeof(uintptr_t);
+	if (!jit_caller(bounds, map, regs->sp, regs->fp, last, &slot, &caller))
+		return depth;
+	if (depth == max)
 	{
-		const uintptr_t *frame = (const uintptr_t *) fp;
-		uintptr_t	next = defined_word(bounds, frame[0]);	/* the caller's fp */
-		uintptr_t	ret = defined_word(bounds, frame[1]);
-
-		if (ret < MIN_CODE_ADDRESS)
-			break;				/* outermost frame, or garbage */
-		if (depth == max)
-		{
-			*truncated = true;
-			break;
-		}
-		pcs[depth++] = ret;
-
-		/* Strictly upwards (no loops), inside the stack, aligned. */
-		if (next <= fp || next > last || (next & align) != 0)
-			break;
-		fp = next;
+		*truncated = true;
+		return depth;
 	}
-	return depth;
+	*inserted |= (uint64_t) 1 << depth;
+	pcs[depth++] = defined_word(bounds, *(const uintptr_t *) slot);
+	if (caller == 0)
+		return depth;
+	return follow_chain(caller, last, bounds, map, pcs, depth, max, truncated, inserted);
 }
 
 RAW_STACK_READS int
@@ -562,5 +663,308 @@ tp_leaf_repair_apply(tp_leaf_repair *repair, uintptr_t *pcs, int depth,
 	(void) words;
 	(void) nwords;
 	return depth;
+#endif
+}
+
+bool
+tp_leaf_repair_in_object(const tp_leaf_repair *repair, uintptr_t pc)
+{
+	return repair != NULL && repair->known && readable(repair, pc, 1, true);
+}
+
+/* The JIT walk's map of code (see stack_walk.h). */
+
+typedef struct map_search
+{
+	tp_code_map *map;
+	uintptr_t	own_address;	/* an address inside this library */
+	bool		first;			/* the main program is reported first */
+} map_search;
+
+static void
+add_framed(tp_code_map *map, uintptr_t start, uintptr_t end, bool main_program)
+{
+	int			at = map->framed_count;
+
+	if (at == TP_CODE_MAP_FRAMED)
+		return;					/* only checked as code, not read */
+	/* The main program's largest segment first: one comparison a frame. */
+	if (main_program && (at == 0 || end - start > map->framed_end[0] - map->framed_start[0]))
+	{
+		map->framed_start[at] = map->framed_start[0];
+		map->framed_end[at] = map->framed_end[0];
+		at = 0;
+	}
+	map->framed_start[at] = start;
+	map->framed_end[at] = end;
+	map->framed_count++;
+}
+
+static int
+add_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	map_search *search = arg;
+	tp_code_map *map = search->map;
+	bool		main_program = search->first;
+	bool		framed = main_program;
+
+	(void) size;
+	search->first = false;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+	{
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t	start = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && search->own_address >= start &&
+			search->own_address - start < ph->p_memsz)
+			framed = true;
+	}
+	for (int i = 0; i < info->dlpi_phnum; i++)
+	{
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t	start = info->dlpi_addr + ph->p_vaddr;
+		int			at;
+
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || ph->p_memsz == 0)
+			continue;
+		if (map->count == TP_CODE_MAP_MAX)
+		{
+			map->complete = false;
+			return 0;
+		}
+		/* Insertion sort: a few dozen objects, read once per dlopen. */
+		for (at = map->count; at > 0 && map->start[at - 1] > start; at--)
+		{
+			map->start[at] = map->start[at - 1];
+			map->end[at] = map->end[at - 1];
+		}
+		map->start[at] = start;
+		map->end[at] = start + ph->p_memsz;
+		map->count++;
+		if (framed)
+			add_framed(map, start, start + ph->p_memsz, main_program);
+	}
+	return 0;
+}
+
+void
+tp_code_map_read(tp_code_map *map)
+{
+	map_search	search = {map, (uintptr_t) &tp_code_map_read, true};
+	unsigned long long counters[2] = {0, 0};
+
+	map->framed_count = 0;
+	map->count = 0;
+	map->complete = true;
+	dl_iterate_phdr(peek_counters, counters);
+	dl_iterate_phdr(add_object, &search);
+	map->adds = counters[0];
+	map->subs = counters[1];
+}
+
+bool
+tp_code_map_changed(const tp_code_map *map)
+{
+	unsigned long long counters[2] = {0, 0};
+
+	return dl_iterate_phdr(peek_counters, counters) != 1 ||
+		counters[0] != map->adds || counters[1] != map->subs;
+}
+
+/* In no loaded object, as far as a complete map tells. */
+static bool
+outside_objects(const tp_code_map *map, uintptr_t pc)
+{
+	int			lo = 0;
+	int			hi = map->count;
+
+	if (map->count == 0 || !map->complete)
+		return false;
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (map->start[mid] <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo == 0 || pc >= map->end[lo - 1];
+}
+
+bool
+tp_code_map_outside(const tp_code_map *map, uintptr_t pc)
+{
+	return outside_objects(map, pc);
+}
+
+/* The framed segment holding [pc - 8, pc), which we may read; -1: none. */
+static int
+framed_segment(const tp_code_map *map, uintptr_t pc)
+{
+	for (int i = 0; i < map->framed_count; i++)
+		if (pc > map->framed_start[i] && pc - map->framed_start[i] >= 8 &&
+			pc <= map->framed_end[i])
+			return i;
+	return -1;
+}
+
+#if defined(__x86_64__)
+/* Does a call end at ret, in code with frame pointers (indirect only if asked)? */
+static bool
+returns_after_call(const tp_code_map *map, uintptr_t ret, bool indirect_only)
+{
+	const unsigned char *end = (const unsigned char *) ret;
+
+	if (framed_segment(map, ret) < 0)
+		return false;
+	if (!indirect_only && (end[-5] == 0xe8 || (end[-6] == 0xff && end[-5] == 0x15)))
+		return true;
+	for (int len = 2; len <= 8; len++)
+	{
+		if (indirect_call_length(end - len, end) == len)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Could frame be the record of the function that called the JIT code
+ * through slot?  Above slot, and holding a return address after a call
+ * (or into another object: not ours to decode).
+ */
+static RAW_STACK_READS bool
+caller_frame(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t frame,
+			 uintptr_t slot, uintptr_t last)
+{
+	uintptr_t	ret;
+
+	if (frame <= slot || frame > last || (frame & (sizeof(uintptr_t) - 1)) != 0)
+		return false;
+	ret = defined_word(bounds, ((const uintptr_t *) frame)[1]);
+	if (ret < MIN_CODE_ADDRESS || outside_objects(map, ret))
+		return false;
+	return framed_segment(map, ret) < 0 || returns_after_call(map, ret, false);
+}
+#endif
+
+#if defined(__x86_64__)
+/* Could word be the return address of a call into JIT code? */
+static inline bool
+enters_jit(const tp_code_map *map, uintptr_t word)
+{
+	return word >= MIN_CODE_ADDRESS && returns_after_call(map, word, true);
+}
+
+/*
+ * The highest slot in [lo, hi) holding such a return address, with saved
+ * in the word below it unless saved is 0; 0 if none.
+ */
+static RAW_STACK_READS uintptr_t
+highest_entry(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t lo,
+			  uintptr_t hi, uintptr_t saved)
+{
+	for (uintptr_t at = hi; at > lo && at - lo >= sizeof(uintptr_t);)
+	{
+		at -= sizeof(uintptr_t);
+		if (!enters_jit(map, defined_word(bounds, *(const uintptr_t *) at)))
+			continue;
+		if (saved == 0 ||
+			(at - lo >= sizeof(uintptr_t) &&
+			 defined_word(bounds, ((const uintptr_t *) at)[-1]) == saved))
+			return at;
+	}
+	return 0;
+}
+#endif
+
+/*
+ * JIT frames fill the stack from `from` up: find the return address into
+ * their caller (*slot its address) and that caller's frame record
+ * (*caller); fp_hint is the frame register as the JIT code left it.
+ * False when nothing qualifies.
+ *
+ * The caller's older calls (an executor node fetching the next tuple) left
+ * return addresses of their own in what are now the JIT frames, each with
+ * the frame it saved below it: the lowest match is often stale.
+ */
+static RAW_STACK_READS bool
+jit_caller(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t from,
+		   uintptr_t fp_hint, uintptr_t last, uintptr_t *slot, uintptr_t *caller)
+{
+#if defined(__x86_64__)
+	uintptr_t	end = bounds->high;
+
+	if ((from & (sizeof(uintptr_t) - 1)) != 0 || from < bounds->low || from >= end)
+		return false;
+	if (end - from > JIT_SCAN_WORDS * sizeof(uintptr_t))
+		end = from + JIT_SCAN_WORDS * sizeof(uintptr_t);
+
+	/*
+	 * The frame register left alone designates the caller's frame: the
+	 * caller's return address is the highest one below it (the stale ones
+	 * are deeper).
+	 */
+	if (caller_frame(bounds, map, fp_hint, from, last))
+	{
+		uintptr_t	at = highest_entry(bounds, map, from, fp_hint < end ? fp_hint : end, 0);
+
+		if (at != 0)
+		{
+			*slot = at;
+			*caller = fp_hint;
+			return true;
+		}
+	}
+
+	/*
+	 * Overwritten: the JIT prologue pushed it first, right below the return
+	 * address.  Take the lowest such pair, but follow its frame chain a few
+	 * records: from a stale pair the chain leads through the caller's frame
+	 * and steps over the true pair, a higher return address between a
+	 * record and the frame it saved, with that frame below it.
+	 */
+	for (uintptr_t at = from + sizeof(uintptr_t); end - at >= sizeof(uintptr_t);
+		 at += sizeof(uintptr_t))
+	{
+		uintptr_t	saved = defined_word(bounds, ((const uintptr_t *) at)[-1]);
+		uintptr_t	record = at;
+		uintptr_t	frame = saved;
+
+		if (!enters_jit(map, defined_word(bounds, *(const uintptr_t *) at)) ||
+			!caller_frame(bounds, map, saved, at, last))
+			continue;
+		for (int step = 0; step < JIT_CHAIN_STEPS; step++)
+		{
+			uintptr_t	higher = highest_entry(bounds, map, record + sizeof(uintptr_t),
+											   frame < end ? frame : end, frame);
+			uintptr_t	next;
+
+			if (higher != 0)
+			{
+				at = higher;
+				saved = frame;
+				break;
+			}
+			next = defined_word(bounds, *(const uintptr_t *) frame);
+			if (!caller_frame(bounds, map, next, frame + sizeof(uintptr_t), last))
+				break;
+			record = frame + sizeof(uintptr_t);
+			frame = next;
+		}
+		*slot = at;
+		*caller = saved;
+		return true;
+	}
+	return false;
+#else
+	(void) bounds;
+	(void) map;
+	(void) from;
+	(void) fp_hint;
+	(void) last;
+	(void) slot;
+	(void) caller;
+	return false;
 #endif
 }

@@ -71,6 +71,72 @@ int			tp_stack_walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 int			tp_stack_top_words(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 							   uintptr_t *words);
 
+/*
+ * JIT code (PostgreSQL's LLVM-compiled expressions) lies outside every
+ * loaded object, keeps no frame pointer and has no unwind table: while it
+ * runs, the frame register holds its caller's frame (the walk then skips
+ * that caller, ExecAgg under an expression) or whatever the code keeps in
+ * it (the walk ends there).  Its caller is found on the stack instead: the
+ * first word above the JIT frames that returns into code with frame
+ * pointers right after an indirect call (code is only ever entered through
+ * a function pointer; a word left by an older direct call is no match).
+ * The walk goes on from that caller's frame record: the frame register if
+ * it lies above that return address, else the copy the JIT code's prologue
+ * pushed below it.  Only code with frame pointers (the main program, this
+ * library: never unloaded) is read; the stack reads are bounds-checked as
+ * in the plain walk.  Intermediate JIT frames (deform called from
+ * evalexpr) are skipped.  x86_64 only; elsewhere the walks are the plain
+ * one.
+ */
+
+/* Executable segments of the loaded objects, readable inside a handler. */
+#define TP_CODE_MAP_MAX 256
+
+#define TP_CODE_MAP_FRAMED 4
+
+typedef struct tp_code_map
+{
+	/* Code with frame pointers, [0] the main program's (most frames). */
+	int			framed_count;
+	uintptr_t	framed_start[TP_CODE_MAP_FRAMED];
+	uintptr_t	framed_end[TP_CODE_MAP_FRAMED];
+	int			count;			/* 0: not read, nothing counts as JIT code */
+	bool		complete;		/* false: more segments than room */
+	unsigned long long adds;	/* dl_iterate_phdr's load/unload counters */
+	unsigned long long subs;
+	uintptr_t	start[TP_CODE_MAP_MAX]; /* sorted */
+	uintptr_t	end[TP_CODE_MAP_MAX];
+} tp_code_map;
+
+/* Read the map (not async-signal-safe: dl_iterate_phdr). */
+void		tp_code_map_read(tp_code_map *map);
+
+/* Were objects loaded or unloaded since the map was read? */
+bool		tp_code_map_changed(const tp_code_map *map);
+
+/* Is pc in no loaded object (JIT code)?  Async-signal-safe. */
+bool		tp_code_map_outside(const tp_code_map *map, uintptr_t pc);
+
+/*
+ * tp_stack_walk that steps over JIT frames met on the chain (a return
+ * address outside every object of map): their callers are inserted, and
+ * bit i of *inserted set for each pcs[i] so found.  Async-signal-safe.
+ */
+int			tp_stack_walk_code(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
+							   const tp_code_map *map, uintptr_t *pcs, int max,
+							   bool *truncated, uint64_t *inserted);
+
+/*
+ * The walk from JIT code: regs->pc in it, regs->sp and regs->fp its stack
+ * pointer and frame register (those of the signal, or of the frame an
+ * unwinder reached).  pcs[0] = regs->pc, pcs[1] its caller found on the
+ * stack (bit 1 of *inserted), then that caller's chain as
+ * tp_stack_walk_code follows it.  Async-signal-safe.
+ */
+int			tp_stack_walk_jit(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
+							  const tp_code_map *map, uintptr_t *pcs, int max,
+							  bool *truncated, uint64_t *inserted);
+
 /* Remembers the code ranges of loaded objects and decoded call sites. */
 typedef struct tp_leaf_repair tp_leaf_repair;
 
@@ -91,6 +157,12 @@ void		tp_leaf_repair_refresh(tp_leaf_repair *repair);
  */
 int			tp_leaf_repair_apply(tp_leaf_repair *repair, uintptr_t *pcs, int depth,
 								 int max, const uintptr_t *words, int nwords);
+
+/*
+ * Is pc in a loaded object's code, as of the last tp_leaf_repair_refresh?
+ * (A frame the handler took for JIT code with a map read before a dlopen.)
+ */
+bool		tp_leaf_repair_in_object(const tp_leaf_repair *repair, uintptr_t pc);
 
 void		tp_leaf_repair_free(tp_leaf_repair *repair);
 

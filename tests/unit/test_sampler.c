@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1001,6 +1002,183 @@ TEST(sampling_a_thread)
 	CHECK(r.full >= 0.8 * r.count);
 }
 
+
+/*
+ * Code outside every object, made as LLVM's JIT makes it: no frame record,
+ * and the frame register pushed, then used for something else (or left
+ * alone: then it designates the caller's frame).  It is entered through a
+ * function pointer, as PostgreSQL calls its compiled expressions.
+ */
+#if defined(__x86_64__)
+#define JIT_GARBAGE 0x5a5a5a5a5a5a5a5au
+
+typedef uint64_t (*jit_fn) (long arg);
+
+/* Not inlined: jit_callee is no leaf, so it keeps its frame. */
+FRAMED static void
+jit_store(uint64_t x)
+{
+	sink = x;
+}
+
+/* A framed function the JIT code calls (as it calls numeric_mul). */
+FRAMED static uint64_t
+jit_callee(long iterations)
+{
+	uint64_t	x = sink | 1;
+
+	for (long i = 0; i < iterations; i++)
+		x = x * 6364136223846793005u + 1442695040888963407u;
+	jit_store(x);
+	return x;
+}
+
+/* Copy code into a fresh anonymous executable page; NULL on failure. */
+static jit_fn
+jit_make(const unsigned char *code, size_t len)
+{
+	unsigned char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+							   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (page == MAP_FAILED)
+		return NULL;
+	memcpy(page, code, len);
+	if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0)
+	{
+		munmap(page, 4096);
+		return NULL;
+	}
+	return (jit_fn) (void *) page;
+}
+
+/*
+ * The four shapes: a spinning leaf or a caller of jit_callee, with the
+ * frame register kept or overwritten.
+ */
+static jit_fn
+jit_build(bool calls, bool clobbers)
+{
+	unsigned char code[64];
+	size_t		n = 0;
+	uint64_t	garbage = JIT_GARBAGE;
+	uintptr_t	callee = (uintptr_t) jit_callee;
+
+	if (clobbers)
+	{
+		code[n++] = 0x55;		/* push %rbp */
+		code[n++] = 0x48;		/* movabs $garbage, %rbp */
+		code[n++] = 0xbd;
+		memcpy(code + n, &garbage, 8);
+		n += 8;
+	}
+	else
+		code[n++] = 0x50;		/* push %rax: the same stack alignment */
+	if (calls)
+	{
+		code[n++] = 0x48;		/* movabs $jit_callee, %rax */
+		code[n++] = 0xb8;
+		memcpy(code + n, &callee, 8);
+		n += 8;
+		code[n++] = 0xff;		/* call *%rax */
+		code[n++] = 0xd0;
+	}
+	else
+	{
+		code[n++] = 0x48;		/* 1: dec %rdi */
+		code[n++] = 0xff;
+		code[n++] = 0xcf;
+		code[n++] = 0x75;		/* jnz 1b */
+		code[n++] = 0xfb;
+	}
+	code[n++] = clobbers ? 0x5d : 0x59; /* pop %rbp, or pop %rcx */
+	code[n++] = 0xc3;			/* ret */
+	return jit_make(code, n);
+}
+
+static jit_fn volatile jit_current;
+
+FRAMED static uint64_t
+jit_caller(double seconds)
+{
+	double		end = thread_cpu_seconds() + seconds;
+	uint64_t	r = 0;
+
+	while (thread_cpu_seconds() < end)
+		r += jit_current(1 << 20);
+	sink += r;
+	return r;
+}
+
+FRAMED static uint64_t
+jit_outer(double seconds)
+{
+	uint64_t	r = jit_caller(seconds);
+
+	sink += r;
+	return r + 1;
+}
+
+/* Is the frame named main somewhere at or after index from? */
+static bool
+reaches_main(const tp_sample *sample, uint32_t from)
+{
+	for (uint32_t i = from; i < sample->depth; i++)
+		if (strcmp(frame_name(sample, i), "main") == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Samples in JIT code (or in what it calls) have the JIT code's caller
+ * under it, then the rest of the chain down to main.
+ */
+TEST(jit_code_keeps_its_caller)
+{
+	for (int shape = 0; shape < 4; shape++)
+	{
+		bool		calls = shape & 1;
+		bool		clobbers = shape & 2;
+		jit_fn		fn = jit_build(calls, clobbers);
+		uintptr_t	page = (uintptr_t) (void *) fn;
+		collected	c = {0};
+		size_t		in_jit = 0;
+		size_t		ok = 0;
+
+		CHECK(fn != NULL);
+		if (fn == NULL)
+			return;
+		jit_current = fn;
+		CHECK(start(250, TP_SAMPLER_CPU, 1024));
+		jit_outer(0.4);
+		tp_sampler_drain(collect, &c);
+		tp_sampler_stop();
+		for (size_t i = 0; i < c.count; i++)
+		{
+			const tp_sample *s = &c.items[i];
+			uint32_t	at = calls ? 1 : 0;	/* where the JIT frame is */
+
+			if (calls && strcmp(frame_name(s, 0), "jit_callee") != 0)
+				continue;
+			if (s->depth <= at || s->pcs[at] - page >= 4096)
+				continue;
+			in_jit++;
+			if (s->depth >= at + 3 && strcmp(frame_name(s, at + 1), "jit_caller") == 0 &&
+				strcmp(frame_name(s, at + 2), "jit_outer") == 0 && reaches_main(s, at + 3))
+				ok++;
+			else if (in_jit - ok <= 2)
+				print_stack(s);
+		}
+		printf("  JIT code %s, frame register %s: %zu of %zu samples with jit_caller, "
+			   "jit_outer ... main under it\n", calls ? "calling a framed function" : "spinning",
+			   clobbers ? "overwritten" : "kept", ok, in_jit);
+		CHECK(in_jit >= 20);
+		CHECK(ok == in_jit);
+		collected_free(&c);
+		munmap((void *) page, 4096);
+	}
+}
+#endif
+
 int
 main(void)
 {
@@ -1028,6 +1206,9 @@ main(void)
 	RUN(misuse_is_reported);
 	RUN_RETRY(fork_child_starts_its_own, 3);
 	RUN_RETRY(sampling_a_thread, 3);
+#if defined(__x86_64__)
+	RUN_RETRY(jit_code_keeps_its_caller, 3);
+#endif
 	tp_symbols_free(symbols);
 	return unit_summary();
 }
