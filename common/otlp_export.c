@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "http_retry.h"
+#include "http_url.h"
 #include "otlp_export.h"
 #include "otlp_trace.pb-c.h"
 #include "text.h"
@@ -41,16 +42,6 @@ typedef struct response
 	size_t		body_len;
 	int64_t		rejected_spans; /* a partial success's count */
 } response;
-
-/*
- * The URL as shown in messages: user info ("user:secret@") masked, since
- * messages reach logs and views that less privileged users can read.
- */
-static void
-displayable_url(const char *url, char *out, size_t outlen)
-{
-	tp_url_redact(url, "***@", out, outlen);
-}
 
 static size_t
 on_header(char *data, size_t size, size_t n, void *userdata)
@@ -207,7 +198,7 @@ classify_transport_error(CURLcode rc, const char *curl_message, const char *url,
 	const char *detail = curl_message[0] ? curl_message : curl_easy_strerror(rc);
 	char		shown[512];
 
-	displayable_url(url, shown, sizeof(shown));
+	tp_http_url_shown(url, shown, sizeof(shown));
 	snprintf(err, errlen, "%s: %s", shown, detail);
 	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
 		rc == CURLE_COULDNT_RESOLVE_PROXY)
@@ -222,7 +213,7 @@ classify_answer(const tp_otlp_target *target, response *r, char *err, size_t err
 	size_t		message_len = r->body_len;
 	char		shown[512];
 
-	displayable_url(target->url, shown, sizeof(shown));
+	tp_http_url_shown(target->url, shown, sizeof(shown));
 	if (tp_http_status_is_retryable(r->http_status))
 	{
 		snprintf(err, errlen, "%s: HTTP status %ld", shown, r->http_status);

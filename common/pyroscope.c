@@ -124,13 +124,6 @@ env_timeout(const char *name, long *out)
 	return true;
 }
 
-/* The URL as shown in messages: user info ("user:secret@") masked. */
-static void
-displayable_url(const char *url, char *out, size_t outlen)
-{
-	tp_url_redact(url, "***@", out, outlen);
-}
-
 /* ---- names and tags ---- */
 
 static bool
@@ -286,8 +279,8 @@ server_address(char *configured)
 	{
 		char		shown[512];
 
-		/* Its user info and query may be secrets, valid URL or not. */
-		tp_url_redact(configured, "***@", shown, sizeof(shown));
+		/* Its user info, path and query may be secrets, valid URL or not. */
+		tp_http_url_shown(configured, shown, sizeof(shown));
 		tp_warn("PYROSCOPE_SERVER_ADDRESS=\"%s\" is not a server address (expected http://host:port or https://host:port, "
 				"with no query string: /ingest?... is appended); using %s", shown, DEFAULT_SERVER);
 		free(configured);
@@ -668,8 +661,8 @@ tp_pyroscope_ingest(tp_pyroscope_config *cfg,
 		snprintf(err, errlen, "out of memory");
 		return false;
 	}
-	/* Messages name the endpoint only: no query, no credentials. */
-	displayable_url(url, where, sizeof(where));
+	/* Messages name the endpoint only: no query, no credentials, no token in the path. */
+	tp_http_url_shown(url, where, sizeof(where));
 	where[strcspn(where, "?")] = '\0';
 	if (wait_ms > 0)
 	{

@@ -24,6 +24,7 @@
 #include "storage/proc.h"
 #include "utils/guc.h"
 
+#include "http_url.h"
 #include "kvlist.h"
 #include "log.h"
 #include "otlp_export.h"
@@ -293,7 +294,7 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 		{
 			char		shown[512];
 
-			tp_url_redact(target->url, "***@", shown, sizeof(shown));	/* its password, if any */
+			tp_http_url_shown(target->url, shown, sizeof(shown));	/* no secret it may hold */
 			ereport(LOG, (errmsg("traceprof exporter: export to %s resumed", shown)));
 		}
 		if (err[0] != '\0')

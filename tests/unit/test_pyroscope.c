@@ -253,7 +253,12 @@ TEST(config_from_env)
 	setenv("PYROSCOPE_SERVER_ADDRESS", "http://pyroscope:4040/?token=x", 1);
 	tp_pyroscope_config_from_env(&cfg, "x");
 	CHECK_STR(cfg.server_address, "http://localhost:4040");
-	CHECK(warned("\"http://pyroscope:port\"", NULL) && warned("\"http://pyroscope:4040/\" is not", NULL) && !warned("token=x", NULL));
+	CHECK(warned("\"http://pyroscope:port\"", NULL) && warned("\"http://pyroscope:4040/?***\" is not", NULL) && !warned("token=x", NULL));
+	tp_pyroscope_config_free(&cfg);
+	/* A token in the path (some gateways take one there) is hidden as well. */
+	setenv("PYROSCOPE_SERVER_ADDRESS", "http://pyroscope:4040/tenant-T0kEn/?x=1", 1);
+	tp_pyroscope_config_from_env(&cfg, "x");
+	CHECK(warned("\"http://pyroscope:4040/***?***\" is not", NULL) && !warned("T0kEn", NULL));
 	tp_pyroscope_config_free(&cfg);
 	setenv("PYROSCOPE_SERVER_ADDRESS", "http://admin:S3cretPw@127.0.0.1:99999", 1);
 	tp_pyroscope_config_from_env(&cfg, "x");
