@@ -158,8 +158,8 @@ tp_stack_regs_get(const void *ucontext, tp_stack_regs *regs)
 }
 
 static bool jit_caller(const tp_stack_bounds *bounds, const tp_code_map *map,
-					   uintptr_t from, uintptr_t fp_hint, uintptr_t last,
-					   uintptr_t *slot, uintptr_t *caller);
+					   uintptr_t from, uintptr_t fp_hint, bool search_pairs,
+					   uintptr_t last, uintptr_t *slot, uintptr_t *caller);
 static bool outside_objects(const tp_code_map *map, uintptr_t pc);
 
 /*
@@ -195,14 +195,19 @@ follow_chain(uintptr_t fp, uintptr_t last, const tp_stack_bounds *bounds,
 		/*
 		 * A return into JIT code: that code's frames, which have no record,
 		 * lie right above this record.  Unless the JIT code kept a frame
-		 * record after all (its return address is the next record's).
+		 * record after all (its return address is the next record's).  A
+		 * chain that goes on is followed as the plain walk would: code
+		 * loaded after the map was read looks like JIT code too, and
+		 * then only the frame inserted is wrong (the drain drops it).
 		 */
 		if (map != NULL && ret - hot_start >= hot_size && outside_objects(map, ret))
 		{
 			uintptr_t	slot;
 			uintptr_t	caller;
+			bool		chain_ends = next <= fp || next > last || (next & align) != 0;
 
-			if (jit_caller(bounds, map, fp + 2 * sizeof(uintptr_t), next, last, &slot, &caller) &&
+			if (jit_caller(bounds, map, fp + 2 * sizeof(uintptr_t), next, chain_ends, last,
+						   &slot, &caller) &&
 				slot != next + sizeof(uintptr_t))
 			{
 				if (depth == max)
@@ -288,7 +293,7 @@ tp_stack_walk_jit(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 		bounds->high - regs->sp < 2 * sizeof(uintptr_t))
 		return depth;
 	last = bounds->high - 2 * sizeof(uintptr_t);
-	if (!jit_caller(bounds, map, regs->sp, regs->fp, last, &slot, &caller))
+	if (!jit_caller(bounds, map, regs->sp, regs->fp, true, last, &slot, &caller))
 		return depth;
 	if (depth == max)
 	{
@@ -881,8 +886,9 @@ highest_entry(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t l
 /*
  * JIT frames fill the stack from `from` up: find the return address into
  * their caller (*slot its address) and that caller's frame record
- * (*caller); fp_hint is the frame register as the JIT code left it.
- * False when nothing qualifies.
+ * (*caller); fp_hint is the frame register as the JIT code left it.  Only
+ * if search_pairs, when fp_hint is no caller's frame, look for one the JIT
+ * code saved.  False when nothing qualifies.
  *
  * The caller's older calls (an executor node fetching the next tuple) left
  * return addresses of their own in what are now the JIT frames, each with
@@ -890,7 +896,8 @@ highest_entry(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t l
  */
 static RAW_STACK_READS bool
 jit_caller(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t from,
-		   uintptr_t fp_hint, uintptr_t last, uintptr_t *slot, uintptr_t *caller)
+		   uintptr_t fp_hint, bool search_pairs, uintptr_t last, uintptr_t *slot,
+		   uintptr_t *caller)
 {
 #if defined(__x86_64__)
 	uintptr_t	end = bounds->high;
@@ -916,6 +923,8 @@ jit_caller(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t from
 			return true;
 		}
 	}
+	if (!search_pairs)
+		return false;
 
 	/*
 	 * Overwritten: the JIT prologue pushed it first, right below the return
@@ -962,6 +971,7 @@ jit_caller(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t from
 	(void) map;
 	(void) from;
 	(void) fp_hint;
+	(void) search_pairs;
 	(void) last;
 	(void) slot;
 	(void) caller;
