@@ -163,19 +163,61 @@ static bool jit_caller(const tp_stack_bounds *bounds, const tp_code_map *map,
 static bool outside_objects(const tp_code_map *map, uintptr_t pc);
 
 /*
+ * The frame record at fp returns to ret, outside the map's hot range.  If
+ * that is JIT code, its frames, which have no record, lie right above this
+ * record: insert their caller into pcs (returning the new depth) and set
+ * *next to the caller's frame.  Unless the JIT code kept a frame record
+ * after all (its return address is the next record's).  A chain that goes
+ * on is followed as the plain walk would: code loaded after the map was
+ * read looks like JIT code too, and then only the frame inserted is wrong
+ * (the drain drops it).  *stop when the walk ends here.  Out of line: the
+ * loop stays as short as the plain walk's for the main program's frames.
+ */
+static __attribute__((noinline)) RAW_STACK_READS int
+step_over_jit(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t fp,
+			  uintptr_t ret, uintptr_t *next, uintptr_t last, uintptr_t *pcs, int depth,
+			  int max, bool *truncated, uint64_t *inserted, bool *stop)
+{
+	const uintptr_t align = sizeof(uintptr_t) - 1;
+	bool		chain_ends = *next <= fp || *next > last || (*next & align) != 0;
+	uintptr_t	slot;
+	uintptr_t	caller;
+
+	if (!outside_objects(map, ret) ||
+		!jit_caller(bounds, map, fp + 2 * sizeof(uintptr_t), *next, chain_ends, last,
+					&slot, &caller) ||
+		slot == *next + sizeof(uintptr_t))
+		return depth;
+	if (depth == max)
+	{
+		*truncated = true;
+		*stop = true;
+		return depth;
+	}
+	*inserted |= (uint64_t) 1 << (depth & 63);
+	pcs[depth++] = defined_word(bounds, *(const uintptr_t *) slot);
+	if (caller == 0)
+		*stop = true;
+	*next = caller;
+	return depth;
+}
+
+/*
  * The chain from the frame record at fp (already checked) on, into
- * pcs[depth..].  With map NULL, the plain walk: tp_stack_walk inlines this
+ * pcs[depth..].  Without jit, the plain walk: tp_stack_walk inlines this
  * with the JIT checks compiled out, so its cost stays what it was.
  */
 static inline __attribute__((always_inline)) RAW_STACK_READS int
 follow_chain(uintptr_t fp, uintptr_t last, const tp_stack_bounds *bounds,
-			 const tp_code_map *map, uintptr_t *pcs, int depth, int max,
+			 const tp_code_map *map, bool jit, uintptr_t *pcs, int depth, int max,
 			 bool *truncated, uint64_t *inserted)
 {
 	const uintptr_t align = sizeof(uintptr_t) - 1;
 	/* Locals: the stores into pcs could alias the map. */
-	uintptr_t	hot_start = map != NULL ? map->framed_start[0] : 0;
-	uintptr_t	hot_size = map != NULL ? map->framed_end[0] - hot_start : 0;
+	uintptr_t	hot_start = jit ? map->framed_start[0] : 0;
+	uintptr_t	hot_size = jit ? map->framed_end[0] - hot_start : 0;
+	uintptr_t	libc_start = jit ? map->libc_start : 0;
+	uintptr_t	libc_size = jit ? map->libc_end - libc_start : 0;
 
 	for (;;)
 	{
@@ -191,36 +233,14 @@ follow_chain(uintptr_t fp, uintptr_t last, const tp_stack_bounds *bounds,
 			break;
 		}
 		pcs[depth++] = ret;
-
-		/*
-		 * A return into JIT code: that code's frames, which have no record,
-		 * lie right above this record.  Unless the JIT code kept a frame
-		 * record after all (its return address is the next record's).  A
-		 * chain that goes on is followed as the plain walk would: code
-		 * loaded after the map was read looks like JIT code too, and
-		 * then only the frame inserted is wrong (the drain drops it).
-		 */
-		if (map != NULL && ret - hot_start >= hot_size && outside_objects(map, ret))
+		if (jit && ret - hot_start >= hot_size && ret - libc_start >= libc_size)
 		{
-			uintptr_t	slot;
-			uintptr_t	caller;
-			bool		chain_ends = next <= fp || next > last || (next & align) != 0;
+			bool		stop = false;
 
-			if (jit_caller(bounds, map, fp + 2 * sizeof(uintptr_t), next, chain_ends, last,
-						   &slot, &caller) &&
-				slot != next + sizeof(uintptr_t))
-			{
-				if (depth == max)
-				{
-					*truncated = true;
-					break;
-				}
-				*inserted |= (uint64_t) 1 << (depth & 63);
-				pcs[depth++] = defined_word(bounds, *(const uintptr_t *) slot);
-				if (caller == 0)
-					break;
-				next = caller;
-			}
+			depth = step_over_jit(bounds, map, fp, ret, &next, last, pcs, depth, max,
+								  truncated, inserted, &stop);
+			if (stop)
+				break;
 		}
 
 		/* Strictly upwards (no loops), inside the stack, aligned. */
@@ -233,7 +253,7 @@ follow_chain(uintptr_t fp, uintptr_t last, const tp_stack_bounds *bounds,
 
 static inline __attribute__((always_inline)) RAW_STACK_READS int
 walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds, const tp_code_map *map,
-	 uintptr_t *pcs, int max, bool *truncated, uint64_t *inserted)
+	 bool jit, uintptr_t *pcs, int max, bool *truncated, uint64_t *inserted)
 {
 	const uintptr_t align = sizeof(uintptr_t) - 1;
 	uintptr_t	fp = regs->fp;
@@ -257,14 +277,14 @@ walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds, const tp_code_map
 	fp = defined_word(bounds, fp);
 	if (fp < regs->sp || fp > last || (fp & align) != 0)
 		return depth;
-	return follow_chain(fp, last, bounds, map, pcs, depth, max, truncated, inserted);
+	return follow_chain(fp, last, bounds, map, jit, pcs, depth, max, truncated, inserted);
 }
 
 RAW_STACK_READS int
 tp_stack_walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 			  uintptr_t *pcs, int max, bool *truncated)
 {
-	return walk(regs, bounds, NULL, pcs, max, truncated, NULL);
+	return walk(regs, bounds, NULL, false, pcs, max, truncated, NULL);
 }
 
 RAW_STACK_READS int
@@ -272,7 +292,7 @@ tp_stack_walk_code(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 				   const tp_code_map *map, uintptr_t *pcs, int max,
 				   bool *truncated, uint64_t *inserted)
 {
-	return walk(regs, bounds, map, pcs, max, truncated, inserted);
+	return walk(regs, bounds, map, true, pcs, max, truncated, inserted);
 }
 
 RAW_STACK_READS int
@@ -304,7 +324,7 @@ tp_stack_walk_jit(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 	pcs[depth++] = defined_word(bounds, *(const uintptr_t *) slot);
 	if (caller == 0)
 		return depth;
-	return follow_chain(caller, last, bounds, map, pcs, depth, max, truncated, inserted);
+	return follow_chain(caller, last, bounds, map, true, pcs, depth, max, truncated, inserted);
 }
 
 RAW_STACK_READS int
@@ -683,6 +703,7 @@ typedef struct map_search
 {
 	tp_code_map *map;
 	uintptr_t	own_address;	/* an address inside this library */
+	uintptr_t	libc_address;	/* one inside the C library's code */
 	bool		first;			/* the main program is reported first */
 } map_search;
 
@@ -746,6 +767,11 @@ add_object(struct dl_phdr_info *info, size_t size, void *arg)
 		map->start[at] = start;
 		map->end[at] = start + ph->p_memsz;
 		map->count++;
+		if (search->libc_address - start < ph->p_memsz)
+		{
+			map->libc_start = start;
+			map->libc_end = start + ph->p_memsz;
+		}
 		if (framed)
 			add_framed(map, start, start + ph->p_memsz, main_program);
 	}
@@ -755,10 +781,11 @@ add_object(struct dl_phdr_info *info, size_t size, void *arg)
 void
 tp_code_map_read(tp_code_map *map)
 {
-	map_search	search = {map, (uintptr_t) &tp_code_map_read, true};
+	map_search	search = {map, (uintptr_t) &tp_code_map_read, (uintptr_t) &abort, true};
 	unsigned long long counters[2] = {0, 0};
 
 	map->framed_count = 0;
+	map->libc_start = map->libc_end = 0;
 	map->count = 0;
 	map->complete = true;
 	dl_iterate_phdr(peek_counters, counters);

@@ -100,6 +100,9 @@ typedef struct tp_code_map
 	int			framed_count;
 	uintptr_t	framed_start[TP_CODE_MAP_FRAMED];
 	uintptr_t	framed_end[TP_CODE_MAP_FRAMED];
+	/* The C library's code: the outermost frames of every stack. */
+	uintptr_t	libc_start;
+	uintptr_t	libc_end;
 	int			count;			/* 0: not read, nothing counts as JIT code */
 	bool		complete;		/* false: more segments than room */
 	unsigned long long adds;	/* dl_iterate_phdr's load/unload counters */
