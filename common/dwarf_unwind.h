@@ -41,11 +41,23 @@ bool		tp_code_ranges_contain(const tp_code_ranges *ranges, uintptr_t pc);
  *
  * libunwind has no table for JIT code and guesses its caller from the
  * frame register, which JIT code does not keep: it stops before a frame
- * whose PC is outside every object of map (NULL: never) and has no unwind
- * information, and leaves that frame's PC, SP and frame register in *jit
- * (jit->pc 0 otherwise) for tp_stack_walk_jit to go on from.
+ * whose PC is outside every object of map, and leaves that frame's PC, SP
+ * and frame register in *rest (rest->pc 0 otherwise) for the frame-pointer
+ * walks to go on from: tp_stack_walk_jit if *rest_in_jit (the map is
+ * current), tp_stack_walk_code if the frame may be in an object loaded
+ * since.  It stops after a frame whose object's table map has not
+ * registered (tp_dwarf_register_tables).
  */
 int			tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs,
-							int max, bool *truncated, tp_stack_regs *jit);
+							int max, bool *truncated, tp_stack_regs *rest,
+							bool *rest_in_jit);
+
+/*
+ * Register the unwind tables of map's objects with libunwind, so that the
+ * handler's unwinding never calls dl_iterate_phdr (see dwarf_unwind.c),
+ * and note which in map->unwinds.  Call outside the handler, with the
+ * signal blocked, after each tp_code_map_read.
+ */
+void		tp_dwarf_register_tables(tp_code_map *map);
 
 #endif

@@ -160,18 +160,24 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 		/* Interrupted in code without frame pointers: its chain is broken. */
 		if (!tp_code_ranges_contain(&frame_pointer_code, regs.pc))
 		{
-			tp_stack_regs jit;
+			tp_stack_regs rest;
+			bool		rest_in_jit;
 			int			depth = tp_dwarf_unwind(ucontext, map, sample->pcs,
-												TP_SAMPLER_MAX_FRAMES, &truncated, &jit);
+												TP_SAMPLER_MAX_FRAMES, &truncated, &rest,
+												&rest_in_jit);
 
-			/* libunwind stopped at JIT code: its caller is on the stack. */
-			if (jit.pc != 0 && depth < TP_SAMPLER_MAX_FRAMES)
+			/*
+			 * libunwind stopped outside the objects it knows: at JIT code,
+			 * whose caller is on the stack, or in an object loaded since.
+			 */
+			if (rest.pc != 0 && depth < TP_SAMPLER_MAX_FRAMES)
 			{
 				uint64_t	inserted = 0;
 				int			above = depth;	/* < TP_SAMPLER_MAX_FRAMES <= 64 */
 
-				depth += tp_stack_walk_jit(&jit, &stack_bounds, map, sample->pcs + above,
-										   TP_SAMPLER_MAX_FRAMES - above, &truncated, &inserted);
+				depth += (rest_in_jit ? tp_stack_walk_jit : tp_stack_walk_code)
+					(&rest, &stack_bounds, map, sample->pcs + above,
+					 TP_SAMPLER_MAX_FRAMES - above, &truncated, &inserted);
 				top->inserted = inserted << above;
 			}
 			sample->depth = (uint32_t) depth;
@@ -340,6 +346,7 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 	tp_stack_bounds_current(&stack_bounds);	/* none: PCs only */
 	tp_code_ranges_frame_pointer(&frame_pointer_code);
 	tp_code_map_read(&code_maps[0]);
+	tp_dwarf_register_tables(&code_maps[0]);
 	atomic_store_explicit(&code_map_current, 0, memory_order_relaxed);
 	started = true;
 
@@ -479,6 +486,7 @@ refresh_code_map(void)
 	if (!tp_code_map_changed(&code_maps[current]))
 		return;
 	tp_code_map_read(&code_maps[current ^ 1]);
+	tp_dwarf_register_tables(&code_maps[current ^ 1]);
 	atomic_signal_fence(memory_order_release);
 	atomic_store_explicit(&code_map_current, current ^ 1, memory_order_release);
 }
@@ -514,10 +522,25 @@ tp_sampler_drain(tp_sample_fn fn, void *arg)
 	head = atomic_load_explicit(&ring_head, memory_order_acquire);
 	atomic_signal_fence(memory_order_acquire);
 
-	if (tail != head && leaf_repair != NULL)
-		tp_leaf_repair_refresh(leaf_repair);
+	/*
+	 * Both read the loaded objects with dl_iterate_phdr, under the dynamic
+	 * loader's lock: a sample taken meanwhile (the timer still runs during
+	 * a restart's or profile = all's drain) must wait, or the handler's
+	 * unwinding could find the lock half taken by its own thread.
+	 */
 	if (tail != head)
+	{
+		sigset_t	prof;
+		sigset_t	saved_mask;
+
+		sigemptyset(&prof);
+		sigaddset(&prof, SIGPROF);
+		pthread_sigmask(SIG_BLOCK, &prof, &saved_mask);
+		if (leaf_repair != NULL)
+			tp_leaf_repair_refresh(leaf_repair);
 		refresh_code_map();
+		pthread_sigmask(SIG_SETMASK, &saved_mask, NULL);
+	}
 
 	/*
 	 * Samples taken while fn runs wait for the next drain.  fn reads the

@@ -733,6 +733,7 @@ add_object(struct dl_phdr_info *info, size_t size, void *arg)
 	tp_code_map *map = search->map;
 	bool		main_program = search->first;
 	bool		framed = main_program;
+	uintptr_t	eh_frame_hdr = 0;
 
 	(void) size;
 	search->first = false;
@@ -744,6 +745,8 @@ add_object(struct dl_phdr_info *info, size_t size, void *arg)
 		if (ph->p_type == PT_LOAD && search->own_address >= start &&
 			search->own_address - start < ph->p_memsz)
 			framed = true;
+		if (ph->p_type == PT_GNU_EH_FRAME)
+			eh_frame_hdr = start;
 	}
 	for (int i = 0; i < info->dlpi_phnum; i++)
 	{
@@ -763,9 +766,11 @@ add_object(struct dl_phdr_info *info, size_t size, void *arg)
 		{
 			map->start[at] = map->start[at - 1];
 			map->end[at] = map->end[at - 1];
+			map->eh_frame_hdr[at] = map->eh_frame_hdr[at - 1];
 		}
 		map->start[at] = start;
 		map->end[at] = start + ph->p_memsz;
+		map->eh_frame_hdr[at] = eh_frame_hdr;
 		map->count++;
 		if (search->libc_address - start < ph->p_memsz)
 		{
@@ -778,6 +783,34 @@ add_object(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
+/*
+ * The length of the loader's list of objects, -1 while it changes.  The
+ * list is the one debuggers read (<link.h>'s _r_debug): a node is linked
+ * whole, and r_state leaves RT_CONSISTENT before any unlinking.
+ */
+#define MAX_OBJECTS 4096
+
+static int
+loaded_objects(void)
+{
+	const volatile struct r_debug *debug = &_r_debug;
+	int			count = 0;
+
+	if (debug->r_state != RT_CONSISTENT)
+		return -1;
+	for (const struct link_map *l = debug->r_map; l != NULL && count < MAX_OBJECTS; l = l->l_next)
+		count++;
+	return debug->r_state == RT_CONSISTENT ? count : -1;
+}
+
+bool
+tp_code_map_current(const tp_code_map *map)
+{
+	int			count = loaded_objects();
+
+	return count >= 0 && count == map->objects;
+}
+
 void
 tp_code_map_read(tp_code_map *map)
 {
@@ -788,6 +821,8 @@ tp_code_map_read(tp_code_map *map)
 	map->libc_start = map->libc_end = 0;
 	map->count = 0;
 	map->complete = true;
+	memset(map->unwinds, 0, sizeof(map->unwinds));	/* until tp_dwarf_register_tables */
+	map->objects = loaded_objects();
 	dl_iterate_phdr(peek_counters, counters);
 	dl_iterate_phdr(add_object, &search);
 	map->adds = counters[0];
@@ -803,15 +838,13 @@ tp_code_map_changed(const tp_code_map *map)
 		counters[0] != map->adds || counters[1] != map->subs;
 }
 
-/* In no loaded object, as far as a complete map tells. */
-static bool
-outside_objects(const tp_code_map *map, uintptr_t pc)
+/* The last segment starting at or below pc, -1: none. */
+static int
+segment_below(const tp_code_map *map, uintptr_t pc)
 {
 	int			lo = 0;
 	int			hi = map->count;
 
-	if (map->count == 0 || !map->complete)
-		return false;
 	while (lo < hi)
 	{
 		int			mid = lo + (hi - lo) / 2;
@@ -821,7 +854,27 @@ outside_objects(const tp_code_map *map, uintptr_t pc)
 		else
 			hi = mid;
 	}
-	return lo == 0 || pc >= map->end[lo - 1];
+	return lo - 1;
+}
+
+/* In no loaded object, as far as a complete map tells. */
+static bool
+outside_objects(const tp_code_map *map, uintptr_t pc)
+{
+	int			below;
+
+	if (map->count == 0 || !map->complete)
+		return false;
+	below = segment_below(map, pc);
+	return below < 0 || pc >= map->end[below];
+}
+
+int
+tp_code_map_find(const tp_code_map *map, uintptr_t pc)
+{
+	int			below = segment_below(map, pc);
+
+	return below >= 0 && pc < map->end[below] ? below : -1;
 }
 
 bool

@@ -107,8 +107,11 @@ typedef struct tp_code_map
 	bool		complete;		/* false: more segments than room */
 	unsigned long long adds;	/* dl_iterate_phdr's load/unload counters */
 	unsigned long long subs;
+	int			objects;		/* in the loader's list (_r_debug) then */
 	uintptr_t	start[TP_CODE_MAP_MAX]; /* sorted */
 	uintptr_t	end[TP_CODE_MAP_MAX];
+	uintptr_t	eh_frame_hdr[TP_CODE_MAP_MAX];	/* its object's, 0: none */
+	bool		unwinds[TP_CODE_MAP_MAX];	/* libunwind has its table (dwarf_unwind.c) */
 } tp_code_map;
 
 /* Read the map (not async-signal-safe: dl_iterate_phdr). */
@@ -119,6 +122,16 @@ bool		tp_code_map_changed(const tp_code_map *map);
 
 /* Is pc in no loaded object (JIT code)?  Async-signal-safe. */
 bool		tp_code_map_outside(const tp_code_map *map, uintptr_t pc);
+
+/* The index of the segment holding pc, -1: none.  Async-signal-safe. */
+int			tp_code_map_find(const tp_code_map *map, uintptr_t pc);
+
+/*
+ * Does the map still list every loaded object (nothing loaded or unloaded
+ * since, no load under way)?  Async-signal-safe: reads the loader's list
+ * as debuggers do, without its lock.
+ */
+bool		tp_code_map_current(const tp_code_map *map);
 
 /*
  * tp_stack_walk that steps over JIT frames met on the chain (a return

@@ -5,8 +5,10 @@
  * Makefile's -O2 does (noipa: no inlining, cloning or sibling calls).
  */
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -895,6 +897,102 @@ TEST(sampling_during_drain)
 	collected_free(&c);
 }
 
+static int
+first_object_only(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void) info;
+	(void) size;
+	(void) arg;
+	return 1;
+}
+
+static atomic_ulong lock_loop_rounds;
+static atomic_bool lock_loop_done;
+
+/* Spends its time in the C library, holding the dynamic loader's lock. */
+FRAMED static uint64_t
+loader_lock_loop(double seconds)
+{
+	double		end = thread_cpu_seconds() + seconds;
+
+	do
+	{
+		for (int i = 0; i < 1000; i++)
+			dl_iterate_phdr(first_object_only, NULL);
+		atomic_fetch_add(&lock_loop_rounds, 1);
+	} while (thread_cpu_seconds() < end);
+	return 0;
+}
+
+/* A hang fails the run loudly instead of stalling it. */
+static void *
+lock_loop_watchdog(void *arg)
+{
+	unsigned long last = 0;
+	int			still = 0;
+
+	(void) arg;
+	while (!atomic_load(&lock_loop_done))
+	{
+		unsigned long now = atomic_load(&lock_loop_rounds);
+
+		still = now == last ? still + 1 : 0;
+		last = now;
+		if (still == 50)
+		{
+			printf("  FAIL: no progress for 5 s: the handler waits for the loader's lock its thread holds\n");
+			fflush(stdout);
+			_exit(1);
+		}
+		sleep_seconds(0.1);
+	}
+	return NULL;
+}
+
+/*
+ * libunwind looked each frame's table up with dl_iterate_phdr, under the
+ * loader's lock: a sample landing just as its thread took that lock waited
+ * for itself for ever (within 1-2 s of this loop at 250 Hz).  Registered
+ * tables need no lookup, and still unwind the C library to its callers.
+ */
+TEST(samples_under_the_loader_lock_unwind_without_it)
+{
+	collected	c = {0};
+	pthread_t	watchdog;
+	size_t		in_libc = 0;
+	size_t		with_caller = 0;
+
+	atomic_store(&lock_loop_done, false);
+	CHECK(pthread_create(&watchdog, NULL, lock_loop_watchdog, NULL) == 0);
+	CHECK(start(250, TP_SAMPLER_CPU, 4096));
+	loader_lock_loop(2.0);
+	tp_sampler_drain(collect, &c);
+	tp_sampler_stop();
+	atomic_store(&lock_loop_done, true);
+	pthread_join(watchdog, NULL);
+	for (size_t i = 0; i < c.count; i++)
+	{
+		const tp_sample *sample = &c.items[i];
+		tp_symbol	sym;
+
+		tp_symbols_lookup(symbols, sample->pcs[0], false, &sym);
+		if (sym.module == NULL || strstr(sym.module, "libc.so") == NULL)
+			continue;
+		in_libc++;
+		for (uint32_t k = 1; k < sample->depth; k++)
+			if (strcmp(frame_name(sample, k), "loader_lock_loop") == 0)
+			{
+				with_caller++;
+				break;
+			}
+	}
+	printf("  %zu samples, %zu in the C library, %zu of those unwound to loader_lock_loop\n",
+		   c.count, in_libc, with_caller);
+	CHECK(in_libc > 100);
+	CHECK(with_caller >= 0.9 * in_libc);
+	collected_free(&c);
+}
+
 TEST(misuse_is_reported)
 {
 	char		err[256] = "";
@@ -1203,6 +1301,7 @@ main(void)
 	RUN_RETRY(full_ring_drops_and_counts, 3);
 	RUN_RETRY(deep_stacks_are_truncated, 3);
 	RUN_RETRY(sampling_during_drain, 3);
+	RUN_RETRY(samples_under_the_loader_lock_unwind_without_it, 3);
 	RUN(misuse_is_reported);
 	RUN_RETRY(fork_child_starts_its_own, 3);
 	RUN_RETRY(sampling_a_thread, 3);
