@@ -60,8 +60,8 @@ printf '%-44s %14s\n' "capture" "instructions"
 if command -v valgrind >/dev/null 2>&1; then
 	# Differences between two run lengths cancel one-off costs (the first
 	# backtrace() loads libgcc_s).
-	a=$(callgrind_ir --toggle-collect=tp_stack_walk walk 1000)
-	b=$(callgrind_ir --toggle-collect=tp_stack_walk walk 3000)
+	a=$(callgrind_ir --toggle-collect=tp_stack_walk_code walk 1000)
+	b=$(callgrind_ir --toggle-collect=tp_stack_walk_code walk 3000)
 	depth=$(field depth "$("$bin" walk 1)")
 	printf '%-44s %14s\n' "frame-pointer walk, depth $depth (ours)" "$(( (b - a) / 2000 ))"
 	summary_row sampler "instructions per stack walk ($depth frames, frame pointers)" "$(( (b - a) / 2000 ))" "<= 1,000"

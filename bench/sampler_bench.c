@@ -58,13 +58,17 @@ leaf_walk(long n)
 	volatile uintptr_t sp_probe = 0;
 	tp_stack_regs regs;
 	bool		truncated;
+	uint64_t	inserted;
 	int			depth = 0;
+	static tp_code_map map;
 
+	tp_code_map_read(&map);		/* as the handler has it: with the JIT checks */
 	regs.pc = (uintptr_t) leaf_walk;
 	regs.fp = (uintptr_t) __builtin_frame_address(0);
 	regs.sp = (uintptr_t) &sp_probe;
 	for (long i = 0; i < n; i++)
-		depth = tp_stack_walk(&regs, &bounds, pcs, TP_SAMPLER_MAX_FRAMES, &truncated);
+		depth = tp_stack_walk_code(&regs, &bounds, &map, pcs, TP_SAMPLER_MAX_FRAMES, &truncated,
+								   &inserted);
 	printf("depth %d\n", depth);
 }
 
