@@ -251,6 +251,21 @@ follow_chain(uintptr_t fp, uintptr_t last, const tp_stack_bounds *bounds,
 	return depth;
 }
 
+/*
+ * Only [sp, high) is sure to be mapped: below sp a main-thread stack may
+ * not have grown yet.  An SP elsewhere (sigaltstack, a coroutine) gets the
+ * PC alone.  *last: the highest address a frame record may start at.
+ */
+static inline bool
+stack_above_sp(const tp_stack_regs *regs, const tp_stack_bounds *bounds, uintptr_t *last)
+{
+	if (regs->sp < bounds->low || regs->sp >= bounds->high ||
+		bounds->high - regs->sp < 2 * sizeof(uintptr_t))
+		return false;
+	*last = bounds->high - 2 * sizeof(uintptr_t);
+	return true;
+}
+
 static inline __attribute__((always_inline)) RAW_STACK_READS int
 walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds, const tp_code_map *map,
 	 bool jit, uintptr_t *pcs, int max, bool *truncated, uint64_t *inserted)
@@ -264,16 +279,8 @@ walk(const tp_stack_regs *regs, const tp_stack_bounds *bounds, const tp_code_map
 	if (max <= 0)
 		return 0;
 	pcs[depth++] = regs->pc;
-
-	/*
-	 * Only [sp, high) is sure to be mapped: below sp a main-thread stack may
-	 * not have grown yet.  An SP elsewhere (sigaltstack, a coroutine) gets
-	 * the PC alone.
-	 */
-	if (regs->sp < bounds->low || regs->sp >= bounds->high ||
-		bounds->high - regs->sp < 2 * sizeof(uintptr_t))
+	if (!stack_above_sp(regs, bounds, &last))
 		return depth;
-	last = bounds->high - 2 * sizeof(uintptr_t);
 	fp = defined_word(bounds, fp);
 	if (fp < regs->sp || fp > last || (fp & align) != 0)
 		return depth;
@@ -309,10 +316,8 @@ tp_stack_walk_jit(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 	if (max <= 0)
 		return 0;
 	pcs[depth++] = regs->pc;
-	if (regs->sp < bounds->low || regs->sp >= bounds->high ||
-		bounds->high - regs->sp < 2 * sizeof(uintptr_t))
+	if (!stack_above_sp(regs, bounds, &last))
 		return depth;
-	last = bounds->high - 2 * sizeof(uintptr_t);
 	if (!jit_caller(bounds, map, regs->sp, regs->fp, true, last, &slot, &caller))
 		return depth;
 	if (depth == max)
