@@ -988,22 +988,33 @@ test('4e. a batch goes as two requests (cpu, wall): a part taken is never sent a
 			await admin.query(`ALTER SYSTEM SET traceprof.upload_interval = '${value}'`);
 			await admin.query('SELECT pg_reload_conf()');
 		};
-		/** A cpu-mode and a wall-mode traced statement, each in a session of its own; their sample counts. */
+		/*
+		 * A cpu-mode and a wall-mode traced statement, each in a session of
+		 * its own: their samples' weight (what profile() and a pprof's
+		 * samples/count add up; a timer overrun under load weighs 2) and
+		 * how many samples were stored (what traceprof.stats counts).
+		 */
 		const twoStatements = async () => {
 			const cpu = await connect(cluster);
 			const wall = await connect(cluster);
 			const ctx = { cpu: newContext(), wall: newContext() };
+			const counts = [await sampleStats(admin)];
 			try {
 				await cpu.query('SET traceprof.sample_hz = 250');
 				await traced(cpu, ctx.cpu, cpuSql(600000));
+				counts.push(await sampleStats(admin));
 				await wall.query('SET traceprof.profile_mode = wall; SET traceprof.sample_hz = 250');
 				await traced(wall, ctx.wall, 'SELECT pg_sleep(0.3)');
+				counts.push(await sampleStats(admin));
 			} finally {
 				await closeAll(cpu, wall);
 			}
 			const stored = { cpu: total(await profile(admin, ctx.cpu.traceId)), wall: total(await profile(admin, ctx.wall.traceId)) };
+			const rows = { cpu: counts[1].stored - counts[0].stored, wall: counts[2].stored - counts[1].stored };
 			assert.ok(stored.cpu > 0 && stored.wall > 0, `both statements were sampled: ${JSON.stringify(stored)}`);
-			return { ctx, stored };
+			assert.ok(rows.cpu > 0 && rows.wall > 0 && rows.cpu <= stored.cpu && rows.wall <= stored.wall,
+				`samples stored: ${JSON.stringify(rows)}, weighing ${JSON.stringify(stored)}`);
+			return { ctx, stored, rows };
 		};
 		const countOf = (r, traceId) => {
 			const prof = decodePprof(r.body);
@@ -1029,7 +1040,7 @@ test('4e. a batch goes as two requests (cpu, wall): a part taken is never sent a
 		await capture.waitFor(() => uploadedOf(a.ctx.wall.traceId) >= a.stored.wall, 10000, 'the wall part, sent again');
 		const afterA = await waitFor('samples_exported to reach samples_stored', async () => {
 			const s = await sampleStats(admin);
-			return s.exported - before_.exported >= a.stored.cpu + a.stored.wall ? s : null;
+			return s.exported - before_.exported >= a.rows.cpu + a.rows.wall ? s : null;
 		});
 		await sleep(500);	// a negative is checked: a resent cpu part would come in the next round
 		assert.equal(uploadedOf(a.ctx.cpu.traceId), a.stored.cpu,
@@ -1037,7 +1048,7 @@ test('4e. a batch goes as two requests (cpu, wall): a part taken is never sent a
 			`${answered().map((r) => countOf(r, a.ctx.cpu.traceId)).join(', ')} samples of the cpu trace)`);
 		assert.equal(uploadedOf(a.ctx.wall.traceId), a.stored.wall, 'the wall samples were uploaded exactly once');
 		assert.equal(afterA.dropped, before_.dropped, 'nothing dropped');
-		assert.equal(afterA.exported - before_.exported, a.stored.cpu + a.stored.wall, 'every sample counted as exported once');
+		assert.equal(afterA.exported - before_.exported, a.rows.cpu + a.rows.wall, 'every sample counted as exported once');
 
 		await t.test('a refused wall part drops only its samples: the cpu part taken counts as exported', async () => {
 			await setInterval_('1h');
@@ -1050,12 +1061,12 @@ test('4e. a batch goes as two requests (cpu, wall): a part taken is never sent a
 			await setInterval_('200ms');
 			const after2 = await waitFor('the batch to be settled', async () => {
 				const s = await sampleStats(admin);
-				return s.exported + s.dropped - before2.exported - before2.dropped >= b.stored.cpu + b.stored.wall ? s : null;
+				return s.exported + s.dropped - before2.exported - before2.dropped >= b.rows.cpu + b.rows.wall ? s : null;
 			});
 			assert.equal(capture.requests.length, seen + 2, 'two requests: cpu taken, wall refused');
 			assert.equal(countOf(capture.requests[seen], b.ctx.cpu.traceId), b.stored.cpu);
-			assert.equal(after2.exported - before2.exported, b.stored.cpu, 'the cpu samples count as exported');
-			assert.equal(after2.dropped - before2.dropped, b.stored.wall, 'the wall samples count as dropped');
+			assert.equal(after2.exported - before2.exported, b.rows.cpu, 'the cpu samples count as exported');
+			assert.equal(after2.dropped - before2.dropped, b.rows.wall, 'the wall samples count as dropped');
 		});
 	} finally {
 		await closeAll(admin);
