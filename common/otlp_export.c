@@ -401,6 +401,8 @@ tp_otlp_send(tp_otlp_target *target, const uint8_t *body, size_t len,
 	if (!tp_retry_run(target->timeout_ms, target->cancel, &target->retry_not_before_ms, attempt_export, &x, err, errlen))
 		snprintf(err, errlen, "export cancelled");
 	free(framed);
+	/* What libcurl or the collector wrote may quote the path, and a token in it. */
+	tp_http_url_scrub(target->url, err, errlen);
 	switch (x.outcome)
 	{
 		case ATTEMPT_DELIVERED:

@@ -687,6 +687,8 @@ tp_pyroscope_ingest(tp_pyroscope_config *cfg,
 	/* Retries stay inside the one budget: the next upload must not wait. */
 	if (!tp_retry_run(timeout, cfg->cancel, &cfg->retry_not_before_ms, attempt_upload, &req, err, errlen))
 		snprintf(err, errlen, "%s: upload cancelled", where);
+	/* What libcurl or the server wrote may quote the path, and a token in it. */
+	tp_http_url_scrub(url, err, errlen);
 	curl_slist_free_all(req.headers);
 	free(url);
 	return req.outcome == ATTEMPT_DELIVERED;

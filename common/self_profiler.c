@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "flamegraph.h"
-#include "http_url.h"
 #include "log.h"
 #include "profile.h"
 #include "pyroscope.h"
@@ -94,8 +93,6 @@ send_one(const upload *u, uint64_t exit_deadline_ns)
 	if (!tp_pyroscope_ingest(&cfg, u->pprof, u->len, u->from_ns, u->until_ns,
 							 err, sizeof(err)) && !self.warned)
 	{
-		/* a token in the server address's path */
-		tp_http_url_scrub(cfg.server_address, err, sizeof(err));
 		/* One warning per run: a dead server must not flood the terminal. */
 		self.warned = true;
 		tp_warn("profiles not uploaded to Pyroscope: %s", err);

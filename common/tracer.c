@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "log.h"
-#include "http_url.h"
 #include "otel_config.h"
 #include "otlp_export.h"
 
@@ -114,7 +113,6 @@ export_spans(void)
 	}
 	result = tp_otlp_send(&config.traces, body, len, err, sizeof(err));
 	free(body);
-	tp_http_url_scrub(config.traces.url, err, sizeof(err));	/* a token in its path */
 	if (result == TP_EXPORT_UNREACHABLE)
 		tp_warn("traces not exported: OTLP collector unreachable: %s", err);
 	else if (result == TP_EXPORT_REJECTED)
