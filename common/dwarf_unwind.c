@@ -28,67 +28,6 @@ static unw_dyn_info_t tables[MAX_TABLES];
 static bool table_live[MAX_TABLES];
 static int	table_count;
 
-typedef struct range_search
-{
-	tp_code_ranges *ranges;
-	uintptr_t	own_address;	/* an address inside this library */
-	bool		first;			/* the main program is reported first */
-} range_search;
-
-static int
-add_module(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	range_search *search = arg;
-	tp_code_ranges *ranges = search->ranges;
-	bool		main_program = search->first;
-	bool		ours = false;
-
-	(void) size;
-	for (int i = 0; i < info->dlpi_phnum; i++)
-	{
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t	start = info->dlpi_addr + ph->p_vaddr;
-
-		if (ph->p_type == PT_LOAD && search->own_address >= start &&
-			search->own_address < start + ph->p_memsz)
-			ours = true;
-	}
-	search->first = false;
-	if (!main_program && !ours)
-		return 0;
-	for (int i = 0; i < info->dlpi_phnum && ranges->count < TP_CODE_RANGES; i++)
-	{
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-
-		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-			continue;
-		ranges->start[ranges->count] = info->dlpi_addr + ph->p_vaddr;
-		ranges->end[ranges->count] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-		ranges->count++;
-	}
-	return 0;
-}
-
-void
-tp_code_ranges_frame_pointer(tp_code_ranges *ranges)
-{
-	range_search search = {ranges, (uintptr_t) &tp_code_ranges_frame_pointer, true};
-
-	ranges->count = 0;
-	dl_iterate_phdr(add_module, &search);
-	/* libunwind caches what it learns per thread: no locks in the handler. */
-	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-}
-
-bool
-tp_code_ranges_contain(const tp_code_ranges *ranges, uintptr_t pc)
-{
-	for (int i = 0; i < ranges->count; i++)
-		if (pc >= ranges->start[i] && pc < ranges->end[i])
-			return true;
-	return false;
-}
-
 /*
  * The binary search table of an .eh_frame_hdr in the layout every x86_64
  * and aarch64 toolchain writes (version 1, a 4-byte count, 4-byte entries
@@ -141,6 +80,8 @@ tp_dwarf_register_tables(tp_code_map *map)
 {
 	bool		used[MAX_TABLES] = {false};
 
+	/* libunwind caches what it learns per thread: no locks in the handler. */
+	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 	for (int i = 0; i < map->count; i++)
 	{
 		int			t = table_of(map, i);
@@ -158,14 +99,6 @@ tp_dwarf_register_tables(tp_code_map *map)
 		}
 }
 
-/* May libunwind look pc's table up: is it registered? */
-static bool
-registered(const tp_code_map *map, uintptr_t pc)
-{
-	int			i = tp_code_map_find(map, pc);
-
-	return i >= 0 && map->unwinds[i];
-}
 
 int
 tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
@@ -182,9 +115,11 @@ tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
 	do
 	{
 		unw_word_t	ip;
+		int			segment;
 
 		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0)
 			break;
+		segment = tp_code_map_find(map, (uintptr_t) ip);
 #if defined(__x86_64__)
 		/*
 		 * Outside every object the map knows: JIT code if the map is
@@ -192,7 +127,7 @@ tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
 		 * a session's first call), which keeps frame pointers if it is
 		 * PostgreSQL's: the rest is theirs to walk.
 		 */
-		if (tp_code_map_outside(map, (uintptr_t) ip))
+		if (segment < 0 && tp_code_map_outside(map, (uintptr_t) ip))
 		{
 			unw_word_t	sp;
 			unw_word_t	fp;
@@ -215,7 +150,7 @@ tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
 		}
 		pcs[depth++] = (uintptr_t) ip;
 		/* Stepping looks ip's table up: only in a registered one (see tables). */
-		if (!registered(map, (uintptr_t) ip))
+		if (segment < 0 || !map->unwinds[segment])
 			break;
 	} while (unw_step(&cursor) > 0);
 	return depth;

@@ -17,22 +17,6 @@
 
 #include "stack_walk.h"
 
-#define TP_CODE_RANGES 8
-
-/* Executable segments whose code keeps frame pointers. */
-typedef struct tp_code_ranges
-{
-	int			count;
-	uintptr_t	start[TP_CODE_RANGES];
-	uintptr_t	end[TP_CODE_RANGES];
-} tp_code_ranges;
-
-/* The main program's and this library's code (call outside handlers). */
-void		tp_code_ranges_frame_pointer(tp_code_ranges *ranges);
-
-/* Is pc in one of the ranges?  Async-signal-safe. */
-bool		tp_code_ranges_contain(const tp_code_ranges *ranges, uintptr_t pc);
-
 /*
  * Unwind the interrupted context of a signal handler (its ucontext
  * argument) into pcs: pcs[0] the interrupted PC, then return addresses.

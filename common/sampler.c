@@ -54,7 +54,6 @@ static atomic_ulong stat_truncated;
 static atomic_int active;		/* record samples; off while paused */
 static atomic_int armed;		/* the timer runs; the handler may clear it */
 static tp_stack_bounds stack_bounds;
-static tp_code_ranges frame_pointer_code;	/* elsewhere: libunwind */
 
 /*
  * Where code is, to tell JIT code (in no object) apart.  The drain reads a
@@ -158,7 +157,7 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 		atomic_signal_fence(memory_order_acquire);
 
 		/* Interrupted in code without frame pointers: its chain is broken. */
-		if (!tp_code_ranges_contain(&frame_pointer_code, regs.pc))
+		if (!tp_code_map_framed(map, regs.pc))
 		{
 			tp_stack_regs rest;
 			bool		rest_in_jit;
@@ -344,7 +343,6 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 	atomic_store_explicit(&stat_truncated, 0, memory_order_relaxed);
 	atomic_store_explicit(&active, 0, memory_order_relaxed);
 	tp_stack_bounds_current(&stack_bounds);	/* none: PCs only */
-	tp_code_ranges_frame_pointer(&frame_pointer_code);
 	tp_code_map_read(&code_maps[0]);
 	tp_dwarf_register_tables(&code_maps[0]);
 	atomic_store_explicit(&code_map_current, 0, memory_order_relaxed);

@@ -888,6 +888,15 @@ tp_code_map_outside(const tp_code_map *map, uintptr_t pc)
 	return outside_objects(map, pc);
 }
 
+bool
+tp_code_map_framed(const tp_code_map *map, uintptr_t pc)
+{
+	for (int i = 0; i < map->framed_count; i++)
+		if (pc >= map->framed_start[i] && pc < map->framed_end[i])
+			return true;
+	return false;
+}
+
 /* The framed segment holding [pc - 8, pc), which we may read; -1: none. */
 static int
 framed_segment(const tp_code_map *map, uintptr_t pc)

@@ -123,6 +123,12 @@ bool		tp_code_map_changed(const tp_code_map *map);
 /* Is pc in no loaded object (JIT code)?  Async-signal-safe. */
 bool		tp_code_map_outside(const tp_code_map *map, uintptr_t pc);
 
+/*
+ * Is pc in code that keeps frame pointers (the main program, this
+ * library), elsewhere libunwind's to unwind?  Async-signal-safe.
+ */
+bool		tp_code_map_framed(const tp_code_map *map, uintptr_t pc);
+
 /* The index of the segment holding pc, -1: none.  Async-signal-safe. */
 int			tp_code_map_find(const tp_code_map *map, uintptr_t pc);
 
