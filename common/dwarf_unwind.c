@@ -99,7 +99,6 @@ tp_dwarf_register_tables(tp_code_map *map)
 		}
 }
 
-
 int
 tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
 				bool *truncated, tp_stack_regs *rest, bool *rest_in_jit)
