@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "otlp_export.h"
+#include "text.h"
 
 enum wire_type
 {
@@ -229,6 +230,40 @@ put_bytes(uint8_t *p, unsigned field, const void *data, size_t len)
 	return p + len;
 }
 
+/*
+ * A string field: protobuf strings must be UTF-8, and a receiver that checks
+ * (protoc, Go's protobuf) refuses the whole request for one bad byte, such
+ * as a file name or a server message in Latin-1.  Each byte of no valid
+ * sequence becomes '?', which keeps the length the size pass measured.
+ */
+static uint8_t *
+put_string(uint8_t *p, unsigned field, const char *s, size_t len)
+{
+	uint8_t    *text;
+	size_t		i = 0;
+
+	p = put_bytes(p, field, s, len);
+	text = p - len;
+	while (i < len)
+	{
+		size_t		n;
+
+		if (text[i] < 0x80)
+		{
+			i++;
+			continue;
+		}
+		n = tp_utf8_char_length(text + i, len - i);
+		if (n == 0)
+		{
+			text[i++] = '?';
+			continue;
+		}
+		i += n;
+	}
+	return p;
+}
+
 static uint8_t *
 put_fixed(uint8_t *p, unsigned field, uint64_t v, int bytes)
 {
@@ -245,12 +280,12 @@ put_attr(uint8_t *p, unsigned field, const tp_attr *attr, size_t key_len, size_t
 	uint64_t	bits;
 
 	p = put_len(p, field, key_value_size(key_len, value_size));
-	p = put_bytes(p, KEY_VALUE_KEY, attr->key, key_len);
+	p = put_string(p, KEY_VALUE_KEY, attr->key, key_len);
 	p = put_len(p, KEY_VALUE_VALUE, value_size);
 	switch (attr->type)
 	{
 		case TP_ATTR_STRING:
-			return put_bytes(p, ANY_STRING, attr->value.s, value_len);
+			return put_string(p, ANY_STRING, attr->value.s, value_len);
 		case TP_ATTR_INT:
 			return put_varint(put_tag(p, ANY_INT, WIRE_VARINT), (uint64_t) attr->value.i);
 		case TP_ATTR_DOUBLE:
@@ -288,7 +323,7 @@ put_span(uint8_t *p, const tp_span *span, size_t size, const size_t *lens)
 	if (!tp_id_is_zero(span->parent_span_id, TP_SPAN_ID_BYTES))
 		p = put_bytes(p, SPAN_PARENT_SPAN_ID, span->parent_span_id, TP_SPAN_ID_BYTES);
 	if (lens[0] > 0)
-		p = put_bytes(p, SPAN_NAME, span->name, lens[0]);
+		p = put_string(p, SPAN_NAME, span->name, lens[0]);
 	if (span->kind != 0)
 		p = put_varint(put_tag(p, SPAN_KIND, WIRE_VARINT), (uint64_t) span->kind);
 	if (span->start_unix_ns != 0)
@@ -302,7 +337,7 @@ put_span(uint8_t *p, const tp_span *span, size_t size, const size_t *lens)
 	{
 		p = put_len(p, SPAN_STATUS, status_size(span, lens[1]));
 		if (lens[1] > 0)
-			p = put_bytes(p, STATUS_MESSAGE, span->status_message, lens[1]);
+			p = put_string(p, STATUS_MESSAGE, span->status_message, lens[1]);
 		p = put_varint(put_tag(p, STATUS_CODE, WIRE_VARINT), (uint64_t) span->status);
 	}
 	if (span->context.flags != 0)
@@ -358,9 +393,9 @@ tp_otlp_encode_traces(const tp_kvlist *resource_attrs,
 	p = put_len(p, RESOURCE_SPANS_SCOPE_SPANS, scope_spans);
 	p = put_len(p, SCOPE_SPANS_SCOPE, scope);
 	if (scope_name != NULL && scope_name[0] != '\0')
-		p = put_bytes(p, SCOPE_NAME, scope_name, strlen(scope_name));
+		p = put_string(p, SCOPE_NAME, scope_name, strlen(scope_name));
 	if (scope_version != NULL && scope_version[0] != '\0')
-		p = put_bytes(p, SCOPE_VERSION, scope_version, strlen(scope_version));
+		p = put_string(p, SCOPE_VERSION, scope_version, strlen(scope_version));
 	for (size_t i = 0, at = 0; i < count; at += span_length_count(spans[i]), i++)
 		p = put_span(p, spans[i], span_sizes[i], lens + at);
 	free(span_sizes);

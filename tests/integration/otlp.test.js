@@ -10,7 +10,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const { GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
+const { ROOT, GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
 const { run, describe } = require('./lib/run');
 const { startCluster, freePort } = require('./lib/cluster');
 const { startReceiver, GRPC_PATH } = require('./lib/receiver');
@@ -171,6 +171,24 @@ test('generator: OTLP/HTTP POST /v1/traces, protobuf, decodable, default service
 	const g = assertGeneratorSpans(spans, run1);
 	assert.equal(g.kind, SpanKind.INTERNAL);
 	assert.equal(g.resource.attributes['service.name'], 'traceprof.generator');
+});
+
+test('an output path that is not UTF-8: the request still parses with protoc (strict UTF-8), the bad bytes sent as "?"', async (t) => {
+	// Protobuf strings are UTF-8: protoc (and Go's protobuf) refuse a whole
+	// request for one bad byte, so a Latin-1 file name lost every span of
+	// the run.  Node cannot pass raw bytes in argv: sh's printf makes them.
+	const r = await receiver(t);
+	const res = await run('/bin/sh', ['-c', 'exec "$0" 10 "$1/latin1-$(printf \'\\351\\377\').json"', GENERATOR, dir],
+		{ env: { OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint } });
+	assert.equal(res.code, 0, describe(res));
+	assert.equal(r.requests.length, 1, 'one request');
+	const protoc = await run('protoc', ['--decode=traceprof.otlp.ExportTraceServiceRequest',
+		'-I', path.join(ROOT, 'proto'), 'otlp_trace.proto'], { input: r.requests[0].body });
+	assert.equal(protoc.code, 0, `protoc --decode refuses the request: ${protoc.stderr}`);
+	assert.match(protoc.stdout, /latin1-\?\?\.json/);
+	const g = byName(spansOf(r.requests), 'generator.run');
+	assert.ok(Object.values(g.attributes).includes(`${dir}/latin1-??.json`),
+		`the path, its bad bytes as "?": ${JSON.stringify(g.attributes)}`);
 });
 
 test('loader: loader.connect/copy/commit are children of loader.run in one trace', async (t) => {

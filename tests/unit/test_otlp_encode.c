@@ -210,6 +210,66 @@ TEST(given_lengths_encode_as_measured)
 	tp_span_clear(&given);
 }
 
+/*
+ * Protobuf strings are UTF-8: a receiver that checks (protoc, Go) refuses
+ * the whole request for one bad byte, such as a Latin-1 file name given to
+ * the generator.  Each byte of no valid sequence is sent as '?'.
+ */
+TEST(strings_that_are_not_utf8_are_sent_as_valid_utf8)
+{
+	tp_span		span;
+	tp_span    *list[1] = {&span};
+	tp_kvlist	resource = {0};
+	Request    *request;
+	size_t		len;
+	const Span *m;
+	const AnyValue *v;
+
+	memset(&span, 0, sizeof(span));
+	span.context.trace_id[0] = 1;
+	span.context.span_id[0] = 2;
+	span.name = strdup("caf\xe9 \xe2\x82\xac");	/* Latin-1 e-acute, then a valid euro sign */
+	tp_span_set_string(&span, "generator.output_path", "/tmp/x\xff\xfe.json");
+	tp_span_set_string(&span, "k\xe9y", "cut at the end \xe2\x82");
+	tp_span_set_string(&span, "overlong", "\xc0\xaf and surrogate \xed\xa0\x80 and \xf4\x90\x80\x80");
+	tp_span_set_string(&span, "valid", "\xc3\xa9\xf0\x9f\x98\x80");
+	tp_span_set_error(&span, "relation \xaborders\xbb does not exist");
+	tp_kvlist_add(&resource, "service.name", "svc\x80");
+	request = encode_and_decode(&resource, "scope\xff", "1.0\xc3", list, 1, &len);
+	if (request == NULL)
+		return;
+	CHECK_STR(request->resource_spans[0]->resource->attributes[0]->value->string_value, "svc?");
+	CHECK_STR(request->resource_spans[0]->scope_spans[0]->scope->name, "scope?");
+	CHECK_STR(request->resource_spans[0]->scope_spans[0]->scope->version, "1.0?");
+	m = request->resource_spans[0]->scope_spans[0]->spans[0];
+	CHECK_STR(m->name, "caf? \xe2\x82\xac");
+	CHECK(m->status != NULL);
+	if (m->status != NULL)
+		CHECK_STR(m->status->message, "relation ?orders? does not exist");
+	v = attribute(m, "generator.output_path");
+	CHECK(v != NULL);
+	if (v != NULL)
+		CHECK_STR(v->string_value, "/tmp/x??.json");
+	v = attribute(m, "k?y");
+	CHECK(v != NULL);
+	if (v != NULL)
+		CHECK_STR(v->string_value, "cut at the end ??");
+	v = attribute(m, "overlong");
+	CHECK(v != NULL);
+	if (v != NULL)
+		CHECK_STR(v->string_value, "?? and surrogate ??? and ????");
+	v = attribute(m, "valid");
+	CHECK(v != NULL);
+	if (v != NULL)
+		CHECK_STR(v->string_value, "\xc3\xa9\xf0\x9f\x98\x80");
+	CHECK(traceprof__otlp__export_trace_service_request__get_packed_size(request) == len);
+	traceprof__otlp__export_trace_service_request__free_unpacked(request, NULL);
+	/* The caller's strings are left as they were. */
+	CHECK_STR(span.name, "caf\xe9 \xe2\x82\xac");
+	tp_span_clear(&span);
+	tp_kvlist_free(&resource);
+}
+
 TEST(many_spans_in_order)
 {
 	enum { N = 300 };
@@ -257,6 +317,7 @@ main(void)
 	RUN(every_field_round_trips);
 	RUN(defaults_are_left_out);
 	RUN(given_lengths_encode_as_measured);
+	RUN(strings_that_are_not_utf8_are_sent_as_valid_utf8);
 	RUN(many_spans_in_order);
 	return unit_summary();
 }
