@@ -161,44 +161,75 @@ is_header_value(const char *s)
 	return true;
 }
 
-/* Read a headers variable; one header curl cannot send voids it all. */
+/*
+ * Set header key to value.  Header names ignore case (RFC 9110): sent
+ * twice, the server would read whichever comes first, not the override.
+ */
 static void
-read_header_list(const char *name, tp_kvlist *list)
+set_header(tp_kvlist *headers, const char *key, const char *value)
 {
-	read_kvlist(name, TP_KV_PERCENT_DECODE | TP_KV_SECRET, list);
-	for (size_t i = 0; i < list->count; i++)
+	for (size_t i = 0; i < headers->count; i++)
 	{
-		if (!is_header_name(list->items[i].key) || !is_header_value(list->items[i].value))
+		if (strcasecmp(headers->items[i].key, key) == 0)
 		{
-			tp_warn("%s ignored: header %zu is not a valid HTTP header (names: letters, digits and !#$%%&'*+-.^_`|~; values: no control characters)",
-					name, i + 1);
-			tp_kvlist_free(list);
+			char	   *copy = strdup(value);
+
+			if (copy == NULL)
+				return;
+			free(headers->items[i].value);
+			headers->items[i].value = copy;
 			return;
 		}
 	}
+	tp_kvlist_add(headers, key, value);
+}
+
+/*
+ * Read a headers variable into headers, a later value replacing an earlier
+ * one of the same name; one header curl cannot send voids the variable.
+ */
+static void
+read_header_list(const char *name, tp_kvlist *headers)
+{
+	tp_kvlist	list = {0};
+
+	read_kvlist(name, TP_KV_PERCENT_DECODE | TP_KV_SECRET, &list);
+	for (size_t i = 0; i < list.count; i++)
+	{
+		if (!is_header_name(list.items[i].key) || !is_header_value(list.items[i].value))
+		{
+			tp_warn("%s ignored: header %zu is not a valid HTTP header (names: letters, digits and !#$%%&'*+-.^_`|~; values: no control characters)",
+					name, i + 1);
+			tp_kvlist_free(&list);
+			return;
+		}
+	}
+	for (size_t i = 0; i < list.count; i++)
+		set_header(headers, list.items[i].key, list.items[i].value);
+	tp_kvlist_free(&list);
 }
 
 static void
 read_headers(tp_kvlist *headers)
 {
-	tp_kvlist	per_signal = {0};
-
+	/* Per-signal headers, read last, win over general ones. */
 	read_header_list("OTEL_EXPORTER_OTLP_HEADERS", headers);
-	read_header_list("OTEL_EXPORTER_OTLP_TRACES_HEADERS", &per_signal);
-	/* Per-signal headers win over general ones with the same name. */
-	for (size_t i = 0; i < per_signal.count; i++)
-		tp_kvlist_set(headers, per_signal.items[i].key, per_signal.items[i].value);
-	tp_kvlist_free(&per_signal);
+	read_header_list("OTEL_EXPORTER_OTLP_TRACES_HEADERS", headers);
 }
 
 static void
 read_resource(tp_kvlist *resource, const char *default_service)
 {
+	tp_kvlist	parsed = {0};
 	tp_kvlist	from_env = {0};
 	const char *service = getenv("OTEL_SERVICE_NAME");
 	char		pid[32];
 
-	read_kvlist("OTEL_RESOURCE_ATTRIBUTES", TP_KV_PERCENT_DECODE, &from_env);
+	read_kvlist("OTEL_RESOURCE_ATTRIBUTES", TP_KV_PERCENT_DECODE, &parsed);
+	/* A repeated key keeps its last value, as in every OpenTelemetry SDK. */
+	for (size_t i = 0; i < parsed.count; i++)
+		tp_kvlist_set(&from_env, parsed.items[i].key, parsed.items[i].value);
+	tp_kvlist_free(&parsed);
 	if (service != NULL && !tp_utf8_is_valid(service, strlen(service)))
 	{
 		/* Every request would carry it, and a collector refuses them all. */

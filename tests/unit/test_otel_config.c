@@ -1,5 +1,6 @@
 /* Unit tests: key=value lists and the OTEL_* environment. */
 #include <stdlib.h>
+#include <strings.h>
 
 #include "kvlist.h"
 #include "log.h"
@@ -403,6 +404,57 @@ TEST(invalid_endpoint_warning_hides_path_secret)
 	tp_otel_config_free(&cfg);
 }
 
+TEST(header_names_are_case_insensitive)
+{
+	tp_otel_config cfg;
+
+	/*
+	 * HTTP header names ignore case: a per-signal Authorization must
+	 * replace the general one, not go out next to it (the collector then
+	 * reads whichever comes first: the general one).  A name repeated in
+	 * one variable is one header too, the last value winning, as the
+	 * SDKs' maps do.
+	 */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20general,X-Team=a,x-team=b", 1);
+	setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "authorization=Bearer%20traces", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(warnings == 0);
+	CHECK(cfg.traces.headers.count == 2);
+	CHECK(cfg.traces.headers.count == 2 &&
+		  strcasecmp(cfg.traces.headers.items[0].key, "authorization") == 0 &&
+		  strcmp(cfg.traces.headers.items[0].value, "Bearer traces") == 0);
+	CHECK(cfg.traces.headers.count == 2 &&
+		  strcasecmp(cfg.traces.headers.items[1].key, "x-team") == 0 &&
+		  strcmp(cfg.traces.headers.items[1].value, "b") == 0);
+	tp_otel_config_free(&cfg);
+}
+
+TEST(repeated_resource_attributes_keep_the_last_value)
+{
+	tp_otel_config cfg;
+
+	/*
+	 * "$OTEL_RESOURCE_ATTRIBUTES,deployment.environment=prod" is how a
+	 * value is overridden in a shell; every OpenTelemetry SDK keeps the
+	 * last value of a repeated key (Go's attribute set, Java's and
+	 * Python's maps, JS's object).
+	 */
+	clear_env();
+	setenv("OTEL_RESOURCE_ATTRIBUTES",
+		   "deployment.environment=dev,service.name=first,team=a,"
+		   "deployment.environment=prod,service.name=last", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 0);
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "deployment.environment"), "prod");
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "service.name"), "last");
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "team"), "a");
+	for (size_t i = 0; i < cfg.resource.count; i++)
+		for (size_t j = i + 1; j < cfg.resource.count; j++)
+			CHECK(strcmp(cfg.resource.items[i].key, cfg.resource.items[j].key) != 0);
+	tp_otel_config_free(&cfg);
+}
+
 int
 main(void)
 {
@@ -418,6 +470,8 @@ main(void)
 	RUN(scheme_less_endpoint_means_grpc);
 	RUN(per_signal_variables_win);
 	RUN(service_name_precedence);
+	RUN(header_names_are_case_insensitive);
+	RUN(repeated_resource_attributes_keep_the_last_value);
 	RUN(malformed_values_warn_and_fall_back);
 	RUN(headers_that_break_the_request_are_refused);
 	RUN(messages_stay_on_one_line);
