@@ -647,8 +647,13 @@ traceprof_profile_uploader_main(Datum arg)
 			TimestampDifferenceExceeds(last_upload, GetCurrentTimestamp(),
 									   traceprof_upload_interval_ms))
 		{
+			/*
+			 * A Retry-After met on the way stops the drain: the next batch
+			 * would fail without being sent, and be dropped.
+			 */
 			while (!ShutdownRequestPending &&
-				   upload_samples(&pyroscope) == SAMPLES_PER_UPLOAD)
+				   upload_samples(&pyroscope) == SAMPLES_PER_UPLOAD &&
+				   tp_pyroscope_retry_wait_ms(&pyroscope) == 0)
 				;
 			last_upload = GetCurrentTimestamp();
 		}

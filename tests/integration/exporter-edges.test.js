@@ -5,6 +5,8 @@
 //     Retry-After does not hold the next spans back;
 //  2. a reload (pg_reload_conf) keeps a collector's Retry-After while the
 //     endpoint and protocol stay the same; a new endpoint is tried at once;
+//     the profile uploader keeps more samples than one upload takes in
+//     shared memory behind a Retry-After (2c);
 //  3. traceprof.otlp_endpoint is parsed as a URL: the /v1/traces suffix goes
 //     before a query string, a port that is no number is refused, an
 //     upper-case scheme is taken;
@@ -30,6 +32,7 @@ const { sleep, newContext, waitFor, startTraced, connect, tracedSelect: tracedSe
 const { startReceiver } = require('./lib/receiver');
 const { decodeTraces } = require('./lib/otlp');
 const { startIngest } = require('./lib/ingest');
+const { decodePprof } = require('./lib/pprof');
 
 const EXPORT_INTERVAL_MS = 100;
 const QUIET_WINDOW_MS = 3000;	// how long "no request" is watched for
@@ -190,6 +193,71 @@ test('2b. the profile uploader too: a reload without a change keeps a 429\'s Ret
 	await sleep(QUIET_WINDOW_MS);
 	assert.equal(ingest.requests.length, 1,
 		`no upload after a reload that changed nothing, while Retry-After: 600 lasts (got ${ingest.requests.length})`);
+});
+
+test('2c. a 429 with Retry-After: 600 on a backlog of more than one upload (8192 samples): only the refused upload is dropped, the rest waits and goes to the next server', { timeout: 120000 }, async (t) => {
+	// Old behaviour caught: the uploader drained the ring in a loop while
+	// each upload was full; after the 429 every further batch failed at once
+	// ("not sent": Retry-After) and was dropped too, so the whole backlog
+	// was lost instead of waiting in shared memory as documented.
+	const BATCH = 8192;	// SAMPLES_PER_UPLOAD
+	const throttling = await startIngest();
+	const next = await startIngest();
+	t.after(async () => {
+		await reconfigure({ 'traceprof.pyroscope_url': null, 'traceprof.upload_interval': null });
+		await Promise.all([throttling.close(), next.close()]);
+	});
+	// No upload while the backlog builds up.
+	await reconfigure({ 'traceprof.pyroscope_url': throttling.url, 'traceprof.upload_interval': '3600000' });
+	const sampleStats = async () => {
+		const row = (await monitor.query('SELECT samples_stored, samples_dropped, samples_exported FROM traceprof.stats')).rows[0];
+		return { stored: Number(row.samples_stored), dropped: Number(row.samples_dropped), exported: Number(row.samples_exported) };
+	};
+	const start = await sampleStats();
+	// Wall samples at 250 Hz of sessions sleeping in traced statements:
+	// each of 8 takes ~1250 (its own buffer holds 2048).
+	const traceIds = new Set();
+	const sleepers = async () => Promise.all(Array.from({ length: 8 }, async () => {
+		const ctx = newContext();
+		traceIds.add(ctx.traceId);
+		const client = await connect(cluster, 'postgres');
+		try {
+			await client.query("SET traceprof.profile_mode = 'wall'");
+			await client.query('SET traceprof.sample_hz = 250');
+			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await client.query('SELECT pg_sleep(5)');
+		} finally {
+			await client.end();
+		}
+	}));
+	let built;
+	do {
+		await sleepers();
+		built = await sampleStats();
+	} while (built.stored - start.stored < BATCH + 1000);
+
+	throttling.enqueue({ status: 429, headers: { 'retry-after': '600' } });
+	await reconfigure({ 'traceprof.upload_interval': '200' });
+	await throttling.waitFor((requests) => requests.length >= 1, 15000, 'the throttled upload');
+	await waitFor('the throttled batch to count as dropped', async () => (await sampleStats()).dropped > built.dropped);
+	await sleep(QUIET_WINDOW_MS);
+	assert.equal(throttling.requests.length, 1, 'no upload while Retry-After: 600 lasts');
+	const after429 = await sampleStats();
+	assert.equal(after429.dropped - built.dropped, BATCH,
+		`only the refused upload's ${BATCH} samples are dropped (stored ${built.stored - start.stored} since the start)`);
+	assert.equal(after429.exported, built.exported, 'nothing exported meanwhile');
+
+	// Another server: no Retry-After of its own, the samples that waited go there.
+	await reconfigure({ 'traceprof.pyroscope_url': next.url });
+	const uploaded = await waitFor('the waiting samples of the sleeping sessions at the next server', () => {
+		let n = 0;
+		for (const r of next.requests)
+			for (const smp of decodePprof(r.body).samples)
+				if (traceIds.has(smp.labels.trace_id))
+					n += smp.values[0];
+		return n;
+	}, 20000);
+	assert.ok(uploaded > 0, `samples of the sleeping sessions uploaded after the Retry-After's server was left (${uploaded})`);
 });
 
 test('3a. otlp_endpoint http://127.0.0.1:PORT?x=1: requests go to /v1/traces?x=1 (the suffix before the query string)', async (t) => {
