@@ -46,6 +46,7 @@ static struct
 	char		trace_id[TP_TRACE_ID_HEX + 1];
 	uint64_t	window_start_ns;
 	uint64_t	run_start_ns;	/* for --profile-out's time window */
+	uint64_t	run_end_ns;		/* when sampling stopped; 0 before */
 	uint64_t	last_drain_ns;
 	uint64_t	upload_interval_ns;
 
@@ -317,7 +318,7 @@ write_profile_out(void)
 	int			fd;
 	bool		ok;
 
-	tp_profile_set_window(self.whole, self.run_start_ns, now_ns(CLOCK_REALTIME));
+	tp_profile_set_window(self.whole, self.run_start_ns, self.run_end_ns);
 	if (dot != NULL && strcmp(dot, ".json") == 0)
 		bytes = (uint8_t *) (text = tp_profile_speedscope(self.whole, self.span_name));
 	else if (dot != NULL && (strcmp(dot, ".folded") == 0 || strcmp(dot, ".txt") == 0))
@@ -359,7 +360,7 @@ write_profile_out(void)
 }
 
 void
-tp_self_profiler_finish(void)
+tp_self_profiler_stop(void)
 {
 	if (self.sampling)
 	{
@@ -368,6 +369,14 @@ tp_self_profiler_finish(void)
 		tp_sampler_stop();
 		self.sampling = false;
 	}
+	if (self.run_end_ns == 0)
+		self.run_end_ns = now_ns(CLOCK_REALTIME);
+}
+
+void
+tp_self_profiler_finish(void)
+{
+	tp_self_profiler_stop();
 	if (self.uploading && self.thread_started)
 	{
 		char	   *url = tp_pyroscope_query_url(&self.cfg, self.trace_id);
@@ -392,7 +401,7 @@ tp_self_profiler_finish(void)
 				break;
 			usleep(10000);
 		}
-		queue_window(now_ns(CLOCK_REALTIME));
+		queue_window(self.run_end_ns);
 		pthread_mutex_lock(&self.lock);
 		self.stop = true;
 		pthread_cond_signal(&self.wake);

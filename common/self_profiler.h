@@ -30,8 +30,16 @@ void		tp_self_profiler_start(tp_span *root, const char *default_application,
 void		tp_self_profiler_tick(void);
 
 /*
- * Stop sampling, upload what is left (bounded by the upload timeout),
- * write profile_out, and print the Pyroscope link for the trace on stderr.
+ * Stop sampling: the run's work is done and the profile's window ends
+ * here.  Call it before ending the root span, so that the span does not
+ * last as long as the final upload to a slow or unreachable server.
+ */
+void		tp_self_profiler_stop(void);
+
+/*
+ * Stop sampling if tp_self_profiler_stop() has not, upload what is left
+ * (bounded by the upload timeout), write profile_out, and print the
+ * Pyroscope link for the trace on stderr.
  */
 void		tp_self_profiler_finish(void);
 

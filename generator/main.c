@@ -283,8 +283,10 @@ main(int argc, char **argv)
 		tp_error("%s", out.err);
 		tp_span_set_error(span, out.err);
 	}
-	tp_self_profiler_finish();
+	/* The run's span ends with its work, not after the final upload. */
+	tp_self_profiler_stop();
 	tp_span_end(span);
+	tp_self_profiler_finish();
 	tp_tracer_shutdown();
 	return ok ? 0 : EXIT_IO;
 }

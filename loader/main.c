@@ -486,8 +486,10 @@ main(int argc, char **argv)
 	}
 	tp_span_set_int(ld.root, "loader.rows", (int64_t) ld.rows_committed);
 	tp_span_set_int(ld.root, "loader.bytes", (int64_t) ld_input_offset(&ld.in));
-	tp_self_profiler_finish();
+	/* The run's span ends with its work, not after the final upload. */
+	tp_self_profiler_stop();
 	tp_span_end(ld.root);
+	tp_self_profiler_finish();
 	ld_db_close(&ld.db);
 	ld_copy_free(&ld.cs);
 	ld_input_close(&ld.in);

@@ -23,6 +23,9 @@ const { startCluster } = require('./lib/cluster');
 const { decodeTraces } = require('./lib/otlp');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
 const { startFaultyEndpoints, unexpectedLines, checkTelemetryWarnings } = require('./lib/fault-endpoints');
+const { startReceiver } = require('./lib/receiver');
+const { startIngest } = require('./lib/ingest');
+const { decodePprof } = require('./lib/pprof');
 
 // Enough CPU for the 100 Hz self-profiler to take samples (else nothing is
 // uploaded), small enough to keep the file well under 90 s on 2 cores.
@@ -325,6 +328,48 @@ test('c. a profile endpoint hanging through a long run (windows pile up): exit <
 	const w = unexpectedLines(res, 'generator');
 	assert.equal(w.length, 1, `one warning for all the failed uploads:\n${describe(res)}`);
 	assert.ok(w[0].includes(ep.ingestShown), w[0]);
+});
+
+test('c. a profile endpoint that hangs: the root span ends with the work, before the final upload is sent, ' +
+	'and the profile\'s window lies inside it', { concurrency: true }, async (t) => {
+	const runOne = async (tt, prog) => {
+		const otlp = await startReceiver({ grpc: false });
+		tt.after(() => otlp.close());
+		const ingest = await startIngest();
+		tt.after(() => ingest.close());
+		ingest.setDefault({ hang: true });
+		const env = {
+			OTEL_EXPORTER_OTLP_ENDPOINT: otlp.httpEndpoint,
+			PYROSCOPE_ENABLE: 'true',
+			PYROSCOPE_SERVER_ADDRESS: ingest.url,
+			PYROSCOPE_UPLOAD_TIMEOUT: String(UPLOAD_TIMEOUT_MS),
+		};
+		const out = file(`root-span-${prog}.json`);
+		const res = prog === 'generator'
+			? await run(GENERATOR, [String(GEN_RECORDS), out], { env, timeout: 30000 })
+			: await run(LOADER, [cluster.url(), loadInput, '--table', 'root_span_hang'], { env, timeout: 30000 });
+		assert.equal(res.code, 0, describe(res));
+		if (prog === 'generator')
+			fs.rmSync(out);
+		else
+			await assertLoaded('root_span_hang', LOAD_RECORDS);
+		assert.equal(ingest.requests.length, 1, `one upload, at exit (default interval)\n${describe(res)}`);
+		assert.equal(otlp.requests.length, 1, `spans exported\n${describe(res)}`);
+		const root = decodeTraces(otlp.requests[0].body).spans.find((s) => s.name === `${prog}.run`);
+		assert.ok(root, `a ${prog}.run span\n${describe(res)}`);
+		// The upload reached the server after the span had ended: the span
+		// is the run's work, not the wait for a server that never answers.
+		const uploadSentNs = BigInt(ingest.requests[0].wallTime + 1) * 1000000n;
+		assert.ok(root.endTimeUnixNano <= uploadSentNs,
+			`${prog}.run ends at ${root.endTimeUnixNano}, after the final upload reached the server ` +
+			`(${uploadSentNs}): it lasted ${(Number(root.endTimeUnixNano - root.startTimeUnixNano) / 1e6).toFixed(0)} ms`);
+		const prof = decodePprof(ingest.requests[0].body);
+		assert.ok(prof.timeNanos >= root.startTimeUnixNano &&
+			prof.timeNanos + prof.durationNanos <= root.endTimeUnixNano,
+			`profile window ${prof.timeNanos}+${prof.durationNanos} inside ${prog}.run ` +
+			`${root.startTimeUnixNano}..${root.endTimeUnixNano}`);
+	};
+	await Promise.all(['generator', 'loader'].map((prog) => t.test(prog, (tt) => runOne(tt, prog))));
 });
 
 // ---- c/d. retries that end in delivery -------------------------------------
