@@ -306,6 +306,30 @@ tp_self_profiler_tick(void)
 	queue_window(now_ns(CLOCK_REALTIME));
 }
 
+/*
+ * Write all of len bytes.  A short write (disk full, file size limit) is
+ * followed by another, which returns the error that says why.
+ */
+static bool
+write_all(int fd, const uint8_t *bytes, size_t len, int *error)
+{
+	while (len > 0)
+	{
+		ssize_t		n = write(fd, bytes, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+		{
+			*error = n < 0 ? errno : EIO;
+			return false;
+		}
+		bytes += n;
+		len -= (size_t) n;
+	}
+	return true;
+}
+
 /* Write the whole run's profile next to its final name, then rename. */
 static void
 write_profile_out(void)
@@ -316,6 +340,7 @@ write_profile_out(void)
 	size_t		len;
 	char	   *tmp;
 	int			fd;
+	int			error = 0;
 	bool		ok;
 
 	tp_profile_set_window(self.whole, self.run_start_ns, self.run_end_ns);
@@ -336,21 +361,31 @@ write_profile_out(void)
 		return;
 	}
 	fd = mkstemp(tmp);
-	if (fd >= 0)
+	if (fd < 0)
+		error = errno;
+	else
 	{
 		mode_t		mask = umask(0);	/* mkstemp made it 0600 */
 
 		umask(mask);
 		(void) fchmod(fd, 0666 & ~mask);
 	}
-	ok = fd >= 0 && write(fd, bytes, len) == (ssize_t) len;
-	ok = fd >= 0 && close(fd) == 0 && ok;
-	if (ok && rename(tmp, self.profile_out) != 0)
+	ok = fd >= 0 && write_all(fd, bytes, len, &error);
+	if (fd >= 0 && close(fd) != 0 && ok)
+	{
+		error = errno;
 		ok = false;
+	}
+	if (ok && rename(tmp, self.profile_out) != 0)
+	{
+		error = errno;
+		ok = false;
+	}
 	if (!ok)
 	{
-		tp_warn("profile not written to %s: %s", self.profile_out, strerror(errno));
-		unlink(tmp);
+		tp_warn("profile not written to %s: %s", self.profile_out, strerror(error));
+		if (fd >= 0)
+			unlink(tmp);
 	}
 	else
 		tp_info("profile written to %s (%llu samples)", self.profile_out,

@@ -329,3 +329,18 @@ test('an existing OUT is untouched when generation fails', async (t) => {
 	assert.deepEqual(fs.readdirSync(sub), ['out.json'], 'the temporary file was removed');
 	assert.equal(fs.readFileSync(out, 'utf8'), original);
 });
+
+test('--profile-out that cannot be written whole: a warning with the real cause, no file, no temp file, exit 0', async (t) => {
+	const sub = makeTempDir('traceprof-gen-prof-full-');
+	t.after(() => removeTempDir(sub));
+	const prof = path.join(sub, 'run.svg');
+	// A flame graph of a few hundred thousand records is well over 2 KiB:
+	// write() takes the first 2 KiB, then fails with EFBIG.  OUT is
+	// /dev/null, which the size limit does not apply to.
+	const res = await run('/bin/sh', ['-c', 'trap "" XFSZ; ulimit -f 2; exec "$@"', 'sh', GENERATOR,
+		'300000', '/dev/null', '--profile-out', prof], { timeout: 60000 });
+	assert.equal(res.code, 0, describe(res));
+	assert.match(res.stderr, new RegExp(`generator: warning: profile not written to ${prof.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: ` +
+		'File too large\\n'), `the warning says why (EFBIG), not a stale errno\n${describe(res)}`);
+	assert.deepEqual(fs.readdirSync(sub), [], 'no profile and no temporary file');
+});
