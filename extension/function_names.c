@@ -123,13 +123,33 @@ shared_lookup(const char *key)
 	return id;
 }
 
-/* Names are kept to TRACEPROF_NAME_LEN - 1 bytes, as the shared index keys them. */
+/*
+ * Names are kept to TRACEPROF_NAME_LEN - 1 bytes, as the shared index keys
+ * them, cut before a UTF-8 character rather than inside it: a span name
+ * from a LATIN1 database grows to 125 bytes in UTF-8, and half a character
+ * made traceprof.profile() return text invalid in its encoding (and pprof
+ * strings invalid UTF-8).
+ */
 uint32
 function_names_intern(const char *name)
 {
-	size_t		len = strnlen(name, TRACEPROF_NAME_LEN - 1);
-	uint32		hash = hash_bytes((const unsigned char *) name, (int) len);
-	CachedName *slot = &local_cache[hash & (LOCAL_CACHE_SLOTS - 1)];
+	size_t		len = strnlen(name, TRACEPROF_NAME_LEN);
+	char		cut[TRACEPROF_NAME_LEN];
+	uint32		hash;
+	CachedName *slot;
+
+	if (len == TRACEPROF_NAME_LEN)
+	{
+		/* name[len] is the first byte left out: not a continuation byte. */
+		len = TRACEPROF_NAME_LEN - 1;
+		while (len > 0 && ((unsigned char) name[len] & 0xC0) == 0x80)
+			len--;
+		memcpy(cut, name, len);
+		cut[len] = '\0';
+		name = cut;
+	}
+	hash = hash_bytes((const unsigned char *) name, (int) len);
+	slot = &local_cache[hash & (LOCAL_CACHE_SLOTS - 1)];
 
 	if (slot->id != 0 && slot->hash == hash)
 	{

@@ -1621,6 +1621,34 @@ describe('a LATIN1 database, the shortest max_query_length (own cluster)', () =>
 			await admin.end();
 		}
 	});
+
+	test('1j. a profiled span whose name is over 95 bytes in UTF-8 keeps a name valid in UTF-8, cut before a character', async () => {
+		// 63 LATIN1 bytes, 125 in UTF-8: "SELECT a" and 62 é's is 132 bytes,
+		// and the 95th byte of it (the names' limit) is the first of an é.
+		const table = `a${'é'.repeat(62)}`;
+		const ctx = newContext();
+		const latin = await connect(cluster, 'app', 'enc_latin1');
+		try {
+			await latin.query(`CREATE TABLE "${table}" (x int)`);
+			await latin.query(`INSERT INTO "${table}" SELECT generate_series(1, 200000)`);
+			await latin.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			// Enough CPU for samples at 100 Hz.
+			await latin.query(`SELECT count(*) FROM "${table}" t, generate_series(1, 5) WHERE md5(x::text) > 'f'`);
+		} finally {
+			await latin.end();
+		}
+		const admin = await connect(cluster);
+		try {
+			const { rows } = await admin.query(
+				"SELECT DISTINCT span_name, encode(convert_to(span_name, 'UTF8'), 'hex') AS bytes " +
+				'FROM traceprof.profile($1)', [ctx.traceId]);
+			assert.equal(rows.length, 1, `one span profiled: ${JSON.stringify(rows)}`);
+			const bytes = Buffer.from(rows[0].bytes, 'hex');
+			assert.equal(bytes.toString('utf8'), `SELECT a${'é'.repeat(43)}`, `94 bytes: ${rows[0].bytes}`);
+		} finally {
+			await admin.end();
+		}
+	});
 });
 
 describe('retries and rejections (own cluster)', () => {
