@@ -98,6 +98,12 @@ tp_http_answered_ok(CURLcode rc, long status)
 }
 
 bool
+tp_http_refused_then_dropped(CURLcode rc, long status)
+{
+	return status >= 300 && tp_curl_error_is_dropped_connection(rc);
+}
+
+bool
 tp_curl_error_is_dropped_connection(CURLcode rc)
 {
 	switch (rc)

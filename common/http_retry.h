@@ -52,6 +52,13 @@ bool		tp_curl_error_is_dropped_connection(CURLcode rc);
 bool		tp_http_answered_ok(CURLcode rc, long status);
 
 /*
+ * The server answered with a status that is no success (3xx and up), then
+ * the connection dropped before the body's end: the status decides, as if
+ * the body had come whole (sending again would only get the same refusal).
+ */
+bool		tp_http_refused_then_dropped(CURLcode rc, long status);
+
+/*
  * One attempt, given timeout_ms (at least 1) of the budget: writes its story
  * to err and a Retry-After to *retry_after_ms (-1: none).  True asks for
  * another attempt; the caller keeps the attempt's outcome in arg.

@@ -336,6 +336,8 @@ attempt(tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
 		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r->http_status);
 		if (target->protocol != TP_OTLP_GRPC && tp_http_answered_ok(rc, r->http_status))
 			outcome = ATTEMPT_DELIVERED;
+		else if (tp_http_refused_then_dropped(rc, r->http_status))
+			outcome = classify_answer(target, r, err, errlen);
 		else
 			outcome = classify_transport_error(rc, curl_message, target->url, err, errlen);
 	}

@@ -8,6 +8,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const net = require('node:net');
 const path = require('node:path');
 
 const { ROOT, GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
@@ -409,6 +410,38 @@ test('400 is not retried: one request, one warning, exit 0', async (t) => {
 	assert.equal(w.length, 1, describe(g.res));
 	assert.match(w[0], /400/);
 	assert.ok(fs.statSync(g.out).size > 0, 'the work itself succeeded');
+});
+
+test('400 whose body is cut short (the connection closes): a refusal all the same, not retried', async (t) => {
+	// The status line was read: the collector refused the spans, and
+	// sending them again gets the same answer (the extension kept such
+	// spans in the ring and sent them again every round).  A server of
+	// this test's own, since the capture receiver cuts only 200s short.
+	const requests = [];
+	const server = net.createServer((socket) => {
+		let seen = Buffer.alloc(0);
+		socket.on('data', (d) => {
+			seen = Buffer.concat([seen, d]);
+			const head = seen.indexOf('\r\n\r\n');
+			if (head < 0)
+				return;
+			const m = /content-length: *(\d+)/i.exec(seen.subarray(0, head).toString('latin1'));
+			if (!m || seen.length < head + 4 + Number(m[1]))
+				return;
+			requests.push(seen);
+			seen = Buffer.alloc(0);
+			socket.end('HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\nbad spans', () => socket.destroy());
+		});
+		socket.on('error', () => {});
+	});
+	await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+	t.after(() => new Promise((resolve) => server.close(resolve)));
+	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${server.address().port}` });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.equal(requests.length, 1, `one request, not retried (got ${requests.length}): ${g.res.stderr}`);
+	const w = exportWarnings(g.res);
+	assert.equal(w.length, 1, describe(g.res));
+	assert.match(w[0], /rejected by the collector: .*HTTP status 400/);
 });
 
 test('partial success: one request, a warning with the rejection, exit 0', async (t) => {

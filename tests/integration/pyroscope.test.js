@@ -14,6 +14,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const net = require('node:net');
 const path = require('node:path');
 const { performance } = require('node:perf_hooks');
 const { decodePprof } = require('./lib/pprof');
@@ -588,6 +589,40 @@ test('a 500 answer (not retried) or connections that keep dropping (retried with
 	w = warnings(g.res, 'generator');
 	assert.equal(w.length, 1, describe(g.res));
 	assert.match(w[0], /profiles not uploaded to Pyroscope: http:\/\/127\.0\.0\.1:\d+\/ingest: \S/);
+});
+
+test('a 400 whose body is cut short (the connection closes): one attempt, the status in the warning', async (t) => {
+	// The status line was read: the server refused the profile, so it is
+	// not sent again (it was retried as a dropped connection until the
+	// budget ended, and the warning said only "transfer closed").  A server
+	// of this test's own, since the capture server cuts only 200s short.
+	const { otlp } = await servers(t);
+	let uploads = 0;
+	const server = net.createServer((socket) => {
+		let seen = Buffer.alloc(0);
+		socket.on('data', (d) => {
+			seen = Buffer.concat([seen, d]);
+			const head = seen.indexOf('\r\n\r\n');
+			if (head < 0)
+				return;
+			const m = /content-length: *(\d+)/i.exec(seen.subarray(0, head).toString('latin1'));
+			if (!m || seen.length < head + 4 + Number(m[1]))
+				return;
+			uploads++;
+			seen = Buffer.alloc(0);
+			socket.end('HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\nbad profile', () => socket.destroy());
+		});
+		socket.on('error', () => {});
+	});
+	await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+	t.after(() => new Promise((resolve) => server.close(resolve)));
+	const g = await generate(pyroEnv({ url: `http://127.0.0.1:${server.address().port}` }, otlp,
+		{ PYROSCOPE_UPLOAD_TIMEOUT: '3000' }), { records: SOME });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.equal(uploads, 1, `one attempt, not retried (got ${uploads})`);
+	const w = warnings(g.res, 'generator');
+	assert.equal(w.length, 1, describe(g.res));
+	assert.match(w[0], /profiles not uploaded to Pyroscope: http:\/\/127\.0\.0\.1:\d+\/ingest: HTTP status 400: bad profile$/);
 });
 
 test('a failing generator run (OUT cannot be renamed into place) still exits 1 and still uploads its profile', async (t) => {

@@ -90,6 +90,18 @@ TEST(a_2xx_is_taken_even_if_its_body_is_cut_but_not_if_it_outlasts_the_deadline)
 	CHECK(!tp_http_answered_ok(CURLE_COULDNT_CONNECT, 0));
 }
 
+/* A status line that was read decides, even if the body then broke off. */
+TEST(a_refusal_whose_body_is_cut_is_still_a_refusal)
+{
+	CHECK(tp_http_refused_then_dropped(CURLE_PARTIAL_FILE, 400));
+	CHECK(tp_http_refused_then_dropped(CURLE_RECV_ERROR, 503));	/* then retried by its status */
+	CHECK(tp_http_refused_then_dropped(CURLE_PARTIAL_FILE, 307));
+	CHECK(!tp_http_refused_then_dropped(CURLE_PARTIAL_FILE, 200));
+	CHECK(!tp_http_refused_then_dropped(CURLE_RECV_ERROR, 0));	/* no answer at all */
+	CHECK(!tp_http_refused_then_dropped(CURLE_OPERATION_TIMEDOUT, 400));
+	CHECK(!tp_http_refused_then_dropped(CURLE_OK, 400));
+}
+
 TEST(a_kept_retry_after_is_capped_at_ten_minutes)
 {
 	long		day = tp_retry_not_before_ms(86400L * 1000);
@@ -109,6 +121,7 @@ main(void)
 	RUN(only_throttling_and_unavailable_answers_are_retried);
 	RUN(dropped_connections_are_retried_refusals_are_not);
 	RUN(a_2xx_is_taken_even_if_its_body_is_cut_but_not_if_it_outlasts_the_deadline);
+	RUN(a_refusal_whose_body_is_cut_is_still_a_refusal);
 	RUN(a_kept_retry_after_is_capped_at_ten_minutes);
 	return unit_summary();
 }
