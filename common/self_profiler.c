@@ -330,7 +330,36 @@ write_all(int fd, const uint8_t *bytes, size_t len, int *error)
 	return true;
 }
 
-/* Write the whole run's profile next to its final name, then rename. */
+/*
+ * A FIFO or a character device (/dev/stdout) is written as it is, like a
+ * shell redirection: renaming a file over it would replace it.
+ */
+static void
+write_profile_direct(const uint8_t *bytes, size_t len)
+{
+	int			fd = open(self.profile_out, O_WRONLY | O_CLOEXEC);
+	int			error = 0;
+	bool		ok = fd >= 0 && write_all(fd, bytes, len, &error);
+
+	if (fd < 0)
+		error = errno;
+	if (fd >= 0 && close(fd) != 0 && ok)
+	{
+		error = errno;
+		ok = false;
+	}
+	if (!ok)
+		tp_warn("profile not written to %s: %s", self.profile_out, strerror(error));
+	else
+		tp_info("profile written to %s (%llu samples)", self.profile_out,
+				(unsigned long long) tp_profile_total(self.whole));
+}
+
+/*
+ * Write the whole run's profile next to its final name, then rename.  A
+ * symbolic link stays: the file it names is replaced, in its directory.
+ * An existing file keeps its mode.
+ */
 static void
 write_profile_out(void)
 {
@@ -339,6 +368,10 @@ write_profile_out(void)
 	uint8_t    *bytes;
 	size_t		len;
 	char	   *tmp;
+	char	   *resolved = NULL;
+	const char *target = self.profile_out;
+	struct stat st;
+	bool		exists;
 	int			fd;
 	int			error = 0;
 	bool		ok;
@@ -354,9 +387,24 @@ write_profile_out(void)
 		bytes = tp_profile_pprof(self.whole, &len);
 	if (text != NULL)
 		len = strlen(text);
-	if (bytes == NULL || asprintf(&tmp, "%s.tmp-XXXXXX", self.profile_out) < 0)
+	if (bytes == NULL)
 	{
 		tp_warn("profile not written to %s: out of memory", self.profile_out);
+		return;
+	}
+	exists = stat(self.profile_out, &st) == 0;
+	if (exists && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)))
+	{
+		write_profile_direct(bytes, len);
+		free(bytes);
+		return;
+	}
+	if (exists && (resolved = realpath(self.profile_out, NULL)) != NULL)
+		target = resolved;
+	if (asprintf(&tmp, "%s.tmp-XXXXXX", target) < 0)
+	{
+		tp_warn("profile not written to %s: out of memory", self.profile_out);
+		free(resolved);
 		free(bytes);
 		return;
 	}
@@ -368,7 +416,7 @@ write_profile_out(void)
 		mode_t		mask = umask(0);	/* mkstemp made it 0600 */
 
 		umask(mask);
-		(void) fchmod(fd, 0666 & ~mask);
+		(void) fchmod(fd, exists && S_ISREG(st.st_mode) ? (st.st_mode & 0777) : (0666 & ~mask));
 	}
 	ok = fd >= 0 && write_all(fd, bytes, len, &error);
 	if (fd >= 0 && close(fd) != 0 && ok)
@@ -376,7 +424,7 @@ write_profile_out(void)
 		error = errno;
 		ok = false;
 	}
-	if (ok && rename(tmp, self.profile_out) != 0)
+	if (ok && rename(tmp, target) != 0)
 	{
 		error = errno;
 		ok = false;
@@ -391,6 +439,7 @@ write_profile_out(void)
 		tp_info("profile written to %s (%llu samples)", self.profile_out,
 				(unsigned long long) tp_profile_total(self.whole));
 	free(tmp);
+	free(resolved);
 	free(bytes);
 }
 

@@ -344,3 +344,35 @@ test('--profile-out that cannot be written whole: a warning with the real cause,
 		'File too large\\n'), `the warning says why (EFBIG), not a stale errno\n${describe(res)}`);
 	assert.deepEqual(fs.readdirSync(sub), [], 'no profile and no temporary file');
 });
+
+test('--profile-out through a symbolic link replaces the file it names (the link stays); a FIFO is written to', async (t) => {
+	const sub = makeTempDir('traceprof-gen-prof-link-');
+	t.after(() => removeTempDir(sub));
+	fs.mkdirSync(path.join(sub, 'profiles'));
+	const real = path.join(sub, 'profiles', 'run.folded');
+	fs.writeFileSync(real, 'old\n');
+	fs.chmodSync(real, 0o640);
+	const link = path.join(sub, 'latest.folded');
+	fs.symlinkSync('profiles/run.folded', link);
+	let res = await generate(['300000', '/dev/null', '--profile-out', link]);
+	assert.equal(res.code, 0, describe(res));
+	assert.ok(fs.lstatSync(link).isSymbolicLink(), `the link is still a link\n${describe(res)}`);
+	assert.equal(fs.readlinkSync(link), 'profiles/run.folded');
+	const folded = fs.readFileSync(real, 'utf8');
+	assert.notEqual(folded, 'old\n', 'the file the link names was replaced');
+	assert.match(folded, /^(\S.* \d+\n)+$/, 'with folded stacks');
+	assert.equal(fs.statSync(real).mode & 0o777, 0o640, 'and keeps its mode');
+	assert.deepEqual(fs.readdirSync(path.join(sub, 'profiles')), ['run.folded'], 'no temporary file left');
+
+	// A FIFO is read by whoever waits on it, as a shell redirection would do.
+	const fifo = path.join(sub, 'pipe.folded');
+	assert.equal((await run('mkfifo', [fifo])).code, 0);
+	const reader = run('cat', [fifo], { timeout: 20000 });
+	res = await generate(['300000', '/dev/null', '--profile-out', fifo]);
+	assert.equal(res.code, 0, describe(res));
+	assert.ok(fs.lstatSync(fifo).isFIFO(), `the FIFO is still a FIFO\n${describe(res)}`);
+	const got = await reader;
+	assert.equal(got.timedOut, false, 'the reader got an end of file');
+	assert.match(got.stdout, /^(\S.* \d+\n)+$/, `the reader got the folded stacks\n${describe(res)}`);
+	assert.deepEqual(fs.readdirSync(sub).sort(), ['latest.folded', 'pipe.folded', 'profiles'], 'no temporary file left');
+});
