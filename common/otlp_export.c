@@ -21,6 +21,7 @@
 
 #define MAX_RESPONSE_BYTES (64 * 1024)
 #define GRPC_FRAME_HEADER 5
+#define BODY_SHOWN_BYTES 200
 
 typedef enum attempt_outcome
 {
@@ -170,14 +171,61 @@ read_partial_success(const uint8_t *body, size_t len, int64_t *rejected, char *e
 	traceprof__otlp__export_trace_service_response__free_unpacked(answer, NULL);
 }
 
+/*
+ * What the collector wrote, as one printable line of at most buflen - 1
+ * bytes cut on a character boundary; NULL when there is nothing to show, or
+ * when only_text and the bytes are not text (a Status without a message).
+ */
+static const char *
+answer_text(const uint8_t *data, size_t len, bool only_text, char *buf, size_t buflen)
+{
+	size_t		n = 0;
+	size_t		start = 0;
+
+	for (size_t i = 0; i < len;)
+	{
+		size_t		c = tp_utf8_char_length(data + i, len - i);
+
+		if (only_text && (c == 0 || data[i] == 0x7f ||
+						  (data[i] < 0x20 && data[i] != '\t' && data[i] != '\n' && data[i] != '\r')))
+			return NULL;
+		if (c == 0)
+			c = 1;
+		if (n + c >= buflen)
+			break;
+		memcpy(buf + n, data + i, c);
+		n += c;
+		i += c;
+	}
+	buf[n] = '\0';
+	tp_make_printable(buf);		/* line breaks become blanks */
+	while (n > 0 && buf[n - 1] == ' ')
+		buf[--n] = '\0';
+	while (buf[start] == ' ')
+		start++;
+	return buf[start] != '\0' ? buf + start : NULL;
+}
+
+/*
+ * "HTTP status N", with the Status message an OTLP collector sends, or the
+ * start of a text body (a proxy's "413 Request Entity Too Large" page, a
+ * gateway's JSON).
+ */
 static void
 describe_http_error(const response *r, char *err, size_t errlen)
 {
 	Traceprof__Otlp__RpcStatus *status =
 		traceprof__otlp__rpc_status__unpack(NULL, r->body_len, r->body);
+	char		buf[BODY_SHOWN_BYTES + 1];
+	const char *text = NULL;
 
 	if (status != NULL && status->message[0] != '\0')
-		snprintf(err, errlen, "HTTP status %ld: %s", r->http_status, status->message);
+		text = answer_text((const uint8_t *) status->message, strlen(status->message), false,
+						   buf, sizeof(buf));
+	if (text == NULL)
+		text = answer_text(r->body, r->body_len, true, buf, sizeof(buf));
+	if (text != NULL)
+		snprintf(err, errlen, "HTTP status %ld: %s", r->http_status, text);
 	else
 		snprintf(err, errlen, "HTTP status %ld", r->http_status);
 	if (status != NULL)

@@ -408,8 +408,18 @@ test('400 is not retried: one request, one warning, exit 0', async (t) => {
 	assert.equal(r.requests.length, 1);
 	const w = exportWarnings(g.res);
 	assert.equal(w.length, 1, describe(g.res));
-	assert.match(w[0], /400/);
+	assert.match(w[0], /HTTP status 400: bad request body$/, 'the collector\'s text (not a protobuf Status) is shown');
 	assert.ok(fs.statSync(g.out).size > 0, 'the work itself succeeded');
+
+	// A google.rpc.Status {code: 3, message} (what a collector sends): its
+	// message, on the warning's one line.
+	const message = Buffer.from('span 1: name too long\nspan 2: bad kind');
+	r.enqueue({ status: 400, body: Buffer.concat([Buffer.from([0x08, 0x03, 0x12, message.length]), message]) });
+	const g2 = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint });
+	assert.equal(g2.res.code, 0, describe(g2.res));
+	const w2 = exportWarnings(g2.res);
+	assert.equal(w2.length, 1, describe(g2.res));
+	assert.match(w2[0], /HTTP status 400: span 1: name too long span 2: bad kind$/);
 });
 
 test('400 whose body is cut short (the connection closes): a refusal all the same, not retried', async (t) => {
@@ -441,7 +451,7 @@ test('400 whose body is cut short (the connection closes): a refusal all the sam
 	assert.equal(requests.length, 1, `one request, not retried (got ${requests.length}): ${g.res.stderr}`);
 	const w = exportWarnings(g.res);
 	assert.equal(w.length, 1, describe(g.res));
-	assert.match(w[0], /rejected by the collector: .*HTTP status 400/);
+	assert.match(w[0], /rejected by the collector: .*HTTP status 400: bad spans$/);
 });
 
 test('partial success: one request, a warning with the rejection, exit 0', async (t) => {
