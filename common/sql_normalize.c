@@ -439,6 +439,8 @@ tp_sql_normalize(const char *sql, size_t len, bool standard_conforming_strings,
 	size_t		end_of_tokens = 0;
 	size_t		minus = 0;
 	bool		minus_pending = false;	/* a listed '-': the constant starts at its sign */
+	int			opened = 0;		/* '(' after that sign */
+	int			closing = 0;	/* ')' still part of the constant just replaced */
 	token		t;
 
 	while ((t = next_token(&sc)).kind != TOKEN_END)
@@ -450,6 +452,16 @@ tp_sql_normalize(const char *sql, size_t len, bool standard_conforming_strings,
 		{
 			bool		is_listed;
 
+			if (closing > 0)
+			{
+				if (t.kind == TOKEN_OTHER && sql[t.start] == ')')
+				{
+					closing--;
+					copied = t.end;
+					continue;
+				}
+				closing = 0;
+			}
 			while (listed < constants->count && (size_t) constants->offsets[listed] < t.start)
 				listed++;
 			is_listed = listed < constants->count &&
@@ -458,6 +470,19 @@ tp_sql_normalize(const char *sql, size_t len, bool standard_conforming_strings,
 			{
 				minus = t.start;
 				minus_pending = true;
+				opened = 0;
+				continue;
+			}
+			/*
+			 * The grammar folds a minus into the number it negates through
+			 * parentheses and more minus signs ("-(5)", "-(-(5))"): one
+			 * constant at the first sign.  It runs through the number and
+			 * its closing parentheses, or the number would be shown.
+			 */
+			if (minus_pending && !is_listed &&
+				(t.kind == TOKEN_MINUS || (t.kind == TOKEN_OTHER && sql[t.start] == '(')))
+			{
+				opened += t.kind == TOKEN_OTHER;
 				continue;
 			}
 			if (!is_listed && !minus_pending)
@@ -468,6 +493,8 @@ tp_sql_normalize(const char *sql, size_t len, bool standard_conforming_strings,
 		if (minus_pending)
 			start = minus;
 		minus_pending = false;
+		closing = opened;
+		opened = 0;
 		if (!put(&o, sql + copied, start - copied) || !put_param(&o, ++param))
 			return o.len;
 		copied = t.end;

@@ -11,6 +11,9 @@
 //   (common/sql_normalize.c); on the statements whose constants are all
 //   literal tokens (no signed number, typmod, true or NULL), its text must
 //   equal pg_stat_statements' too.
+// - A minus the grammar folds through parentheses ("-(123456)") is one
+//   constant at its sign: pg_stat_statements replaces only "-(" and shows
+//   the number; a span's text must not.
 
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert/strict');
@@ -110,5 +113,21 @@ describe('normalized query text matches pg_stat_statements', () => {
 			}
 		});
 		assert.ok(compared >= 10, `${compared} texts compared`);
+	});
+
+	test('a minus folded through parentheses: the number inside is replaced with it, not shown', async () => {
+		const ctx = newContext();
+		await client.query('SET compute_query_id = on');
+		await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		await client.query('SELECT -(123456) AS a, -((8)) AS b, -(-(5)) AS c, (-9) AS d, - 7 AS e');
+		await client.query('RESET traceprof.traceparent');
+		await client.query('RESET compute_query_id');
+		const rows = await waitFor(`the span of trace ${ctx.traceId}`, async () => {
+			const r = (await client.query(
+				"SELECT query FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' AND name = 'SELECT'",
+				[ctx.traceId])).rows;
+			return r.length > 0 ? r : null;
+		});
+		assert.equal(rows[0].query, 'SELECT $1 AS a, $2 AS b, $3 AS c, ($4) AS d, $5 AS e');
 	});
 });

@@ -116,6 +116,19 @@ TEST(jumble_constants)
 	constants.count = 1;
 	constants.highest_param = 2;
 	CHECK_STR(normalized_cap("SELECT true, $1, $2", &constants, sizeof(result) - 1), "SELECT $3, $1, $2");
+	/*
+	 * The jumble folds a minus through parentheses into one constant at
+	 * the sign ("-(5)", as pg_stat_statements records it): the constant
+	 * runs to its closing parenthesis, the literal inside included.
+	 */
+	{
+		int			folded[] = {7, 23, 36, 46, 61};
+		tp_sql_constants negated = {folded, 5, 0};
+
+		CHECK_STR(normalized_cap("SELECT -(123456) AS a, -((8)) AS c, - 7 AS b, -(-(5)) AS d, (-9) AS e",
+								 &negated, sizeof(result) - 1),
+				  "SELECT $1 AS a, $2 AS c, $3 AS b, $4 AS d, ($5) AS e");
+	}
 	/* none listed: the text as it is, trailing comment dropped */
 	constants.count = 0;
 	CHECK_STR(normalized_cap("SELECT 1 /* x */", &constants, sizeof(result) - 1), "SELECT 1");
