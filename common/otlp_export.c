@@ -44,6 +44,29 @@ typedef struct response
 	int64_t		rejected_spans; /* a partial success's count */
 } response;
 
+/*
+ * gRPC sends grpc-message percent-encoded (what is not printable ASCII, and
+ * '%' itself): decoded, then made one printable line of UTF-8.
+ */
+static void
+grpc_message_decode(const char *value, char *out, size_t outlen)
+{
+	size_t		n = 0;
+
+	for (const char *p = value; *p != '\0' && n + 1 < outlen; p++)
+	{
+		if (p[0] == '%' && tp_hex_digit(p[1]) >= 0 && tp_hex_digit(p[2]) >= 0)
+		{
+			out[n++] = (char) (tp_hex_digit(p[1]) << 4 | tp_hex_digit(p[2]));
+			p += 2;
+		}
+		else
+			out[n++] = *p;
+	}
+	out[n] = '\0';
+	tp_make_printable(out);
+}
+
 static size_t
 on_header(char *data, size_t size, size_t n, void *userdata)
 {
@@ -67,7 +90,7 @@ on_header(char *data, size_t size, size_t n, void *userdata)
 	else if (strcasecmp(line, "grpc-status") == 0)
 		r->grpc_status = atoi(value);
 	else if (strcasecmp(line, "grpc-message") == 0)
-		snprintf(r->grpc_message, sizeof(r->grpc_message), "%s", value);
+		grpc_message_decode(value, r->grpc_message, sizeof(r->grpc_message));
 	return len;
 }
 
