@@ -24,6 +24,7 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
@@ -697,6 +698,33 @@ profiler_parallel_plan_starts(void)
 	publish_labels();
 }
 
+/*
+ * The same for a utility statement that may launch workers while the timer
+ * runs (a btree build, VACUUM's index passes).  Those workers run no hook of
+ * ours: the one moment our code runs in them is when they restore their
+ * leader's settings, so traceprof.utility_sampling is on among them.  It is
+ * set for the session, not saved for the statement: VACUUM and CREATE INDEX
+ * CONCURRENTLY commit transactions of their own, which would pop a saved
+ * value mid-statement.  An error after such a commit leaves it on; then the
+ * workers of a later parallel plan only read an entry that says the leader
+ * does not sample.
+ */
+void
+profiler_utility_workers_may_start(void)
+{
+	profiler_parallel_plan_starts();
+	(void) set_config_option("traceprof.utility_sampling", "on", PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SET, true, 0, false);
+}
+
+/* The utility statement ended: its workers are gone, the setting goes back to its default. */
+void
+profiler_utility_workers_done(void)
+{
+	(void) set_config_option("traceprof.utility_sampling", NULL, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SET, true, 0, false);
+}
+
 /* A worker's copy of its leader's entry: false if the leader is not sampling. */
 static bool
 read_leader_labels(LeaderLabels *copy)
@@ -727,9 +755,12 @@ read_leader_labels(LeaderLabels *copy)
 }
 
 /*
- * A parallel worker's query starts (in place of profiler_statement_start).
- * It opens no span, so it samples as its leader does: inside the leader's
- * span when the leader samples one, with the leader's labels and name.
+ * A parallel worker's query starts (in place of profiler_statement_start),
+ * or a utility statement's worker restored traceprof.utility_sampling.  It
+ * opens no span, so it samples as its leader does: inside the leader's span
+ * when the leader samples one, with the leader's labels and name.  The
+ * worker's transaction end (XACT_EVENT_PARALLEL_COMMIT or _ABORT) stores
+ * its samples before the leader learns that it finished.
  */
 void
 profiler_worker_statement_start(void)

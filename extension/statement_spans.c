@@ -1695,6 +1695,14 @@ learn_utility_callers(const DestReceiver *dest)
 		profiler_learn_call_path(CALL_PATH_STORED_UTILITY);
 }
 
+/* A utility statement that may run parallel workers of its own (index builds, VACUUM's index passes). */
+static bool
+may_launch_workers(Node *stmt)
+{
+	return IsA(stmt, IndexStmt) || IsA(stmt, ReindexStmt) || IsA(stmt, AlterTableStmt) ||
+		(IsA(stmt, VacuumStmt) && ((VacuumStmt *) stmt)->is_vacuumcmd);
+}
+
 static void
 traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 						 bool read_only_tree, ProcessUtilityContext context,
@@ -1706,6 +1714,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	ErrorContextCallback watch;
 	bool		watching;
 	bool		top_level = at_top_level();
+	bool		sampling_workers;
 
 	/*
 	 * EXECUTE, PREPARE and DEALLOCATE are transparent, as in
@@ -1738,6 +1747,10 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 
 	if (top_level && IsA(stmt, ExecuteStmt))
 		prepared_text = prepared_statement_text((ExecuteStmt *) stmt);
+	/* In parallel mode no setting may change, and these statements fail anyway. */
+	sampling_workers = profiler_is_sampling() && may_launch_workers(stmt) && !IsInParallelMode();
+	if (sampling_workers)
+		profiler_utility_workers_may_start();
 	watching = watch_errors(&watch);
 	if (!transparent)
 		nesting_level++;
@@ -1763,6 +1776,8 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	if (sampling_workers)
+		profiler_utility_workers_done();
 	if (top_level)
 		prepared_text = NULL;
 	utility_depth--;
@@ -1978,8 +1993,12 @@ traceprof_xact_callback(XactEvent event, void *arg)
 			last_top_level_span = NULL;
 			if (!in_procedure)
 				nesting_level = plan_nesting = 0;
-			if (open_count == 0)
+			/* A worker's one plain commit ends its start, after it began to sample (traceprof.c). */
+			if (open_count == 0 && !IsParallelWorker())
 				profiler_flush();
+			break;
+		case XACT_EVENT_PARALLEL_COMMIT:
+			profiler_flush();	/* a worker's samples, before its leader goes on */
 			break;
 		default:
 			break;

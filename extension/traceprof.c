@@ -6,6 +6,7 @@
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -194,6 +195,21 @@ assign_profile(int newval, void *extra)
 	profiler_profile_assigned(newval);
 }
 
+/*
+ * A parallel worker of a utility statement its leader samples restores this
+ * setting on (profiler_utility_workers_may_start): its one chance to start
+ * sampling, since it runs no executor hook.  Its name sorts after the
+ * sampler's settings, which the worker has restored by then.
+ */
+static bool utility_sampling = false;
+
+static void
+assign_utility_sampling(bool newval, void *extra)
+{
+	if (newval && IsParallelWorker())
+		profiler_worker_statement_start();
+}
+
 static void
 define_gucs(void)
 {
@@ -336,6 +352,12 @@ define_gucs(void)
 							 "Pyroscope turns every string sample label but span_id and trace_id into a series label.",
 							 &traceprof_profile_span_name, false, PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("traceprof.utility_sampling",
+							 "Set by traceprof while a sampling backend runs a utility statement that may launch parallel workers.",
+							 "Internal: it makes those workers sample with the backend's labels.",
+							 &utility_sampling, false, PGC_SUSET,
+							 GUC_NO_SHOW_ALL | GUC_NO_RESET_ALL | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
+							 NULL, assign_utility_sampling, NULL);
 	MarkGUCPrefixReserved("traceprof");
 }
 

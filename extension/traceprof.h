@@ -335,6 +335,8 @@ extern Size profiler_shmem_size(void);
 extern void profiler_shmem_startup(void);
 extern void profiler_parallel_plan_starts(void);
 extern void profiler_worker_statement_start(void);
+extern void profiler_utility_workers_may_start(void);
+extern void profiler_utility_workers_done(void);
 
 /*
  * Profile off and the timer never started in this backend: the profiler's
