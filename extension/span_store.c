@@ -319,16 +319,51 @@ span_store_mark_rejected(uint64 upto, int count)
 	shm_ring_mark_rejected(ring, upto, count);
 }
 
+/*
+ * message into out (size bytes) as valid UTF-8, cut before a character:
+ * a collector's refusal is its own text, and a byte cut out of a
+ * character, or one that is not UTF-8, made traceprof.stats.last_error
+ * invalid in its reader's encoding.  What is not UTF-8 becomes '?'.
+ */
+static void
+copy_as_utf8(char *out, Size size, const char *message)
+{
+	const unsigned char *s = (const unsigned char *) message;
+	Size		len = 0;
+
+	while (*s != '\0')
+	{
+		int			l = pg_utf_mblen(s);
+
+		if (strnlen((const char *) s, l) < (Size) l || !pg_utf8_islegal(s, l))
+		{
+			if (len + 1 > size - 1)
+				break;
+			out[len++] = '?';
+			s++;
+			continue;
+		}
+		if (len + l > size - 1)
+			break;
+		memcpy(out + len, s, l);
+		len += l;
+		s += l;
+	}
+	out[len] = '\0';
+}
+
 /* last_failure and last_error are shared: the latest failure of either kind. */
 static void
 remember_failure(pg_atomic_uint64 *counter, const char *message)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	char		error[sizeof(store->last_error)];
 
+	copy_as_utf8(error, sizeof(error), message);	/* not under the spinlock */
 	pg_atomic_fetch_add_u64(counter, 1);
 	SpinLockAcquire(&store->mutex);
 	store->last_failure = now;
-	strlcpy(store->last_error, message, sizeof(store->last_error));
+	memcpy(store->last_error, error, sizeof(error));
 	SpinLockRelease(&store->mutex);
 }
 

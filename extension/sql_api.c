@@ -213,7 +213,7 @@ traceprof_stats(PG_FUNCTION_ARGS)
 	if (stats.last_error[0] == '\0')
 		nulls[i++] = true;
 	else if (superuser() || has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS))
-		values[i++] = CStringGetTextDatum(stats.last_error);
+		values[i++] = PointerGetDatum(utf8_to_database_text(stats.last_error));	/* kept in UTF-8 */
 	else
 		values[i++] = CStringGetTextDatum("<insufficient privilege>");
 	values[i++] = TimestampTzGetDatum(stats.stats_reset);

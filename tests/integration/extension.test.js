@@ -1775,6 +1775,37 @@ describe('retries and rejections (own cluster)', () => {
 		assert.equal(warnings.length, 1, `one WARNING for the streak:\n${warnings.join('\n')}`);
 	});
 
+	test('6i. a collector\'s long multibyte message: last_error is cut before a character, valid UTF-8; a LATIN1 database reads it in LATIN1', async () => {
+		// After the 55-byte "collector accepted ... 1 span(s): " and an "x",
+		// the 255 bytes last_error keeps end inside the 100th é.
+		receiver.enqueue({ partialSuccess: { rejected: 1, message: `x${'é'.repeat(150)}` } });
+		const ctx = await tracedSelect('long_refusal');
+		await waitFor('the request answered with a partial success', () => requestsWith(receiver, ctx.traceId).length >= 1);
+		const expected = `collector accepted the request but rejected 1 span(s): x${'é'.repeat(99)}`;
+		const hex = await waitFor('last_error to name the refusal', async () => {
+			const r = (await monitor.query(
+				"SELECT encode(convert_to(last_error, 'UTF8'), 'hex') AS hex FROM traceprof.stats")).rows[0];
+			return r.hex && Buffer.from(r.hex, 'hex').toString('utf8').startsWith('collector accepted the request but rejected 1 span(s): x') ? r.hex : null;
+		});
+		assert.equal(Buffer.from(hex, 'hex').toString('utf8'), expected, `bytes: ${hex}`);
+		const admin = await connect(cluster);
+		try {
+			await admin.query("CREATE DATABASE enc_latin1_err ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+		} finally {
+			await admin.end();
+		}
+		const latin = await connect(cluster, 'postgres', 'enc_latin1_err');
+		try {
+			await latin.query('CREATE EXTENSION traceprof');
+			// In LATIN1, é is one byte (E9), not the two of UTF-8.
+			const r = (await latin.query(
+				"SELECT encode(convert_to(last_error, 'LATIN1'), 'hex') AS hex FROM traceprof.stats")).rows[0];
+			assert.equal(r.hex, Buffer.from(expected, 'latin1').toString('hex'));
+		} finally {
+			await latin.end();
+		}
+	});
+
 	test('6f. a 200 whose body is cut short: delivered (the status is the answer), not sent again', async () => {
 		const before_ = await stats(monitor);
 		receiver.enqueue({ cutBody: true });
