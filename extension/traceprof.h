@@ -396,6 +396,11 @@ extern void profiler_learn_call_path(CallPath path);
 /* relation_names.c: table names remembered per backend */
 extern const char *relation_name(Oid relid);
 
+/* statement_names.c: db.operation.name and db.collection.name of a statement */
+struct Node;
+extern const char *statement_operation(struct Node *stmt);
+extern const char *statement_collection(struct Node *stmt);
+
 /* executor_names.c: static node functions named from running plans */
 struct PlanState;
 extern void executor_names_learn(struct PlanState *planstate);

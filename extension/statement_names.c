@@ -1,0 +1,203 @@
+/*
+ * statement_names.c - what a statement's span is named after: its operation
+ * (db.operation.name) and the table it is about (db.collection.name), from
+ * the Query being planned, the PlannedStmt being run, or a utility
+ * statement's parse tree.
+ */
+#include "postgres.h"
+
+#include "nodes/parsenodes.h"
+#include "nodes/pathnodes.h"
+#include "nodes/plannodes.h"
+#include "parser/parsetree.h"
+#include "tcop/utility.h"
+
+#include "traceprof.h"
+
+/*
+ * The one relation a range table names, in *only (InvalidOid before the
+ * first); false once it names a second.  What the statement names is not
+ * always what it reads:
+ * - a view is expanded into a subquery before planning.  PostgreSQL 15 keeps
+ *   the view's entry there, for its permission check, and marks the
+ *   relations its definition reads with the view owner's checkAsUser: those
+ *   are the view's, not the statement's;
+ * - a plan lists a partitioned (or inherited) table's children after it
+ *   (children: their indexes, NULL for a Query);
+ * - a Query's subqueries in FROM are looked into (a plan's range table is
+ *   flat already).
+ */
+static bool
+only_relation(List *rtable, const Bitmapset *children, Oid *only)
+{
+	ListCell   *lc;
+
+	foreach(lc, rtable)
+	{
+		RangeTblEntry *rte = lfirst(lc);
+
+		if (rte->rtekind == RTE_SUBQUERY && rte->subquery != NULL)
+		{
+			if (!only_relation(rte->subquery->rtable, NULL, only))
+				return false;
+			continue;
+		}
+		if (rte->rtekind != RTE_RELATION || OidIsValid(rte->checkAsUser) ||
+			bms_is_member(foreach_current_index(lc) + 1, children))
+			continue;
+		if (OidIsValid(*only) && *only != rte->relid)
+			return false;
+		*only = rte->relid;
+	}
+	return true;
+}
+
+/* The partitions and inheritance children in a plan's range table. */
+static Bitmapset *
+plan_children(const PlannedStmt *plan)
+{
+	Bitmapset  *children = NULL;
+	ListCell   *lc;
+
+	foreach(lc, plan->appendRelations)
+		children = bms_add_member(children, ((AppendRelInfo *) lfirst(lc))->child_relid);
+	return children;
+}
+
+/* The partitioned (or inherited) table a plan's child entry belongs to. */
+static Index
+plan_parent(const PlannedStmt *plan, Index rti)
+{
+	ListCell   *lc;
+
+	foreach(lc, plan->appendRelations)
+	{
+		AppendRelInfo *info = lfirst(lc);
+
+		if (info->child_relid == rti)
+			return plan_parent(plan, info->parent_relid);
+	}
+	return rti;
+}
+
+/*
+ * The table a statement writes (result_rti, 0 for none), or reads when it
+ * names just one: db.collection.name.
+ */
+static const char *
+collection_name(List *rtable, Index result_rti, const Bitmapset *children)
+{
+	Oid			only = InvalidOid;
+
+	if (result_rti > 0)
+		return relation_name(rt_fetch(result_rti, rtable)->relid);
+	return only_relation(rtable, children, &only) ? relation_name(only) : NULL;
+}
+
+/* db.collection.name of a plan, as of the Query it was made from. */
+static const char *
+plan_collection(const PlannedStmt *plan)
+{
+	if (plan->resultRelations != NIL)
+		return collection_name(plan->rtable, plan_parent(plan, linitial_int(plan->resultRelations)), NULL);
+	return collection_name(plan->rtable, 0, plan_children(plan));
+}
+
+/*
+ * db.collection.name of a statement: a Query being planned, a PlannedStmt,
+ * or a utility statement (the table it is about, for the common cases).
+ */
+const char *
+statement_collection(Node *stmt)
+{
+	RangeVar   *rel = NULL;
+
+	switch (nodeTag(stmt))
+	{
+		case T_Query:
+			return collection_name(((Query *) stmt)->rtable, ((Query *) stmt)->resultRelation, NULL);
+		case T_PlannedStmt:
+			return plan_collection((PlannedStmt *) stmt);
+		case T_CopyStmt:
+			rel = ((CopyStmt *) stmt)->relation;
+			break;
+		case T_CreateStmt:
+			rel = ((CreateStmt *) stmt)->relation;
+			break;
+		case T_CreateTableAsStmt:	/* SELECT INTO too */
+			rel = ((CreateTableAsStmt *) stmt)->into->rel;
+			break;
+		case T_IndexStmt:
+			rel = ((IndexStmt *) stmt)->relation;
+			break;
+		case T_AlterTableStmt:
+			rel = ((AlterTableStmt *) stmt)->relation;
+			break;
+		case T_TruncateStmt:
+			if (((TruncateStmt *) stmt)->relations != NIL)
+				rel = linitial(((TruncateStmt *) stmt)->relations);
+			break;
+		case T_VacuumStmt:
+			if (((VacuumStmt *) stmt)->rels != NIL)
+				rel = ((VacuumRelation *) linitial(((VacuumStmt *) stmt)->rels))->relation;
+			break;
+		default:
+			break;
+	}
+	return rel ? rel->relname : NULL;
+}
+
+/* The tag of a plain DML statement, as CreateCommandTag gives it. */
+static const char *
+dml_operation(CmdType type)
+{
+	switch (type)
+	{
+		case CMD_SELECT:
+			return "SELECT";
+		case CMD_INSERT:
+			return "INSERT";
+		case CMD_UPDATE:
+			return "UPDATE";
+		case CMD_DELETE:
+			return "DELETE";
+		case CMD_MERGE:
+			return "MERGE";
+		default:
+			return NULL;
+	}
+}
+
+/*
+ * db.operation.name: the statement's command tag.  The common statements
+ * are named here: CreateCommandTag's switch over every statement type was
+ * ~50 instruction-cache misses of a traced TPC-B transaction.  The rest,
+ * and SELECT ... FOR UPDATE or DECLARE CURSOR, are its.
+ */
+const char *
+statement_operation(Node *stmt)
+{
+	const char *name = NULL;
+
+	if (IsA(stmt, PlannedStmt) && ((PlannedStmt *) stmt)->utilityStmt == NULL &&
+		((PlannedStmt *) stmt)->rowMarks == NIL)
+		name = dml_operation(((PlannedStmt *) stmt)->commandType);
+	else if (IsA(stmt, Query) && ((Query *) stmt)->utilityStmt == NULL &&
+			 ((Query *) stmt)->rowMarks == NIL)
+		name = dml_operation(((Query *) stmt)->commandType);
+	else if (IsA(stmt, TransactionStmt))
+	{
+		switch (((TransactionStmt *) stmt)->kind)
+		{
+			case TRANS_STMT_BEGIN:
+				return "BEGIN";
+			case TRANS_STMT_COMMIT:
+				return "COMMIT";
+			case TRANS_STMT_ROLLBACK:
+				return "ROLLBACK";
+			default:
+				break;
+		}
+	}
+	return name != NULL ? name : CreateCommandName(stmt);
+}
