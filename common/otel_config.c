@@ -37,12 +37,23 @@ env_pair(const char *per_signal, const char *general, const char **chosen)
 	return (value != NULL && value[0] != '\0') ? value : NULL;
 }
 
+/*
+ * A boolean variable: "true" in any case; anything else is false, as the
+ * spec says, with a warning when it is not "false" either (a "1" or "yes"
+ * is meant as true and would silently do the opposite).
+ */
 static bool
 env_is_true(const char *name)
 {
 	const char *value = getenv(name);
 
-	return value != NULL && strcasecmp(value, "true") == 0;
+	if (value == NULL || value[0] == '\0' || strcasecmp(value, "false") == 0)
+		return false;
+	if (strcasecmp(value, "true") == 0)
+		return true;
+	tp_warn("%s=\"%s\" is not a boolean (expected true or false); taken as false",
+			name, value);
+	return false;
 }
 
 /* The suffix goes on the path: a query string stays after it. */
@@ -96,9 +107,10 @@ read_protocol(const char *endpoint)
 		/* The documents' "localhost:4317" form: no scheme means gRPC. */
 		return endpoint != NULL && strstr(endpoint, "://") == NULL ? TP_OTLP_GRPC : TP_OTLP_HTTP_PROTOBUF;
 	}
-	if (strcmp(value, "grpc") == 0)
+	/* The spec's enum values are read in any case ("GRPC"). */
+	if (strcasecmp(value, "grpc") == 0)
 		return TP_OTLP_GRPC;
-	if (strcmp(value, "http/protobuf") == 0)
+	if (strcasecmp(value, "http/protobuf") == 0)
 		return TP_OTLP_HTTP_PROTOBUF;
 	tp_warn("%s=\"%s\" is not supported (expected grpc or http/protobuf); using http/protobuf",
 			name, value);
@@ -256,6 +268,65 @@ read_resource(tp_kvlist *resource, const char *default_service)
 	tp_kvlist_free(&from_env);
 }
 
+/*
+ * OTEL_TRACES_EXPORTER: a comma-separated list of exporter names, in any
+ * case.  Only otlp exists here: it is honoured when listed, the other
+ * members are named in a warning.  Returns false for none, or when no
+ * member is otlp; *listed is false when the list has no member at all.
+ */
+static bool
+exporter_list_wants_otlp(const char *value, bool *listed)
+{
+	char		others[256];
+	size_t		olen = 0;
+	bool		otlp = false;
+	bool		none = false;
+	int			members = 0;
+
+	others[0] = '\0';
+	for (const char *p = value; *p != '\0';)
+	{
+		const char *start = p + strspn(p, " \t");
+		size_t		len = strcspn(start, ",");
+
+		p = start + len;
+		if (*p == ',')
+			p++;
+		while (len > 0 && (start[len - 1] == ' ' || start[len - 1] == '\t'))
+			len--;
+		if (len == 0)
+			continue;
+		members++;
+		if (len == 4 && strncasecmp(start, "otlp", 4) == 0)
+			otlp = true;
+		else if (len == 4 && strncasecmp(start, "none", 4) == 0)
+			none = true;
+		else if (olen < sizeof(others))
+			olen += snprintf(others + olen, sizeof(others) - olen, "%s%.*s",
+							 olen > 0 ? ", " : "", (int) len, start);
+	}
+	*listed = members > 0;
+	if (none && (otlp || others[0] != '\0'))
+	{
+		tp_warn("OTEL_TRACES_EXPORTER=\"%s\": none cannot be combined with other exporters; traces are not exported",
+				value);
+		return false;
+	}
+	if (none)
+		return false;
+	if (!otlp)
+	{
+		if (*listed)
+			tp_warn("OTEL_TRACES_EXPORTER=\"%s\" is not supported (expected otlp or none); traces are not exported",
+					value);
+		return false;
+	}
+	if (others[0] != '\0')
+		tp_warn("OTEL_TRACES_EXPORTER=\"%s\": %s not supported (expected otlp or none); exporting with otlp only",
+				value, others);
+	return true;
+}
+
 /* Should traces be exported at all?  Only when the user asked for it. */
 static bool
 export_requested(const char *endpoint)
@@ -266,13 +337,12 @@ export_requested(const char *endpoint)
 		return false;
 	if (exporter != NULL && exporter[0] != '\0')
 	{
-		if (strcmp(exporter, "none") == 0)
-			return false;
-		if (strcmp(exporter, "otlp") == 0)
-			return true;
-		tp_warn("OTEL_TRACES_EXPORTER=\"%s\" is not supported (expected otlp or none); traces are not exported",
-				exporter);
-		return false;
+		bool		listed;
+		bool		otlp = exporter_list_wants_otlp(exporter, &listed);
+
+		/* Blanks and commas only: as if unset. */
+		if (listed)
+			return otlp;
 	}
 	return endpoint != NULL;
 }

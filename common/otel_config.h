@@ -5,6 +5,8 @@
  * "Resource SDK"): OTEL_EXPORTER_OTLP_ENDPOINT is a base URL to which
  * "v1/traces" is appended, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as
  * is, the default protocol is http/protobuf at http://localhost:4318.
+ * Enum and boolean values are read in any case, as the SDK environment
+ * spec asks; OTEL_TRACES_EXPORTER may be a list (only otlp is honoured).
  */
 #ifndef TP_OTEL_CONFIG_H
 #define TP_OTEL_CONFIG_H

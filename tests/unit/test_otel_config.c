@@ -353,6 +353,138 @@ TEST(disabled_sdk_exports_nothing)
 	tp_otel_config_free(&cfg);
 }
 
+/*
+ * The SDK environment spec: enum values SHOULD be read case-insensitively
+ * ("OTLP", "GRPC", "HTTP/PROTOBUF" are what the documented values mean).
+ */
+TEST(enum_values_ignore_case)
+{
+	tp_otel_config cfg;
+
+	clear_env();
+	setenv("OTEL_TRACES_EXPORTER", "OTLP", 1);
+	setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "GRPC", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(warnings == 0);
+	CHECK(cfg.export_enabled);
+	CHECK(cfg.traces.protocol == TP_OTLP_GRPC);
+	CHECK_STR(cfg.traces.url, "http://localhost:4317/opentelemetry.proto.collector.trace.v1.TraceService/Export");
+	tp_otel_config_free(&cfg);
+
+	/* The per-signal variable too; it wins over a scheme-less endpoint's guess. */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4317", 1);
+	setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "HTTP/Protobuf", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(warnings == 0);
+	CHECK(cfg.traces.protocol == TP_OTLP_HTTP_PROTOBUF);
+	CHECK_STR(cfg.traces.url, "http://localhost:4317/v1/traces");
+	tp_otel_config_free(&cfg);
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", 1);
+	setenv("OTEL_TRACES_EXPORTER", "None", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(warnings == 0);
+	CHECK(!cfg.export_enabled);
+	tp_otel_config_free(&cfg);
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", 1);
+	setenv("OTEL_SDK_DISABLED", "TRUE", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(warnings == 0);
+	CHECK(!cfg.export_enabled);
+	tp_otel_config_free(&cfg);
+
+	/* An unknown value still warns, naming the variable and what it takes. */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "HTTP/JSON", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=\"HTTP/JSON\" is not supported (expected grpc or http/protobuf)") != NULL);
+	CHECK(cfg.traces.protocol == TP_OTLP_HTTP_PROTOBUF);
+	tp_otel_config_free(&cfg);
+
+	/* Booleans: "true" in any case; what is neither true nor false is false, said so. */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", 1);
+	setenv("OTEL_SDK_DISABLED", "False", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(warnings == 0);
+	CHECK(cfg.export_enabled);
+	tp_otel_config_free(&cfg);
+	setenv("OTEL_SDK_DISABLED", "1", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "OTEL_SDK_DISABLED=\"1\" is not a boolean (expected true or false)") != NULL);
+	CHECK(cfg.export_enabled);
+	tp_otel_config_free(&cfg);
+}
+
+/*
+ * OTEL_TRACES_EXPORTER is a comma-separated list in the spec
+ * ("otlp,console"): the otlp member is honoured, the others are named in
+ * a warning; none goes with nothing else.
+ */
+TEST(traces_exporter_list)
+{
+	tp_otel_config cfg;
+
+	clear_env();
+	setenv("OTEL_TRACES_EXPORTER", "otlp,console", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(cfg.export_enabled);
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "OTEL_TRACES_EXPORTER=\"otlp,console\": console not supported (expected otlp or none); exporting with otlp only") != NULL);
+	tp_otel_config_free(&cfg);
+
+	/* Blanks around members, any case, repeats and empty members are fine. */
+	clear_env();
+	setenv("OTEL_TRACES_EXPORTER", " Console , OTLP,otlp,, zipkin ", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(cfg.export_enabled);
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, ": Console, zipkin not supported (expected otlp or none); exporting with otlp only") != NULL);
+	tp_otel_config_free(&cfg);
+
+	clear_env();
+	setenv("OTEL_TRACES_EXPORTER", "otlp, OTLP,", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(cfg.export_enabled);
+	CHECK(warnings == 0);
+	tp_otel_config_free(&cfg);
+
+	/* No otlp member: nothing we can export to, even with an endpoint set. */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", 1);
+	setenv("OTEL_TRACES_EXPORTER", "console,zipkin", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(!cfg.export_enabled);
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "OTEL_TRACES_EXPORTER=\"console,zipkin\" is not supported (expected otlp or none); traces are not exported") != NULL);
+	tp_otel_config_free(&cfg);
+
+	/* none asks for no export: with other members it is a contradiction; nothing is exported. */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", 1);
+	setenv("OTEL_TRACES_EXPORTER", "otlp,none", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(!cfg.export_enabled);
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "OTEL_TRACES_EXPORTER=\"otlp,none\": none cannot be combined with other exporters; traces are not exported") != NULL);
+	tp_otel_config_free(&cfg);
+
+	/* Only blanks and commas: as if unset (the endpoint decides). */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", 1);
+	setenv("OTEL_TRACES_EXPORTER", " , ", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(cfg.export_enabled);
+	CHECK(warnings == 0);
+	tp_otel_config_free(&cfg);
+}
+
 /* A token in an endpoint's path stays out of messages; the rest stays useful. */
 TEST(urls_in_messages_hide_path_secrets)
 {
@@ -476,6 +608,8 @@ main(void)
 	RUN(headers_that_break_the_request_are_refused);
 	RUN(messages_stay_on_one_line);
 	RUN(disabled_sdk_exports_nothing);
+	RUN(enum_values_ignore_case);
+	RUN(traces_exporter_list);
 	RUN(urls_in_messages_hide_path_secrets);
 	RUN(invalid_endpoint_warning_hides_path_secret);
 	return unit_summary();
