@@ -6,16 +6,19 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "db.h"
+
+/* libpq's message, folded as db.c folds its own (it has hint lines). */
 static void
 set_error(ld_copy_stream *cs, PGconn *conn, const char *what)
 {
-	const char *msg = PQerrorMessage(conn);
-	size_t		len = strlen(msg);
+	size_t		n;
 
-	while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
-		len--;
-	snprintf(cs->error, sizeof(cs->error), "%s: %.*s", what, (int) len,
-			 len ? msg : "unknown libpq error");
+	snprintf(cs->error, sizeof(cs->error), "%s: ", what);
+	n = strlen(cs->error);
+	ld_pq_one_line(cs->error + n, sizeof(cs->error) - n, PQerrorMessage(conn));
+	if (cs->error[n] == '\0')
+		snprintf(cs->error + n, sizeof(cs->error) - n, "unknown libpq error");
 }
 
 bool

@@ -23,31 +23,36 @@
 #define JSONBOID 3802
 
 /*
- * One line from a libpq message: trailing newlines dropped, inner line
- * breaks folded into "; " (". " before the tab-indented hints libpq adds).
+ * Inner line breaks become "; ", or ". " before a tab-indented hint
+ * ("refused\n\tIs the server..." reads "refused. Is the server..."); a
+ * tab-indented line in lower case goes on with the sentence before it
+ * ("abnormally\n\tbefore or while..."), so it is joined by a space.
  */
-static void
-one_line(char *out, size_t outlen, const char *msg)
+void
+ld_pq_one_line(char *out, size_t outlen, const char *msg)
 {
 	size_t		o = 0;
 
 	for (const char *p = msg; *p && o + 3 < outlen; p++)
 	{
-		if (*p == '\n')
+		bool		tab;
+
+		if (*p != '\n')
 		{
-			while (p[1] == '\n')
-				p++;
-			if (p[1] == '\0')
-				break;
-			if (p[1] == '\t')
-				p++;
-			/* "refused\n\tIs the server..." reads "refused. Is the server..." */
-			if (o > 0 && strchr(".?!:;", out[o - 1]) == NULL)
-				out[o++] = p[0] == '\t' ? '.' : ';';
-			out[o++] = ' ';
-		}
-		else
 			out[o++] = *p;
+			continue;
+		}
+		while (p[1] == '\n')
+			p++;
+		if (p[1] == '\0')
+			break;
+		tab = p[1] == '\t';
+		if (tab)
+			p++;
+		if (o > 0 && !(tab && p[1] >= 'a' && p[1] <= 'z') &&
+			strchr(".?!:;", out[o - 1]) == NULL)
+			out[o++] = tab ? '.' : ';';
+		out[o++] = ' ';
 	}
 	out[o] = '\0';
 }
@@ -57,7 +62,7 @@ set_libpq_error(ld_db *db, const char *what)
 {
 	char		line[1024];
 
-	one_line(line, sizeof(line), db->conn ? PQerrorMessage(db->conn) : "out of memory");
+	ld_pq_one_line(line, sizeof(line), db->conn ? PQerrorMessage(db->conn) : "out of memory");
 	if (what != NULL)
 		snprintf(db->error, sizeof(db->error), "%s: %s", what, line[0] ? line : "unknown error");
 	else
@@ -139,7 +144,7 @@ set_result_error(ld_db *db, const PGresult *res, const char *what)
 	{
 		char		folded[sizeof(db->error)];
 
-		one_line(folded, sizeof(folded), db->error);
+		ld_pq_one_line(folded, sizeof(folded), db->error);
 		memcpy(db->error, folded, sizeof(folded));
 	}
 }

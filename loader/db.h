@@ -69,6 +69,12 @@ bool		ld_db_commit(ld_db *db);
 /* ROLLBACK, ignoring errors (the connection may be gone). */
 void		ld_db_rollback(ld_db *db);
 
+/*
+ * A libpq message (PQerrorMessage and the like) as one line: trailing
+ * newlines dropped, inner ones folded; copy_stream.c reports with it too.
+ */
+void		ld_pq_one_line(char *out, size_t outlen, const char *msg);
+
 /* The connection is gone (so the outcome of a COMMIT is unknown, etc.). */
 bool		ld_db_connection_lost(const ld_db *db);
 

@@ -177,6 +177,53 @@ test('a. loader SIGKILLed mid-COPY: zero rows committed; the next run loads exac
 	await assertLoaded(table, KILL_LOAD_RECORDS);
 });
 
+test('a. the loader\'s backend terminated mid-COPY: exit 4, one error line (libpq\'s lines folded), zero rows', async (t) => {
+	// libpq's "server closed the connection unexpectedly\n\tThis probably
+	// means ..." must read as one line, folded as every other libpq
+	// message: not "unexpectedly  This" (newline and tab made spaces).
+	const table = 'backend_gone_mid_copy';
+	await cluster.psql(`CREATE TABLE ${table} (
+		id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
+		amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
+		tags text[] NOT NULL, attributes jsonb NOT NULL);
+		ALTER TABLE ${table} OWNER TO app;`);
+	const pg = await appClient(t);
+
+	let child;
+	const loading = run(LOADER, [cluster.url(), killInput, '--table', table],
+		{ onSpawn: (c) => { child = c; }, timeout: 60000 });
+	let pid = null;
+	const deadline = Date.now() + 30000;
+	while (pid === null && Date.now() < deadline && child.exitCode === null) {
+		const rows = (await pg.query(
+			`SELECT pid FROM pg_stat_progress_copy
+			 WHERE command = 'COPY FROM' AND relid = $1::regclass AND tuples_processed > 0`, [table])).rows;
+		if (rows.length)
+			pid = rows[0].pid;
+		else
+			await sleep(5);
+	}
+	assert.ok(pid !== null, 'the COPY was seen under way');
+	assert.equal(await cluster.psql(`SELECT pg_terminate_backend(${pid}, 10000)`), 't');
+	const res = await loading;
+	assert.equal(res.code, 4, describe(res));
+	const errors = res.stderr.split('\n').filter((l) => l.startsWith('loader: error: '));
+	assert.equal(errors.length, 1, `one error line\n${describe(res)}`);
+	const [line] = errors;
+	t.diagnostic(line);
+	assert.match(line, new RegExp(`^loader: error: COPY into ${table} failed: `), describe(res));
+	assert.match(line, /server closed the connection unexpectedly|terminating connection due to administrator command/,
+		describe(res));
+	// Every line of the message is on that one line, none of it on the next.
+	assert.ok(!/\n\s*(This probably means|before or while)/.test(res.stderr),
+		`libpq's continuation lines stay on the error line\n${describe(res)}`);
+	assert.doesNotMatch(line, /\s\s|\t/, `no doubled blanks where libpq's lines were joined\n${describe(res)}`);
+	if (line.includes('server closed'))
+		assert.ok(line.endsWith('server closed the connection unexpectedly. This probably means the server ' +
+			'terminated abnormally before or while processing the request.'), describe(res));
+	assert.equal((await tableSummary(table)).count, 0, 'zero rows committed');
+});
+
 // ---- b. generator killed mid-write -----------------------------------------
 
 /** Files of d other than hidden temporaries ".<name>.tmp-XXXXXX". */
