@@ -145,29 +145,59 @@ grpc_frame(const uint8_t *body, size_t len)
 	return framed;
 }
 
+/* Append line to *list; false (the list unchanged) when memory ran out. */
+static bool
+append_header(struct curl_slist **list, const char *line)
+{
+	struct curl_slist *grown = curl_slist_append(*list, line);
+
+	if (grown == NULL)
+		return false;
+	*list = grown;
+	return true;
+}
+
+/*
+ * The request's header lines, each as long as its value needs (a bearer
+ * token can run to kilobytes; a cut one is refused with no hint why).
+ * NULL when memory ran out: sending without a header would only be
+ * refused for a reason no message names.
+ */
 static struct curl_slist *
 request_headers(const tp_otlp_target *target, long budget_ms)
 {
 	struct curl_slist *list = NULL;
-	char		line[1024];
+	char		timeout[64];
+	bool		ok = true;
 
 	if (target->protocol == TP_OTLP_GRPC)
 	{
-		list = curl_slist_append(list, "Content-Type: application/grpc");
-		list = curl_slist_append(list, "TE: trailers");
-		snprintf(line, sizeof(line), "grpc-timeout: %ldm", budget_ms);
-		list = curl_slist_append(list, line);
+		snprintf(timeout, sizeof(timeout), "grpc-timeout: %ldm", budget_ms);
+		ok = append_header(&list, "Content-Type: application/grpc") &&
+			append_header(&list, "TE: trailers") &&
+			append_header(&list, timeout);
 	}
 	else
-		list = curl_slist_append(list, "Content-Type: application/x-protobuf");
-	list = curl_slist_append(list, "Expect:");	/* no 100-continue round trip */
-	for (size_t i = 0; i < target->headers.count; i++)
+		ok = append_header(&list, "Content-Type: application/x-protobuf");
+	/* No 100-continue round trip. */
+	ok = ok && append_header(&list, "Expect:");
+	for (size_t i = 0; ok && i < target->headers.count; i++)
 	{
-		snprintf(line, sizeof(line), "%s: %s",
-				 target->headers.items[i].key, target->headers.items[i].value);
-		list = curl_slist_append(list, line);
+		char	   *line;
+
+		if (asprintf(&line, "%s: %s",
+					 target->headers.items[i].key, target->headers.items[i].value) < 0)
+		{
+			ok = false;
+			break;
+		}
+		ok = append_header(&list, line);
+		free(line);
 	}
-	return list;
+	if (ok)
+		return list;
+	curl_slist_free_all(list);
+	return NULL;
 }
 
 /*
@@ -367,6 +397,11 @@ attempt(tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
 		return ATTEMPT_FAILED;
 	}
 	headers = request_headers(target, budget_ms);
+	if (headers == NULL)
+	{
+		snprintf(err, errlen, "out of memory for the request's headers: not sent");
+		return ATTEMPT_FAILED;
+	}
 	curl_easy_setopt(curl, CURLOPT_URL, target->url);
 	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(curl, CURLOPT_POST, 1L);

@@ -398,14 +398,23 @@ tp_pyroscope_series_name(const tp_pyroscope_config *cfg)
 	return text;
 }
 
-/* The server URL with any "user:password@" left out: links get shared. */
-static void
+/*
+ * The server URL with any "user:password@" left out: links get shared.
+ * Never longer than url, so its length bounds the copy (a path cut short
+ * would make the link point elsewhere).
+ */
+static bool
 put_origin_without_credentials(FILE *out, const char *url)
 {
-	char		clean[1024];
+	size_t		size = strlen(url) + 1;
+	char	   *clean = malloc(size);
 
-	tp_url_redact(url, "", clean, sizeof(clean));
+	if (clean == NULL)
+		return false;
+	tp_url_redact(url, "", clean, size);
 	fputs(clean, out);
+	free(clean);
+	return true;
 }
 
 char *
@@ -418,7 +427,7 @@ tp_pyroscope_query_url_for(const tp_pyroscope_config *cfg, const char *key, cons
 
 	if (out == NULL)
 		return NULL;
-	put_origin_without_credentials(out, cfg->server_address ? cfg->server_address : DEFAULT_SERVER);
+	ok = put_origin_without_credentials(out, cfg->server_address ? cfg->server_address : DEFAULT_SERVER);
 	fputs("/?query=", out);
 	put_encoded(out, "service=");
 	put_encoded(out, cfg->application_name ? cfg->application_name : "traceprof");
@@ -426,7 +435,7 @@ tp_pyroscope_query_url_for(const tp_pyroscope_config *cfg, const char *key, cons
 	put_encoded(out, key);
 	put_encoded(out, "=");
 	put_encoded(out, value);
-	ok = !ferror(out);
+	ok = ok && !ferror(out);
 	if (fclose(out) != 0 || !ok)
 	{
 		free(text);
@@ -637,6 +646,48 @@ attempt_upload(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 	return req->outcome == ATTEMPT_RETRY;
 }
 
+/* Append line to *list; false (the list unchanged) when memory ran out. */
+static bool
+append_header(struct curl_slist **list, const char *line)
+{
+	struct curl_slist *grown = curl_slist_append(*list, line);
+
+	if (grown == NULL)
+		return false;
+	*list = grown;
+	return true;
+}
+
+/*
+ * The upload's header lines, the tenant's as long as it is (a cut one
+ * names another tenant); NULL when memory ran out.
+ */
+static struct curl_slist *
+request_headers(const tp_pyroscope_config *cfg)
+{
+	struct curl_slist *list = NULL;
+	bool		ok;
+
+	/* No 100-continue round trip. */
+	ok = append_header(&list, "Content-Type: application/octet-stream") &&
+		append_header(&list, "Expect:");
+	if (ok && cfg->tenant_id != NULL)
+	{
+		char	   *line;
+
+		ok = asprintf(&line, "X-Scope-OrgID: %s", cfg->tenant_id) >= 0;
+		if (ok)
+		{
+			ok = append_header(&list, line);
+			free(line);
+		}
+	}
+	if (ok)
+		return list;
+	curl_slist_free_all(list);
+	return NULL;
+}
+
 long
 tp_pyroscope_retry_wait_ms(const tp_pyroscope_config *cfg)
 {
@@ -674,14 +725,13 @@ tp_pyroscope_ingest(tp_pyroscope_config *cfg,
 	}
 	req.url = url;
 	req.where = where;
-	req.headers = curl_slist_append(req.headers, "Content-Type: application/octet-stream");
-	req.headers = curl_slist_append(req.headers, "Expect:");	/* no 100-continue round trip */
-	if (cfg->tenant_id != NULL)
+	req.headers = request_headers(cfg);
+	if (req.headers == NULL)
 	{
-		char		line[512];
-
-		snprintf(line, sizeof(line), "X-Scope-OrgID: %s", cfg->tenant_id);
-		req.headers = curl_slist_append(req.headers, line);
+		/* Sent without its tenant, a profile would go to another one, or be refused. */
+		snprintf(err, errlen, "%s: out of memory for the request's headers: not sent", where);
+		free(url);
+		return false;
 	}
 
 	/* Retries stay inside the one budget: the next upload must not wait. */

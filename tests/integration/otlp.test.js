@@ -277,6 +277,30 @@ test('OTEL_EXPORTER_OTLP_HEADERS reach the collector and never reach stderr', as
 		`header values stay secret: ${g.res.stderr}`);
 });
 
+test('a 1500-character bearer token in OTEL_EXPORTER_OTLP_HEADERS arrives whole, HTTP and gRPC', async (t) => {
+	// Each header line was formatted into 1024 bytes: the token arrived cut
+	// to 1015 characters, and the collector refused it with no hint why.
+	const r = await receiver(t);
+	const token = Array.from({ length: 1500 }, (_, i) => 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'[i % 64]).join('');
+	const headers = `authorization=Bearer%20${token},x-after=still-here`;
+	for (const [what, endpoint] of [['http', r.httpEndpoint], ['grpc', `http://${r.grpcEndpoint}`]]) {
+		r.reset();
+		const g = await generate({
+			OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+			OTEL_EXPORTER_OTLP_PROTOCOL: what === 'grpc' ? 'grpc' : 'http/protobuf',
+			OTEL_EXPORTER_OTLP_HEADERS: headers,
+		});
+		assert.equal(g.res.code, 0, describe(g.res));
+		assert.deepEqual(exportWarnings(g.res), [], `${what}: no warning`);
+		assert.equal(r.requests.length, 1, what);
+		const got = r.requests[0].headers.authorization;
+		assert.equal(got.length, 'Bearer '.length + token.length, `${what}: the Authorization value's length`);
+		assert.equal(got, `Bearer ${token}`, what);
+		assert.equal(r.requests[0].headers['x-after'], 'still-here', `${what}: the header after it`);
+		assertGeneratorSpans(spansOf(r.requests), g);
+	}
+});
+
 test('endpoint URLs: base path, trailing slash, per-signal endpoint used as is', async (t) => {
 	const r = await receiver(t);
 	const cases = [

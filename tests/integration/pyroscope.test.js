@@ -511,6 +511,31 @@ test('PYROSCOPE_TENANT_ID -> X-Scope-OrgID, basic auth -> Authorization: Basic; 
 	secretFree(g.res.stderr, 'stderr');
 });
 
+test('a 1500-character PYROSCOPE_TENANT_ID and basic-auth password arrive whole', async (t) => {
+	// X-Scope-OrgID was formatted into 512 bytes: a long tenant arrived cut
+	// to 497 characters, and the server filed the profile under another
+	// tenant (or refused it) with no hint why.
+	const { ingest, otlp } = await servers(t);
+	const long = (seed) => Array.from({ length: 1500 }, (_, i) => `${seed}0123456789abcdefghijklmnopqrstuvwxyz`[i % 37]).join('');
+	const tenant = long('T');
+	const user = 'pyro_user_long';
+	const password = long('P');
+	const g = await generate(pyroEnv(ingest, otlp, {
+		PYROSCOPE_TENANT_ID: tenant,
+		PYROSCOPE_BASIC_AUTH_USER: user,
+		PYROSCOPE_BASIC_AUTH_PASSWORD: password,
+	}), { records: SOME });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.deepEqual(unexpectedLines(g.res, 'generator'), [], 'no warnings');
+	assert.equal(ingest.requests.length, 1);
+	const got = ingest.requests[0].headers['x-scope-orgid'];
+	assert.equal(got.length, tenant.length, 'the X-Scope-OrgID value\'s length');
+	assert.equal(got, tenant);
+	assert.equal(ingest.requests[0].headers.authorization,
+		`Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`);
+	assert.ok(!g.res.stderr.includes(password.slice(0, 40)), `the password stays off stderr: ${g.res.stderr}`);
+});
+
 test('credentials in PYROSCOPE_SERVER_ADDRESS never reach stderr or the exported span', async (t) => {
 	const { ingest, otlp } = await servers(t);
 	const server = ingest.url.replace('http://', 'http://urluser:urlp4ss@');

@@ -185,6 +185,33 @@ TEST(series_name_is_url_encoded)
 	free(name);
 }
 
+/* The link's server part was cut at 1023 bytes: it then pointed elsewhere. */
+TEST(query_link_keeps_a_long_server_address_whole)
+{
+	tp_pyroscope_config cfg;
+	char		server[1600];
+	char	   *link;
+	size_t		n;
+
+	memset(&cfg, 0, sizeof(cfg));
+	n = (size_t) snprintf(server, sizeof(server), "https://user:pw@profiles.example.com:4040/");
+	for (; n < 1500; n++)
+		server[n] = (char) ('a' + n % 26);
+	server[n] = '\0';
+	cfg.server_address = server;
+	cfg.application_name = "app";
+	link = tp_pyroscope_query_url(&cfg, "0123456789abcdef0123456789abcdef");
+	CHECK(link != NULL);
+	if (link != NULL)
+	{
+		/* Only the user info goes: "user:pw@" is 8 bytes. */
+		CHECK(strncmp(link, "https://profiles.example.com:4040/", 34) == 0);
+		CHECK(strncmp(link + 34, server + 42, n - 42) == 0);
+		CHECK_STR(link + n - 8, "/?query=service%3Dapp%20trace_id%3D0123456789abcdef0123456789abcdef");
+	}
+	free(link);
+}
+
 TEST(config_defaults)
 {
 	tp_pyroscope_config cfg;
@@ -386,6 +413,7 @@ main(void)
 	RUN(tags_beyond_pyroscope_limits_are_ignored);
 	RUN(empty_tag_members_are_skipped);
 	RUN(series_name_is_url_encoded);
+	RUN(query_link_keeps_a_long_server_address_whole);
 	RUN(config_defaults);
 	RUN(config_from_env);
 	RUN(config_mistakes_are_warnings);
