@@ -2,6 +2,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/timestamp.h"
 
 #include "ring_positions.h"
 #include "shm_ring.h"
@@ -53,6 +54,9 @@ struct ShmRing
 	pg_atomic_uint64 exported;
 	/* Slots claimed past records' first: written records = positions - these. */
 	pg_atomic_uint64 extra_slots;
+	/* The exporter's alone: since when positions below stuck_end hold it up. */
+	TimestampTz stuck_since;	/* 0: not held up */
+	uint64		stuck_end;
 	char		slots[FLEXIBLE_ARRAY_MEMBER] pg_attribute_aligned(PG_CACHE_LINE_SIZE);
 };
 
@@ -100,6 +104,8 @@ shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record)
 	pg_atomic_init_u64(&ring->dropped, 0);
 	pg_atomic_init_u64(&ring->exported, 0);
 	pg_atomic_init_u64(&ring->extra_slots, 0);
+	ring->stuck_since = 0;
+	ring->stuck_end = 0;
 	for (int i = 0; i < capacity; i++)
 		pg_atomic_init_u64(&slot_at(ring, i)->seq, 0);
 }
@@ -186,10 +192,16 @@ claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
 static inline void
 publish(ShmRing *ring, uint64 position, uint32 nslots, uint64 *pending)
 {
+	uint64		exported_upto;
+
 	pg_write_barrier();
 	for (uint32 i = nslots; i-- > 0;)
 		pg_atomic_write_u64(&slot_at(ring, position + i)->seq, position + i + 1);
-	*pending = tp_ring_between(pg_atomic_read_u64(&ring->exported_upto), position + nslots);
+	exported_upto = pg_atomic_read_u64(&ring->exported_upto);
+	/* The exporter gave up waiting for this writer (shm_ring_read_unexported). */
+	if (unlikely(exported_upto > position))
+		pg_atomic_fetch_add_u64(&ring->dropped, 1);
+	*pending = tp_ring_between(exported_upto, position + nslots);
 }
 
 bool
@@ -304,6 +316,34 @@ shm_ring_scan_retained(ShmRing *ring, void *buf, ShmRingVisitor visit, void *arg
 	}
 }
 
+/*
+ * The exporter meets a position not published yet: a writer between its
+ * claim and its last store (a few hundred nanoseconds), or a writer that
+ * gave the position up (its slot was still a writer's of an earlier lap,
+ * one preempted while export was off; it counted its record as dropped),
+ * or a writer whose process is stopped.  Export waits for it, but not for
+ * ever: with export on, writers cannot lap the exporter, so a position
+ * nobody will publish would stop export for good.  True once positions
+ * claimed before the wait began (below stuck_end) have held it up for
+ * SHM_RING_WAIT_MS: skip them.  A stopped writer that publishes later finds
+ * its record passed and counts it as dropped (publish).
+ */
+#define SHM_RING_WAIT_MS 5000
+
+static bool
+waited_long_enough(ShmRing *ring, uint64 position, uint64 end)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (ring->stuck_since == 0 || position >= ring->stuck_end)
+	{
+		ring->stuck_since = now;
+		ring->stuck_end = end;
+		return false;
+	}
+	return TimestampDifferenceExceeds(ring->stuck_since, now, SHM_RING_WAIT_MS);
+}
+
 uint64
 shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *arg, int max)
 {
@@ -320,12 +360,17 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 		int			len;
 
 		/*
-		 * Not published yet: a writer is between its claim and its last
-		 * store (the slot holds 0, or still the previous lap's number).
-		 * Next round; skipping it would lose it.
+		 * Not published yet (the slot holds 0, a previous lap's number, or
+		 * this position's while written): next round, unless it has held
+		 * export up too long.
 		 */
 		if (pg_atomic_read_u64(&slot_at(ring, position)->seq) != position + 1)
-			break;
+		{
+			if (!waited_long_enough(ring, position, end))
+				break;
+			position++;
+			continue;
+		}
 		len = read_record(ring, position, buf, &next);
 		if (len >= 0)
 		{

@@ -14,6 +14,11 @@
 // 2. A scan of a full ring of 65,536 slots can be cancelled: a 20 ms
 //    statement_timeout stops it long before its end.
 //
+// 3. The lapping spans of 1 gave their positions up: nobody will publish
+//    them.  When an endpoint is set next, the exporter waits for such a
+//    position only so long (5 s), then goes on; before, it waited for ever,
+//    and since writers never lap the exporter, every later span was dropped.
+//
 // A real PostgreSQL 15 cluster (shared_preload_libraries = 'traceprof',
 // max_spans at its minimum, 128) and gdb attached to one backend.
 
@@ -24,6 +29,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 
 const { newContext, waitFor, startTraced, connect } = require('./lib/traced');
+const { startReceiver } = require('./lib/receiver');
 const { requireExecutable } = require('./lib/paths');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
 
@@ -54,8 +60,11 @@ after(async () => {
  * gdb attached to pid, stopped at the first shm_ring_end_write; it lets
  * the backend go on once release() is called.
  */
+let holds = 0;
+
 function holdAtPublish(pid) {
-	const file = (name) => path.join(dir, name);
+	const hold = ++holds;
+	const file = (name) => path.join(dir, `${name}-${hold}`);
 	const gdb = spawn(GDB, ['-p', String(pid), '-batch', '-nx',
 		// PostgreSQL's own signals (latches, timeouts) must not stop it early.
 		'-ex', 'handle SIGUSR1 SIGUSR2 SIGALRM SIGPROF SIGINT SIGTERM SIGQUIT SIGPIPE nostop noprint pass',
@@ -81,28 +90,42 @@ function holdAtPublish(pid) {
 	};
 }
 
+/**
+ * One span of a backend held by gdb between taking its slot and publishing
+ * it while another backend writes laps * SLOTS spans; returns the pids.
+ */
+async function lapAHeldSlot(held, others, laps) {
+	const pid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+	await held.query(`SET traceprof.traceparent = '${newContext().header}'`);
+	await others.query('SET traceprof.sample_rate = 1');
+	const gdb = holdAtPublish(pid);
+	try {
+		await gdb.armed();
+		const heldQuery = held.query("SELECT 'held span' AS marker");
+		heldQuery.catch(() => { /* reported by the await below, or moot after a failure */ });
+		await gdb.held();
+		for (let i = 0; i < laps * SLOTS; i++)
+			await others.query(`SELECT ${i} AS lapping`);
+		return { pid, gdb, heldQuery };
+	} catch (err) {
+		await gdb.release().catch(() => {});
+		throw err;
+	}
+}
+
 test('a span whose slot is still being written is dropped, not copied over it', async () => {
 	const held = await connect(cluster);
 	const others = await connect(cluster);
 	const reader = await connect(cluster);
 	let gdb;
 	try {
-		const pid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-		const ctx = newContext();
-		await held.query(`SET traceprof.traceparent = '${ctx.header}'`);
 		const othersPid = (await others.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-		await others.query('SET traceprof.sample_rate = 1');
 		await reader.query('SELECT traceprof.reset()');
-		gdb = holdAtPublish(pid);
-		await gdb.armed();
-		const heldQuery = held.query("SELECT 'held span' AS marker");
-		heldQuery.catch(() => { /* reported by the await below, or moot after a failure */ });
-		await gdb.held();
-
 		// Two laps of the ring from another backend, which must not wait.
 		const laps = 2;
-		for (let i = 0; i < laps * SLOTS; i++)
-			await others.query(`SELECT ${i} AS lapping`);
+		const lapped = await lapAHeldSlot(held, others, laps);
+		const { pid, heldQuery } = lapped;
+		gdb = lapped.gdb;
 		const during = (await reader.query('SELECT spans_dropped FROM traceprof.stats')).rows[0];
 		assert.equal(Number(during.spans_dropped), laps,
 			'each lap over the held slot drops the span that came to it');
@@ -162,5 +185,52 @@ test('a scan of traceprof.spans over 65,536 slots stops at statement_timeout, no
 	} finally {
 		await client.end();
 		await big.stop();
+	}
+});
+
+test('positions given up while export was off do not stop export once an endpoint is set', async (t) => {
+	const receiver = await startReceiver({ grpc: false });
+	const held = await connect(cluster);
+	const others = await connect(cluster);
+	const admin = await connect(cluster);
+	let gdb;
+	try {
+		const laps = await lapAHeldSlot(held, others, 2);
+		gdb = laps.gdb;
+		await gdb.release();
+		gdb = null;
+		await laps.heldQuery;
+		await others.query('SET traceprof.sample_rate = 0');
+
+		await admin.query(`ALTER SYSTEM SET traceprof.otlp_endpoint = '${receiver.httpEndpoint}'`);
+		await admin.query("ALTER SYSTEM SET traceprof.export_interval = '100'");
+		await admin.query('SELECT pg_reload_conf()');
+		const ctx = newContext();
+		const client = await connect(cluster);
+		try {
+			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			for (let i = 0; i < 10; i++)
+				await client.query(`SELECT ${i} AS after_laps`);
+		} finally {
+			await client.end();
+		}
+		const started = performance.now();
+		const arrived = await waitFor(`the 10 spans of trace ${ctx.traceId} at the receiver`, () => {
+			const spans = receiver.spans().filter((s) => s.traceId === ctx.traceId);
+			return spans.length === 10 ? spans : null;
+		}, 30000);
+		assert.equal(arrived.length, 10);
+		const stats = (await admin.query('SELECT spans_pending FROM traceprof.stats')).rows[0];
+		assert.equal(Number(stats.spans_pending), 0, 'nothing left waiting in the ring');
+		// A diagnostic, not a timing assertion: the wait is the exporter's 5 s.
+		t.diagnostic(`exported ${((performance.now() - started) / 1000).toFixed(1)} s after the statements`);
+	} finally {
+		if (gdb)
+			await gdb.release().catch(() => {});
+		await admin.query('ALTER SYSTEM RESET traceprof.otlp_endpoint').catch(() => {});
+		await admin.query('ALTER SYSTEM RESET traceprof.export_interval').catch(() => {});
+		await admin.query('SELECT pg_reload_conf()').catch(() => {});
+		await Promise.all([held, others, admin].map((c) => c.end().catch(() => {})));
+		await receiver.close();
 	}
 });
