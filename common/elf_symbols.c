@@ -487,13 +487,14 @@ compare_funcs(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-bool
-tp_elf_add_unwind_functions(const void *data, size_t size, const char *prefix,
-							tp_elf_image *image)
+/*
+ * The functions of an .eh_frame_hdr at hdr (avail bytes readable there,
+ * link-time address hdr_vaddr) that no symbol covers.
+ */
+static bool
+add_unwind_table(const char *hdr, uint64_t avail, uint64_t hdr_vaddr, const char *prefix,
+				 tp_elf_image *image)
 {
-	const char *base = data;
-	ElfW(Ehdr) ehdr;
-	ElfW(Phdr) hdr = {0};
 	const char *table;
 	uint32_t	count;
 	size_t		added = 0;
@@ -503,27 +504,22 @@ tp_elf_add_unwind_functions(const void *data, size_t size, const char *prefix,
 	char	   *names;
 	char		name[128];
 
-	if (!read_ehdr(data, size, &ehdr))
-		return true;
-	for (size_t i = 0; i < phdr_count(&ehdr, size) && hdr.p_type != PT_GNU_EH_FRAME; i++)
-		read_phdr(data, &ehdr, i, &hdr);
 	/* version 1, then: eh_frame_ptr, fde_count, sorted (start, fde) pairs */
-	if (hdr.p_type != PT_GNU_EH_FRAME || !in_bounds(size, hdr.p_offset, 12) ||
-		base[hdr.p_offset] != 1 ||
-		((unsigned char) base[hdr.p_offset + 1] != EH_PE_PCREL_SDATA4 &&
-		 (unsigned char) base[hdr.p_offset + 1] != EH_PE_SDATA4) ||
-		(unsigned char) base[hdr.p_offset + 2] != EH_PE_UDATA4 ||
-		(unsigned char) base[hdr.p_offset + 3] != EH_PE_DATAREL_SDATA4)
+	if (avail < 12 || hdr[0] != 1 ||
+		((unsigned char) hdr[1] != EH_PE_PCREL_SDATA4 &&
+		 (unsigned char) hdr[1] != EH_PE_SDATA4) ||
+		(unsigned char) hdr[2] != EH_PE_UDATA4 ||
+		(unsigned char) hdr[3] != EH_PE_DATAREL_SDATA4)
 		return true;
-	count = (uint32_t) read_i32(base + hdr.p_offset + 8);
-	table = base + hdr.p_offset + 12;
-	if (!in_bounds(size, hdr.p_offset + 12, (uint64_t) count * 8))
+	count = (uint32_t) read_i32(hdr + 8);
+	table = hdr + 12;
+	if ((uint64_t) count * 8 > avail - 12)
 		return true;
 
 	/* First pass: how much room the new entries need. */
 	for (uint32_t i = 0; i < count; i++)
 	{
-		uint64_t	start = hdr.p_vaddr + (int64_t) read_i32(table + 8 * i);
+		uint64_t	start = hdr_vaddr + (int64_t) read_i32(table + 8 * i);
 
 		if (tp_elf_find(image, start) == NULL)
 		{
@@ -554,8 +550,8 @@ tp_elf_add_unwind_functions(const void *data, size_t size, const char *prefix,
 	/* Second pass: append, each reaching to the next listed start. */
 	for (uint32_t i = 0, n = (uint32_t) image->nfuncs; i < count; i++)
 	{
-		uint64_t	start = hdr.p_vaddr + (int64_t) read_i32(table + 8 * i);
-		uint64_t	next = i + 1 < count ? hdr.p_vaddr + (int64_t) read_i32(table + 8 * (i + 1)) : start + 1;
+		uint64_t	start = hdr_vaddr + (int64_t) read_i32(table + 8 * i);
+		uint64_t	next = i + 1 < count ? hdr_vaddr + (int64_t) read_i32(table + 8 * (i + 1)) : start + 1;
 		int			len;
 
 		if (tp_elf_find(image, start) != NULL)
@@ -571,6 +567,256 @@ tp_elf_add_unwind_functions(const void *data, size_t size, const char *prefix,
 	}
 	image->nfuncs += added;
 	qsort(image->funcs, image->nfuncs, sizeof(tp_elf_func), compare_funcs);
+	return true;
+}
+
+bool
+tp_elf_add_unwind_functions(const void *data, size_t size, const char *prefix,
+							tp_elf_image *image)
+{
+	const char *base = data;
+	ElfW(Ehdr) ehdr;
+	ElfW(Phdr) hdr = {0};
+
+	if (!read_ehdr(data, size, &ehdr))
+		return true;
+	for (size_t i = 0; i < phdr_count(&ehdr, size) && hdr.p_type != PT_GNU_EH_FRAME; i++)
+		read_phdr(data, &ehdr, i, &hdr);
+	if (hdr.p_type != PT_GNU_EH_FRAME || !in_bounds(size, hdr.p_offset, 12))
+		return true;
+	return add_unwind_table(base + hdr.p_offset, size - hdr.p_offset, hdr.p_vaddr,
+							prefix, image);
+}
+
+/* ---- objects in memory ---- */
+
+/* Is [addr, addr + len) in a loaded segment's file contents? */
+static bool
+loaded_span(uintptr_t bias, const ElfW(Phdr) *phdrs, size_t phnum, uintptr_t addr,
+			uint64_t len)
+{
+	for (size_t i = 0; i < phnum; i++)
+	{
+		uintptr_t	start = bias + (uintptr_t) phdrs[i].p_vaddr;
+
+		if (phdrs[i].p_type == PT_LOAD && addr >= start &&
+			in_bounds(phdrs[i].p_filesz, addr - start, len))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A pointer of the dynamic section: glibc relocates them in place on most
+ * machines (x86_64, aarch64), not on all; either way, where it points.
+ */
+static uintptr_t
+dynamic_pointer(uintptr_t bias, const ElfW(Phdr) *phdrs, size_t phnum, uint64_t value)
+{
+	if (value >= bias && loaded_span(bias, phdrs, phnum, (uintptr_t) value, 1))
+		return (uintptr_t) value;
+	if (loaded_span(bias, phdrs, phnum, bias + (uintptr_t) value, 1))
+		return bias + (uintptr_t) value;
+	return 0;
+}
+
+/* Number of .dynsym entries from DT_HASH or DT_GNU_HASH; 0: unknown. */
+static size_t
+dynsym_count(uintptr_t bias, const ElfW(Phdr) *phdrs, size_t phnum, uintptr_t hash,
+			 uintptr_t gnu_hash)
+{
+	uint32_t	words[4];
+
+	if (hash != 0 && loaded_span(bias, phdrs, phnum, hash, 8))
+	{
+		memcpy(words, (const void *) hash, 8);	/* nbucket, nchain */
+		return words[1];
+	}
+	if (gnu_hash != 0 && loaded_span(bias, phdrs, phnum, gnu_hash, 16))
+	{
+		uintptr_t	buckets;
+		uintptr_t	chains;
+		uint32_t	last = 0;
+
+		/* nbuckets, symoffset, bloom words, bloom shift */
+		memcpy(words, (const void *) gnu_hash, 16);
+		buckets = gnu_hash + 16 + (uintptr_t) words[2] * sizeof(ElfW(Addr));
+		if (!loaded_span(bias, phdrs, phnum, buckets, (uint64_t) words[0] * 4))
+			return 0;
+		for (uint32_t i = 0; i < words[0]; i++)
+		{
+			uint32_t	b;
+
+			memcpy(&b, (const void *) (buckets + 4 * (uintptr_t) i), 4);
+			if (b > last)
+				last = b;
+		}
+		if (last < words[1])
+			return words[1];
+		/* The highest bucket's chain ends at the last symbol (low bit set). */
+		chains = buckets + (uintptr_t) words[0] * 4;
+		for (;;)
+		{
+			uint32_t	c;
+			uintptr_t	at = chains + 4 * (uintptr_t) (last - words[1]);
+
+			if (!loaded_span(bias, phdrs, phnum, at, 4))
+				return 0;
+			memcpy(&c, (const void *) at, 4);
+			if (c & 1)
+				return (size_t) last + 1;
+			if (last == UINT32_MAX)
+				return 0;
+			last++;
+		}
+	}
+	return 0;
+}
+
+/* FUNC and IFUNC symbols of the loaded .dynsym. */
+static void
+collect_loaded_dynsym(uintptr_t bias, const ElfW(Phdr) *phdrs, size_t phnum, raw_funcs *funcs)
+{
+	const ElfW(Phdr) *dynamic = NULL;
+	uintptr_t	symtab = 0;
+	uintptr_t	strtab = 0;
+	uint64_t	strsz = 0;
+	uintptr_t	hash = 0;
+	uintptr_t	gnu_hash = 0;
+	size_t		nsyms;
+
+	for (size_t i = 0; i < phnum; i++)
+		if (phdrs[i].p_type == PT_DYNAMIC)
+			dynamic = &phdrs[i];
+	if (dynamic == NULL ||
+		!loaded_span(bias, phdrs, phnum, bias + (uintptr_t) dynamic->p_vaddr, dynamic->p_filesz))
+		return;
+	for (size_t i = 0; i < dynamic->p_filesz / sizeof(ElfW(Dyn)); i++)
+	{
+		ElfW(Dyn)	d;
+
+		memcpy(&d, (const char *) (bias + (uintptr_t) dynamic->p_vaddr) + i * sizeof(d), sizeof(d));
+		if (d.d_tag == DT_NULL)
+			break;
+		if (d.d_tag == DT_SYMTAB)
+			symtab = dynamic_pointer(bias, phdrs, phnum, d.d_un.d_ptr);
+		else if (d.d_tag == DT_STRTAB)
+			strtab = dynamic_pointer(bias, phdrs, phnum, d.d_un.d_ptr);
+		else if (d.d_tag == DT_STRSZ)
+			strsz = d.d_un.d_val;
+		else if (d.d_tag == DT_HASH)
+			hash = dynamic_pointer(bias, phdrs, phnum, d.d_un.d_ptr);
+		else if (d.d_tag == DT_GNU_HASH)
+			gnu_hash = dynamic_pointer(bias, phdrs, phnum, d.d_un.d_ptr);
+		else if (d.d_tag == DT_SYMENT && d.d_un.d_val != sizeof(ElfW(Sym)))
+			return;
+	}
+	if (symtab == 0 || strtab == 0 || strsz == 0 ||
+		!loaded_span(bias, phdrs, phnum, strtab, strsz))
+		return;
+	nsyms = dynsym_count(bias, phdrs, phnum, hash, gnu_hash);
+	if (nsyms == 0 || nsyms > SIZE_MAX / sizeof(ElfW(Sym)) ||
+		!loaded_span(bias, phdrs, phnum, symtab, (uint64_t) nsyms * sizeof(ElfW(Sym))))
+		return;
+	for (size_t j = 1; j < nsyms; j++)
+	{
+		ElfW(Sym)	sym;
+		unsigned char type;
+		const char *name;
+		uint64_t	size;
+
+		memcpy(&sym, (const void *) (symtab + j * sizeof(sym)), sizeof(sym));
+		type = SYM_TYPE(sym.st_info);
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+			sym.st_shndx == SHN_UNDEF || sym.st_value == 0 ||
+			sym.st_name == 0 || sym.st_name >= strsz)
+			continue;
+		name = (const char *) strtab + sym.st_name;
+		if (name[0] == '\0' || memchr(name, '\0', strsz - sym.st_name) == NULL)
+			continue;
+		size = sym.st_size;
+		if (size == 0)
+		{
+			/* No section headers here: its executable segment bounds it. */
+			for (size_t i = 0; i < phnum; i++)
+				if (phdrs[i].p_type == PT_LOAD && (phdrs[i].p_flags & PF_X) &&
+					sym.st_value >= phdrs[i].p_vaddr &&
+					sym.st_value - phdrs[i].p_vaddr < phdrs[i].p_filesz)
+					size = phdrs[i].p_vaddr + phdrs[i].p_filesz - sym.st_value;
+			if (size == 0)
+				continue;
+			if (size > SIZELESS_SPAN)
+				size = SIZELESS_SPAN;
+		}
+		add_raw(funcs, sym.st_value, size, name, name_rank(SYM_BIND(sym.st_info), name));
+	}
+}
+
+char *
+tp_elf_build_id_loaded(uintptr_t bias, const ElfW(Phdr) *phdrs, size_t phnum)
+{
+	for (size_t i = 0; i < phnum; i++)
+	{
+		uintptr_t	notes = bias + (uintptr_t) phdrs[i].p_vaddr;
+		char	   *id;
+
+		if (phdrs[i].p_type != PT_NOTE ||
+			!loaded_span(bias, phdrs, phnum, notes, phdrs[i].p_filesz))
+			continue;
+		id = build_id_in_notes((const char *) notes, phdrs[i].p_filesz, phdrs[i].p_align);
+		if (id != NULL)
+			return id;
+	}
+	return NULL;
+}
+
+bool
+tp_elf_image_read_loaded(uintptr_t bias, const ElfW(Phdr) *phdrs, size_t phnum,
+						 const void *debug, size_t debug_size, tp_elf_image *image)
+{
+	raw_funcs	raw = {0};
+	bool		ok;
+
+	memset(image, 0, sizeof(*image));
+	if (phdrs == NULL || phnum == 0)
+		return false;
+	image->loads = calloc(phnum, sizeof(tp_elf_load));
+	if (image->loads == NULL)
+		return false;
+	for (size_t i = 0; i < phnum; i++)
+	{
+		if (phdrs[i].p_type != PT_LOAD)
+			continue;
+		image->loads[image->nloads].offset = phdrs[i].p_offset;
+		image->loads[image->nloads].vaddr = phdrs[i].p_vaddr;
+		image->loads[image->nloads].filesz = phdrs[i].p_filesz;
+		image->loads[image->nloads].exec = (phdrs[i].p_flags & PF_X) != 0;
+		image->nloads++;
+	}
+	image->build_id = tp_elf_build_id_loaded(bias, phdrs, phnum);
+	collect_loaded_dynsym(bias, phdrs, phnum, &raw);
+	if (debug != NULL && collect_symbols(debug, debug_size, SHT_SYMTAB, &raw))
+		image->has_symtab = true;
+	ok = !raw.failed && finish_funcs(&raw, image);
+	free(raw.items);
+	if (!ok)
+		tp_elf_image_free(image);
+	return ok;
+}
+
+bool
+tp_elf_add_unwind_functions_loaded(uintptr_t bias, const ElfW(Phdr) *phdrs, size_t phnum,
+								   const char *prefix, tp_elf_image *image)
+{
+	for (size_t i = 0; i < phnum; i++)
+	{
+		uintptr_t	hdr = bias + (uintptr_t) phdrs[i].p_vaddr;
+
+		if (phdrs[i].p_type == PT_GNU_EH_FRAME &&
+			loaded_span(bias, phdrs, phnum, hdr, phdrs[i].p_filesz))
+			return add_unwind_table((const char *) hdr, phdrs[i].p_filesz, phdrs[i].p_vaddr,
+									prefix, image);
+	}
 	return true;
 }
 

@@ -9,6 +9,7 @@
 #ifndef TP_ELF_SYMBOLS_H
 #define TP_ELF_SYMBOLS_H
 
+#include <link.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,6 +71,25 @@ bool		tp_elf_image_read(const void *data, size_t size,
  */
 bool		tp_elf_add_unwind_functions(const void *data, size_t size,
 										const char *prefix, tp_elf_image *image);
+
+/*
+ * The same from an object the dynamic loader has mapped (dl_iterate_phdr's
+ * load address and program headers), for a file deleted or replaced on
+ * disk since: load segments, build id and .dynsym, found through
+ * PT_DYNAMIC in the loaded segments (.symtab is never loaded; debug may
+ * add it as above).  Every read is checked to lie in a loaded segment.
+ */
+bool		tp_elf_image_read_loaded(uintptr_t bias, const ElfW(Phdr) *phdrs,
+									 size_t phnum, const void *debug,
+									 size_t debug_size, tp_elf_image *image);
+
+/* Its build id, as tp_elf_build_id. */
+char	   *tp_elf_build_id_loaded(uintptr_t bias, const ElfW(Phdr) *phdrs, size_t phnum);
+
+/* tp_elf_add_unwind_functions from its loaded .eh_frame_hdr. */
+bool		tp_elf_add_unwind_functions_loaded(uintptr_t bias, const ElfW(Phdr) *phdrs,
+											   size_t phnum, const char *prefix,
+											   tp_elf_image *image);
 
 /*
  * Difference between run-time and link-time addresses for a mapping of

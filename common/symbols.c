@@ -16,6 +16,7 @@
 #include "symbols.h"
 
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -132,6 +133,48 @@ map_debug_file(const char *build_id, mapped_file *out)
 	return same;
 }
 
+/* The loaded object holding an address, read from its memory. */
+typedef struct loaded_search
+{
+	uintptr_t	addr;
+	module	   *mod;
+	bool		found;
+} loaded_search;
+
+static int
+read_loaded_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	loaded_search *search = arg;
+	module	   *mod = search->mod;
+	mapped_file debug = {0};
+	const char *slash;
+	char	   *id;
+	bool		holds = false;
+
+	(void) size;
+	for (size_t i = 0; i < info->dlpi_phnum && !holds; i++)
+		holds = info->dlpi_phdr[i].p_type == PT_LOAD &&
+			search->addr - info->dlpi_addr - info->dlpi_phdr[i].p_vaddr < info->dlpi_phdr[i].p_memsz;
+	if (!holds)
+		return 0;
+	search->found = true;
+	id = tp_elf_build_id_loaded(info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum);
+	map_debug_file(id, &debug);
+	free(id);
+	mod->usable = tp_elf_image_read_loaded(info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum,
+										   debug.data, debug.size, &mod->image);
+	if (mod->usable && !mod->image.has_symtab)
+	{
+		slash = strrchr(mod->path, '/');
+		mod->usable = tp_elf_add_unwind_functions_loaded(info->dlpi_addr, info->dlpi_phdr,
+														 info->dlpi_phnum,
+														 slash ? slash + 1 : mod->path,
+														 &mod->image);
+	}
+	unmap_file(&debug);
+	return 1;
+}
+
 static void
 load_module(module *mod, const range *r)
 {
@@ -153,15 +196,22 @@ load_module(module *mod, const range *r)
 
 	/*
 	 * The inode check catches a file replaced on disk since it was mapped
-	 * (a package upgrade): its symbols would be wrong.  map_files still
-	 * reaches the mapped file, for those allowed to read it.
+	 * (a package or extension upgrade): its symbols would be wrong.
+	 * map_files still reaches the mapped file, for those allowed to open it
+	 * (CAP_SYS_ADMIN: not the postgres user); otherwise the loader's copy
+	 * in memory has .dynsym, the build id and the unwind table.
 	 */
 	if (!map_file(mod->is_exe ? "/proc/self/exe" : mod->path, mod->inode, &file))
 	{
 		snprintf(alt, sizeof(alt), "/proc/self/map_files/%lx-%lx",
 				 (unsigned long) r->start, (unsigned long) r->end);
 		if (!map_file(alt, mod->inode, &file))
+		{
+			loaded_search search = {r->start, mod, false};
+
+			dl_iterate_phdr(read_loaded_object, &search);
 			return;
+		}
 	}
 	if (!tp_elf_has_symtab(file.data, file.size))
 	{

@@ -3,9 +3,13 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <linux/capability.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -231,6 +235,156 @@ TEST(stripped_library_named_from_debug_file)
 	CHECK(system(cmd) == 0);
 }
 
+/*
+ * Open this process's /proc/self/map_files entry for the mapping holding
+ * addr: what only CAP_SYS_ADMIN may do, unlike the postgres user.
+ */
+static bool
+map_files_opens(uintptr_t addr)
+{
+	FILE	   *maps = fopen("/proc/self/maps", "re");
+	char		line[1024];
+	bool		opened = false;
+
+	if (maps == NULL)
+		return false;
+	while (fgets(line, sizeof(line), maps) != NULL)
+	{
+		unsigned long start,
+					end;
+		char		path[64];
+		int			fd;
+
+		if (sscanf(line, "%lx-%lx", &start, &end) != 2 || addr < start || addr >= end)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", start, end);
+		fd = open(path, O_RDONLY);
+		opened = fd >= 0;
+		if (fd >= 0)
+			close(fd);
+		break;
+	}
+	fclose(maps);
+	return opened;
+}
+
+/*
+ * Drop what opens map_files (CAP_SYS_ADMIN, or CAP_CHECKPOINT_RESTORE since
+ * Linux 5.9) from the effective set: a root test then runs as postgres would.
+ */
+static bool
+drop_sys_admin(void)
+{
+	struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+
+	if (syscall(SYS_capget, &header, data) != 0)
+		return false;
+	data[0].effective &= ~(1u << CAP_SYS_ADMIN);
+	data[1].effective &= ~(1u << (40 - 32));	/* CAP_CHECKPOINT_RESTORE */
+	return syscall(SYS_capset, &header, data) == 0;
+}
+
+/*
+ * A library deleted or replaced on disk after it was loaded (an extension
+ * or a distribution package upgraded under a running server) is still
+ * named: from the copy the loader keeps mapped (.dynsym, build id, unwind
+ * table) and the debug file its build id finds, for a process that may
+ * not open /proc/self/map_files (anyone but root).  Checked in a child
+ * that gave up CAP_SYS_ADMIN; it exits with its failure count.
+ */
+TEST(deleted_library_named_from_memory)
+{
+	char		dir[] = "/tmp/traceprof-gone-XXXXXX";
+	char		cmd[2048];
+	char		lib[512];
+	void	   *handle;
+	void	   *(*address_of_hidden) (void);
+	void	   *exported;
+	FILE	   *src;
+	pid_t		child;
+	int			status = -1;
+
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(cmd, sizeof(cmd), "%s/lib.c", dir);
+	src = fopen(cmd, "w");
+	CHECK(src != NULL);
+	if (src == NULL)
+		return;
+	fputs("__attribute__((noinline)) static int gone_hidden(int x) { return x * 7 + 1; }\n"
+		  "int (*volatile keep)(int) = gone_hidden;\n"
+		  "int gone_exported(int x) { return keep(x) + 3; }\n"
+		  "void *address_of_hidden(void) { return (void *) gone_hidden; }\n", src);
+	fclose(src);
+	snprintf(lib, sizeof(lib), "%s/libgone.so", dir);
+	snprintf(cmd, sizeof(cmd),
+			 "set -e; cd %s; cc -g -O1 -fPIC -shared -Wl,--build-id -o libgone.so lib.c; "
+			 "id=$(readelf -n libgone.so | sed -n 's/.*Build ID: //p'); "
+			 "mkdir -p .build-id/$(echo $id | cut -c1-2); "
+			 "objcopy --only-keep-debug libgone.so .build-id/$(echo $id | cut -c1-2)/$(echo $id | cut -c3-).debug; "
+			 "strip --strip-unneeded libgone.so", dir);
+	CHECK(system(cmd) == 0);
+	handle = dlopen(lib, RTLD_NOW);
+	CHECK(handle != NULL);
+	if (handle == NULL)
+		return;
+	address_of_hidden = (void *(*) (void)) dlsym(handle, "address_of_hidden");
+	exported = dlsym(handle, "gone_exported");
+	CHECK(address_of_hidden != NULL && exported != NULL);
+	if (address_of_hidden == NULL || exported == NULL)
+		return;
+
+	/* The upgrade: a new file (another inode) where the loaded one was. */
+	snprintf(cmd, sizeof(cmd),
+			 "set -e; cd %s; echo 'int other(void) { return 1; }' > new.c; "
+			 "cc -O1 -fPIC -shared -o new.so new.c; mv new.so libgone.so", dir);
+	CHECK(system(cmd) == 0);
+
+	fflush(stdout);
+	child = fork();
+	if (child == 0)
+	{
+		tp_symbols *symbols;
+		tp_symbol	sym;
+
+		unit_failures = 0;
+		if (geteuid() == 0)
+			CHECK(drop_sys_admin());
+		CHECK(!map_files_opens((uintptr_t) exported));
+
+		setenv("TRACEPROF_DEBUG_DIR", "/nonexistent", 1);
+		symbols = tp_symbols_load();
+		CHECK(tp_symbols_lookup(symbols, (uintptr_t) exported + 1, false, &sym));
+		CHECK_STR(sym.function, "gone_exported");
+		CHECK(sym.function_start == (uintptr_t) exported);
+		CHECK(sym.module != NULL && strstr(sym.module, "libgone.so") != NULL);
+		CHECK(sym.build_id != NULL);
+		/* No symbol: the unwind table's start, as for a stripped file. */
+		CHECK(tp_symbols_lookup(symbols, (uintptr_t) address_of_hidden() + 1, false, &sym));
+		CHECK(sym.function != NULL && strstr(sym.function, "libgone.so+0x") == sym.function);
+		CHECK(sym.synthetic);
+		tp_symbols_free(symbols);
+
+		/* The debug file, found by the build id read from memory. */
+		setenv("TRACEPROF_DEBUG_DIR", dir, 1);
+		symbols = tp_symbols_load();
+		CHECK(tp_symbols_lookup(symbols, (uintptr_t) address_of_hidden() + 1, false, &sym));
+		CHECK_STR(sym.function, "gone_hidden");
+		CHECK(!sym.synthetic);
+		tp_symbols_free(symbols);
+		fflush(stdout);
+		_exit(unit_failures > 100 ? 100 : unit_failures);
+	}
+	CHECK(child > 0);
+	while (child > 0 && waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	dlclose(handle);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
 TEST(vdso)
 {
 	tp_symbols *symbols = tp_symbols_load();
@@ -333,6 +487,50 @@ read_whole(const char *path, unsigned char **data, size_t *size)
 }
 
 /* Truncated and corrupted copies of a real ELF file: no crash, no leak. */
+/* libc read from the loader's memory names what its file's .dynsym names. */
+static int
+find_libc(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void) size;
+	if (strstr(info->dlpi_name, "/libc.so") == NULL)
+		return 0;
+	*(struct dl_phdr_info *) arg = *info;
+	return 1;
+}
+
+TEST(loaded_image_matches_file)
+{
+	struct dl_phdr_info libc = {0};
+	tp_elf_image memory;
+	tp_elf_image file;
+	unsigned char *data = NULL;
+	size_t		size = 0;
+	size_t		same = 0;
+
+	CHECK(dl_iterate_phdr(find_libc, &libc) == 1);
+	if (libc.dlpi_name == NULL || !read_whole(libc.dlpi_name, &data, &size))
+		return;
+	CHECK(tp_elf_image_read_loaded(libc.dlpi_addr, libc.dlpi_phdr, libc.dlpi_phnum,
+								   NULL, 0, &memory));
+	CHECK(tp_elf_image_read(data, size, NULL, 0, &file));
+	CHECK(memory.nfuncs > 1000);
+	CHECK(!memory.has_symtab);
+	if (!file.has_symtab)
+		CHECK(memory.nfuncs == file.nfuncs);
+	for (size_t i = 0; i < memory.nfuncs; i++)
+	{
+		const tp_elf_func *f = tp_elf_find(&file, memory.funcs[i].addr);
+
+		same += f != NULL && f->addr == memory.funcs[i].addr &&
+			strcmp(file.names + f->name, memory.names + memory.funcs[i].name) == 0;
+	}
+	CHECK(same == memory.nfuncs);
+	CHECK_STR(memory.build_id, file.build_id);
+	tp_elf_image_free(&memory);
+	tp_elf_image_free(&file);
+	free(data);
+}
+
 TEST(corrupt_elf_files)
 {
 	unsigned char *data = NULL;
@@ -432,8 +630,10 @@ main(void)
 	RUN(libc_function);
 	RUN(address_in_no_module);
 	RUN(stripped_library_named_from_debug_file);
+	RUN(deleted_library_named_from_memory);
 	RUN(vdso);
 	RUN(refresh_picks_up_dlopen);
+	RUN(loaded_image_matches_file);
 	RUN(corrupt_elf_files);
 	RUN(lookup_speed);
 	return unit_summary();
