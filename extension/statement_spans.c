@@ -83,6 +83,9 @@ TP_HOT static int	nesting_level;		/* executor and utility nesting */
 TP_HOT static int	plan_nesting;
 TP_HOT static int	utility_depth;		/* ProcessUtility calls under way */
 TP_HOT static const char *prepared_text;	/* what a top-level EXECUTE runs, while it does */
+/* That EXECUTE's own bytes, while it runs, when they end in a traceparent comment; else NULL. */
+TP_HOT static const char *execute_comment;
+static int	execute_comment_len;
 
 /* The nesting when a subtransaction began, by transaction nesting level. */
 typedef struct NestingAtStart
@@ -437,6 +440,44 @@ is_blank(char c)
 }
 
 /*
+ * The length of a statement that ends at its semicolon (len bytes at text)
+ * with the comment that follows the semicolon, when nothing else follows
+ * in the source; else len.  OpenTelemetry's instrumentations append their
+ * comment to the text as the application wrote it, after any semicolon
+ * ("SELECT 1; / *traceparent='...'* /"), and PostgreSQL ends the statement
+ * at the semicolon: without this, such a statement lost its parent.
+ */
+static pg_noinline int
+len_with_comment_after(const char *text, int len)
+{
+	const char *p = text + len;
+	const char *close;
+
+	while (*p == ';' || is_blank(*p))
+		p++;
+	if (p[0] != '/' || p[1] != '*' || (close = strstr(p + 2, "*/")) == NULL)
+		return len;
+	for (p = close + 2; *p == ';' || is_blank(*p); p++)
+		;
+	return *p == '\0' ? (int) (close + 2 - text) : len;
+}
+
+/*
+ * The bytes whose ending comment carries a statement's context: its own
+ * (statement_bytes), or up to the comment after its semicolon.  A source
+ * is a NUL-terminated string: the byte after the statement can be read.
+ */
+static inline const char *
+context_bytes(const char *source, int location, int len, int *text_len)
+{
+	const char *text = statement_bytes(source, location, len, text_len);
+
+	if (unlikely(text[*text_len] == ';'))
+		*text_len = len_with_comment_after(text, *text_len);
+	return text;
+}
+
+/*
  * The statement's own text within source (several may share it) and its
  * length: its bytes without the blanks around them, trimmed as
  * CleanQuerytext does (whose calls to scanner_isspace were ~35
@@ -503,7 +544,16 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 
 		decided_in_message = GetCurrentStatementStartTimestamp();
 		if (source != NULL)
-			text = statement_bytes(source, location, len, &text_len);
+			text = context_bytes(source, location, len, &text_len);
+		/*
+		 * An EXECUTE's context is its own comment's, not that of the
+		 * PREPARE whose text it runs: that was for the PREPARE only.
+		 */
+		if (unlikely(source == prepared_text) && source != NULL)
+		{
+			text = execute_comment;
+			text_len = execute_comment_len;
+		}
 		if (!choose_root_context(text, text_len, &parent->context, &parent->remote))
 			return false;
 	}
@@ -539,7 +589,9 @@ may_be_traced(const char *source, int location, int len)
 		return true;
 	if (source == NULL)
 		return false;
-	text = statement_bytes(source, location, len, &text_len);
+	if (unlikely(source == prepared_text))
+		return execute_comment != NULL;
+	text = context_bytes(source, location, len, &text_len);
 	return tp_sqlcomment_close(text, text_len) != NULL;
 }
 
@@ -879,12 +931,15 @@ static pg_noinline void
 remember_constants_if_traced(ParseState *pstate, Query *query, JumbleState *jstate)
 {
 	const char *statement;
+	const char *bytes;
 	int			len;
+	int			bytes_len;
 	tp_span_context ignored;
 
 	statement = statement_text(pstate->p_sourcetext, query->stmt_location, query->stmt_len, &len);
+	bytes = context_bytes(pstate->p_sourcetext, query->stmt_location, query->stmt_len, &bytes_len);
 	if (session_may_trace() ||
-		tp_sqlcomment_traceparent(statement, len, &ignored) != TP_COMMENT_NONE)
+		tp_sqlcomment_traceparent(bytes, bytes_len, &ignored) != TP_COMMENT_NONE)
 		query_text_remember_constants(query->queryId, statement, len,
 									  (int) (statement - pstate->p_sourcetext), jstate);
 }
@@ -1486,13 +1541,28 @@ sets_traceparent(Node *stmt)
 		strcmp(((VariableSetStmt *) stmt)->name, "traceprof.traceparent") == 0;
 }
 
-/* The text of the prepared statement EXECUTE names; NULL if there is none. */
-static pg_noinline const char *
-prepared_statement_text(const ExecuteStmt *stmt)
+/*
+ * A top-level EXECUTE starts: the text of the prepared statement it names
+ * (NULL if there is none) and the EXECUTE's own comment, if it carries a
+ * traceparent: the parent of this execution, as a statement's comment is.
+ */
+static pg_noinline void
+execute_starts(const ExecuteStmt *stmt, const char *query_string, const PlannedStmt *pstmt)
 {
 	PreparedStatement *prepared = FetchPreparedStatement(stmt->name, false);
+	tp_span_context ignored;
+	const char *text;
+	int			len;
 
-	return prepared ? prepared->plansource->query_string : NULL;
+	prepared_text = prepared ? prepared->plansource->query_string : NULL;
+	if (query_string == NULL)
+		return;
+	text = context_bytes(query_string, pstmt->stmt_location, pstmt->stmt_len, &len);
+	if (tp_sqlcomment_traceparent(text, len, &ignored) != TP_COMMENT_NONE)
+	{
+		execute_comment = text;
+		execute_comment_len = len;
+	}
 }
 
 /* The profiler's static callers of a top-level utility statement. */
@@ -1557,7 +1627,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 		learn_utility_callers(dest);
 
 	if (top_level && IsA(stmt, ExecuteStmt))
-		prepared_text = prepared_statement_text((ExecuteStmt *) stmt);
+		execute_starts((ExecuteStmt *) stmt, query_string, pstmt);
 	/* In parallel mode no setting may change, and these statements fail anyway. */
 	sampling_workers = profiler_is_sampling() && may_launch_workers(stmt) && !IsInParallelMode();
 	if (sampling_workers)
@@ -1582,7 +1652,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 		if (!transparent)
 			nesting_level--;
 		if (top_level)
-			prepared_text = NULL;
+			prepared_text = execute_comment = NULL;
 		unwatch_errors(&watch, watching);
 		PG_RE_THROW();
 	}
@@ -1590,7 +1660,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	if (sampling_workers)
 		profiler_utility_workers_done();
 	if (top_level)
-		prepared_text = NULL;
+		prepared_text = execute_comment = NULL;
 	utility_depth--;
 	if (!transparent)
 		nesting_level--;

@@ -1,0 +1,129 @@
+'use strict';
+// The statement hooks against what a client sends in practice: where
+// OpenTelemetry's database instrumentations put the sqlcommenter comment,
+// SQL-level PREPARE / EXECUTE, and the other shapes an audit of the hooks
+// found mishandled.  Spans are read back from traceprof.spans: a span is
+// stored when its statement ends, before the client hears of it.
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+
+const { newContext, startTraced, connect } = require('./lib/traced');
+const { connectWire, serialize } = require('./lib/wire');
+
+let cluster;
+let client;
+
+before(async () => {
+	cluster = await startTraced({ 'traceprof.track_planning': 'off' });
+	client = await connect(cluster);
+});
+
+after(async () => {
+	if (client)
+		await client.end();
+	if (cluster)
+		await cluster.stop();
+});
+
+/** The spans of a trace, oldest first. */
+async function spansOf(traceId) {
+	const r = await client.query(
+		`SELECT span_id, parent_span_id, kind, name, status, query, attributes
+		   FROM traceprof.spans WHERE trace_id = $1 ORDER BY start_time, end_time`, [traceId]);
+	return r.rows;
+}
+
+const comment = (ctx) => `/*traceparent='${ctx.header}'*/`;
+const dump = (spans) => spans.map((s) => `${s.kind} ${s.name} parent=${s.parent_span_id} ${JSON.stringify(s.query)}`).join('\n  ');
+
+// OpenTelemetry's instrumentations (@opentelemetry/sql-common's
+// addSqlCommenterComment, used by instrumentation-pg) append
+// ` /*traceparent='…'*/` to the text as the application wrote it, so a
+// statement ending in a semicolon carries its comment after it; PostgreSQL
+// ends the statement at the semicolon.
+test('a comment after the statement\'s semicolon is its context: simple and extended protocol', async () => {
+	const simple = newContext();
+	await client.query(`SELECT 1 AS simple; ${comment(simple)}`);
+	const s = await spansOf(simple.traceId);
+	assert.equal(s.length, 1, `one span for the simple query:\n  ${dump(s)}`);
+	assert.equal(s[0].kind, 'server');
+	assert.equal(s[0].parent_span_id, simple.spanId);
+	assert.equal(s[0].query, 'SELECT $1 AS simple');
+
+	const extended = newContext();
+	await client.query(`SELECT $1::int AS extended;\n${comment(extended)}\n`, [7]);
+	const e = await spansOf(extended.traceId);
+	assert.equal(e.length, 1, `one span for the Parse/Bind/Execute:\n  ${dump(e)}`);
+	assert.equal(e[0].parent_span_id, extended.spanId);
+
+	const utility = newContext();
+	await client.query(`CREATE TEMP TABLE after_semicolon (id int); ${comment(utility)}`);
+	const u = await spansOf(utility.traceId);
+	assert.deepEqual(u.map((x) => x.name), ['CREATE TABLE after_semicolon'], dump(u));
+	assert.equal(u[0].parent_span_id, utility.spanId);
+});
+
+test('a comment after the last semicolon of a multi-statement query is the last statement\'s only', async () => {
+	const ctx = newContext();
+	await client.query(`SELECT 1 AS first; SELECT 2 AS second; ${comment(ctx)}`);
+	const spans = await spansOf(ctx.traceId);
+	assert.deepEqual(spans.map((x) => x.query), ['SELECT $1 AS second'], dump(spans));
+	assert.equal(spans[0].parent_span_id, ctx.spanId);
+
+	// A comment followed by another statement ends neither statement.
+	const before = newContext();
+	await client.query(`SELECT 1 AS first; ${comment(before)} SELECT 2 AS second`);
+	assert.deepEqual(await spansOf(before.traceId), []);
+});
+
+test('EXECUTE\'s own comment is its parent; the PREPARE\'s comment is not later EXECUTEs\'', async () => {
+	const prepare = newContext();
+	const execute = newContext();
+	const session = newContext();
+	await client.query(`PREPARE audit_prep(int) AS SELECT $1 + 1 AS x ${comment(prepare)}`);
+	try {
+		// The EXECUTE's comment, at its end or after its semicolon.
+		await client.query(`EXECUTE audit_prep(1) ${comment(execute)}`);
+		await client.query(`EXECUTE audit_prep(2); ${comment(execute)}`);
+		// Under the session's context, with no comment of its own.
+		await client.query(`SET traceprof.traceparent = '${session.header}'`);
+		await client.query('EXECUTE audit_prep(3)');
+		await client.query('RESET traceprof.traceparent');
+		// No context at all: not traced.
+		await client.query('EXECUTE audit_prep(4)');
+	} finally {
+		await client.query('DEALLOCATE audit_prep');
+	}
+	const e = await spansOf(execute.traceId);
+	assert.equal(e.length, 2, `both EXECUTEs with a comment are its children:\n  ${dump(e)}`);
+	for (const span of e)
+		assert.equal(span.parent_span_id, execute.spanId);
+	const s = await spansOf(session.traceId);
+	assert.equal(s.length, 1, `the EXECUTE under the session's context is its child:\n  ${dump(s)}`);
+	assert.equal(s[0].parent_span_id, session.spanId);
+	const p = await spansOf(prepare.traceId);
+	assert.deepEqual(p, [], `the PREPARE's comment parents no EXECUTE:\n  ${dump(p)}`);
+});
+
+// Protocol-level: the statement's comment is in its Parse message, and a
+// named statement's Parse is its own; kept as it was.
+test('a named protocol statement keeps its Parse message\'s comment', async () => {
+	const ctx = newContext();
+	const w = await connectWire(cluster, 'postgres', 'app');
+	try {
+		w.send(serialize.parse({ name: 'named', text: `SELECT 1 AS named ${comment(ctx)}`, types: [] }),
+			serialize.sync());
+		await w.until('readyForQuery');
+		for (let i = 0; i < 2; i++) {
+			w.send(serialize.bind({ statement: 'named', values: [] }), serialize.execute({ rows: 0 }), serialize.sync());
+			await w.until('readyForQuery');
+		}
+	} finally {
+		w.end();
+	}
+	const spans = await spansOf(ctx.traceId);
+	assert.equal(spans.length, 2, dump(spans));
+	for (const span of spans)
+		assert.equal(span.parent_span_id, ctx.spanId);
+});
