@@ -28,6 +28,7 @@ typedef enum attempt_outcome
 	ATTEMPT_DELIVERED,
 	ATTEMPT_RETRY,
 	ATTEMPT_REJECTED,			/* a definite no from the collector */
+	ATTEMPT_TOO_LARGE,			/* 413: a no to this request's size only */
 	ATTEMPT_FAILED,				/* a local or transport failure */
 	ATTEMPT_UNREACHABLE,
 } attempt_outcome;
@@ -333,7 +334,8 @@ classify_answer(const tp_otlp_target *target, response *r, char *err, size_t err
 
 		describe_http_error(r, what, sizeof(what));
 		snprintf(err, errlen, "%s: %s", shown, what);
-		return ATTEMPT_REJECTED;
+		/* A proxy's body limit (nginx: 1 MB), not the spans: smaller requests may pass. */
+		return r->http_status == 413 ? ATTEMPT_TOO_LARGE : ATTEMPT_REJECTED;
 	}
 	if (target->protocol == TP_OTLP_GRPC)
 	{
@@ -519,6 +521,8 @@ tp_otlp_send(tp_otlp_target *target, const uint8_t *body, size_t len,
 			return TP_EXPORT_UNREACHABLE;
 		case ATTEMPT_REJECTED:
 			return TP_EXPORT_REJECTED;
+		case ATTEMPT_TOO_LARGE:
+			return TP_EXPORT_TOO_LARGE;
 		default:
 			return TP_EXPORT_FAILED;
 	}

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http_retry.h"
 #include "log.h"
 #include "otel_config.h"
 #include "otlp_export.h"
@@ -96,32 +97,97 @@ tp_span_id_hex(const tp_span *span, char *out)
 	tp_hex_encode(span->context.span_id, TP_SPAN_ID_BYTES, out);
 }
 
-static bool
-export_spans(void)
+/* What an export did with the spans. */
+typedef struct export_state
+{
+	long		budget_ms;		/* OTEL_EXPORTER_OTLP_TIMEOUT: for the whole export */
+	long		deadline_ms;	/* monotonic: when it ends */
+	size_t		delivered;
+	size_t		dropped;
+	bool		stopped;		/* a request failed: the spans not sent are lost */
+} export_state;
+
+/*
+ * Send spans[first, first + count) in one request.  One the collector
+ * refuses as too large (HTTP 413: a proxy's body limit) goes again in
+ * halves, down to single spans, all within the export's one budget; a span
+ * refused alone is dropped.  Failures are warned about here.
+ */
+static void
+send_spans(size_t first, size_t count, export_state *state)
 {
 	size_t		len;
 	uint8_t    *body;
 	char		err[1024];
 	tp_export_result result;
+	long		left = state->deadline_ms - tp_monotonic_ms();
 
+	if (left <= 0)
+	{
+		tp_warn("traces not exported: %zu span(s) of %zu: OTEL_EXPORTER_OTLP_TIMEOUT (%ld ms) ran out "
+				"while they went in smaller requests (the collector refused a larger one as too large)",
+				span_count - state->delivered - state->dropped, span_count, state->budget_ms);
+		state->stopped = true;
+		return;
+	}
 	body = tp_otlp_encode_traces(&config.resource, SCOPE_NAME, SCOPE_VERSION,
-								 spans, span_count, &len);
+								 spans + first, count, &len);
 	if (body == NULL)
 	{
-		tp_warn("traces not exported: out of memory while encoding %zu spans", span_count);
-		return false;
+		tp_warn("traces not exported: out of memory while encoding %zu spans", count);
+		state->stopped = true;
+		return;
 	}
+	config.traces.timeout_ms = left;
 	result = tp_otlp_send(&config.traces, body, len, err, sizeof(err));
 	free(body);
-	if (result == TP_EXPORT_UNREACHABLE)
-		tp_warn("traces not exported: OTLP collector unreachable: %s", err);
-	else if (result == TP_EXPORT_REJECTED)
+	if (result == TP_EXPORT_TOO_LARGE && count > 1)
+	{
+		send_spans(first, count / 2, state);
+		if (!state->stopped)
+			send_spans(first + count / 2, count - count / 2, state);
+		return;
+	}
+	if (result == TP_EXPORT_TOO_LARGE)
+	{
+		tp_warn("span \"%s\" not exported: the collector refuses it as too large even alone: %s",
+				spans[first]->name ? spans[first]->name : "", err);
+		state->dropped++;
+		return;
+	}
+	if (result == TP_EXPORT_OK)
+	{
+		state->delivered += count;
+		if (err[0] != '\0')
+			tp_warn("traces partially exported: %s", err);
+		return;
+	}
+	if (result == TP_EXPORT_REJECTED)
+	{
+		/* The other spans may still go: the refusal was for these. */
 		tp_warn("traces rejected by the collector: %s", err);
-	else if (result == TP_EXPORT_FAILED)
+		state->dropped += count;
+		return;
+	}
+	if (state->delivered + state->dropped > 0)
+		tp_warn("traces not exported: %zu span(s) of %zu, after the others went in smaller requests: %s",
+				span_count - state->delivered - state->dropped, span_count, err);
+	else if (result == TP_EXPORT_UNREACHABLE)
+		tp_warn("traces not exported: OTLP collector unreachable: %s", err);
+	else
 		tp_warn("traces not exported: %s", err);
-	else if (err[0] != '\0')
-		tp_warn("traces partially exported: %s", err);
-	return result == TP_EXPORT_OK;
+	state->stopped = true;
+}
+
+static bool
+export_spans(void)
+{
+	export_state state = {.budget_ms = config.traces.timeout_ms,
+	.deadline_ms = tp_monotonic_ms() + config.traces.timeout_ms};
+
+	send_spans(0, span_count, &state);
+	config.traces.timeout_ms = state.budget_ms;
+	return !state.stopped && state.dropped == 0;
 }
 
 bool

@@ -2,7 +2,8 @@
  * tracer.h - a minimal in-process tracer for the command-line binaries.
  *
  * A batch job makes a handful of spans: they are kept in memory and sent in
- * one OTLP request by tp_tracer_shutdown().  Configuration comes from the
+ * one OTLP request by tp_tracer_shutdown() (in halves, should the collector
+ * refuse it as too large).  Configuration comes from the
  * standard OTEL_* environment variables (otel_config.h); when no exporter
  * is configured, spans are still created (ids for logs and propagation)
  * but nothing is sent.

@@ -8,6 +8,8 @@
  * bounded time, retries on 429/502/503/504), and marks them exported only
  * when the collector took them; when it could not be reached they stay for
  * the next round, and when it refused them they are dropped and counted.
+ * A request refused as too large (413) goes again in halves, down to
+ * single spans: only a span too large alone is dropped.
  * Profiles go from a worker of their own: a Pyroscope that hangs must not
  * hold spans back until the ring overflows.
  */
@@ -237,17 +239,167 @@ batch_size(void)
 	return Max(1, Min(traceprof_export_batch_size, (int) (BATCH_BYTES / span_bytes)));
 }
 
-/* One request.  Returns the number of spans exported, -1 on failure. */
-static int
-export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
+/*
+ * What became of a batch's spans, in ring order: the first `settled` were
+ * delivered or dropped; after a request that failed or was interrupted
+ * (stopped) the rest stay in the ring for the next round.
+ */
+typedef struct BatchOutcome
 {
-	int			exported;
-	uint64		upto;
+	int			settled;
+	int			delivered;
+	int			dropped;
+	bool		stopped;
+	bool		refused;		/* the collector refused spans for good (not for size) */
+} BatchOutcome;
+
+/* Logged once per configuration: a proxy's body limit is met on every burst. */
+static bool too_large_logged = false;
+
+/*
+ * Send spans [first, first + count) of the batch in one request.  One the
+ * collector refuses as too large (HTTP 413: a proxy's body limit, nginx's
+ * is 1 MB) goes again in halves, down to single spans; a span refused
+ * alone is dropped.  With a deadline (not 0), no request outlasts it.
+ */
+static void
+send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadline,
+		   int first, int count, BatchOutcome *out)
+{
 	uint8_t    *body;
-	size_t		len;
+	size_t		len = 0;
 	char		err[1024];
-	char		warning[1100];
+	char		warning[1200];
 	tp_export_result result;
+
+	if (deadline != 0)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+
+		if (left <= 0)
+		{
+			out->stopped = true;
+			return;
+		}
+		target->timeout_ms = Min(traceprof_otlp_timeout_ms, left);
+	}
+	body = tp_otlp_encode_traces(resource, SCOPE_NAME, SCOPE_VERSION,
+								 batch.span_list + first, count, &len);
+	if (body != NULL)
+	{
+		report_sending("exporting spans");
+		result = tp_otlp_send(target, body, len, err, sizeof(err));
+		pgstat_report_wait_end();
+		free(body);
+	}
+	else
+	{
+		strlcpy(err, "out of memory while encoding spans", sizeof(err));
+		result = TP_EXPORT_FAILED;
+	}
+
+	if (result == TP_EXPORT_TOO_LARGE && count > 1)
+	{
+		int			half = count / 2;
+
+		if (!too_large_logged)
+			ereport(LOG,
+					(errmsg("traceprof exporter: a request of %d spans (%zu bytes) was refused as too large; "
+							"sending its spans in smaller requests", count, len),
+					 errdetail("%s", err),
+					 errhint("Lower traceprof.export_batch_size, or raise the body limit of the collector or proxy.")));
+		too_large_logged = true;
+		send_spans(resource, target, deadline, first, half, out);
+		if (!out->stopped)
+			send_spans(resource, target, deadline, first + half, count - half, out);
+		return;
+	}
+	if (result == TP_EXPORT_TOO_LARGE)
+	{
+		char		message[1100];
+
+		snprintf(message, sizeof(message), "a span too large for the collector even alone was dropped: %s", err);
+		out->dropped++;
+		out->settled++;
+		export_failed(message, message,
+					  "Requests refused as too large go again in halves; a span refused alone is dropped and counted "
+					  "in traceprof.stats, without a warning until an export succeeds.");
+		return;
+	}
+	if (result == TP_EXPORT_OK && target->rejected_spans > 0)
+	{
+		/* A partial success: the refused spans are dropped, like a rejection's. */
+		int			refused = (int) Min(target->rejected_spans, (int64) count);
+
+		out->delivered += count - refused;
+		out->dropped += refused;
+		out->settled += count;
+		export_failed(err, err, "Refused spans are dropped and counted in traceprof.stats, "
+					  "without a warning until an export is taken whole.");
+		return;
+	}
+	if (result == TP_EXPORT_OK)
+	{
+		out->delivered += count;
+		out->settled += count;
+		if (err[0] != '\0')
+			ereport(LOG, (errmsg("traceprof exporter: %s", err)));	/* a collector's warning */
+		return;
+	}
+	if (result == TP_EXPORT_REJECTED)
+	{
+		/* Resending what the collector refused would block the ring forever. */
+		out->dropped += count;
+		out->settled += count;
+		out->refused = true;
+		snprintf(warning, sizeof(warning), "%d spans rejected by the collector and dropped: %s", count, err);
+		export_failed(err, warning,
+					  "Further rejections are counted in traceprof.stats without a warning until an export succeeds.");
+		return;
+	}
+	out->stopped = true;
+	if (interrupted)
+		return;					/* the spans stay for the next round */
+	snprintf(warning, sizeof(warning), "cannot export spans: %s", err);
+	export_failed(err, warning,
+				  "Spans stay in shared memory and are retried; when it fills, new spans are dropped and counted in traceprof.stats.");
+}
+
+/*
+ * The ring position after the first n spans of the batch just read: what
+ * is settled when a request after them failed.  Only this worker moves
+ * past spans, so they are still there to be read again; a record that
+ * cannot be unpacked is passed over without being counted, hence the loop.
+ */
+static uint64
+position_after(int n)
+{
+	int			want = n;
+	int			got = 0;
+
+	for (;;)
+	{
+		uint64		upto = span_store_read_unexported(batch.records, want, &got);
+		int			more = Min(want + (n - got), batch.capacity);
+
+		if (got >= n || more <= want)
+			return upto;
+		want = more;
+	}
+}
+
+/*
+ * One batch: up to traceprof.export_batch_size spans, in one request or,
+ * refused as too large, several.  Returns the number of spans read when
+ * all were settled, 0 when the collector refused some (no more this
+ * round), -1 when a request failed (the spans not settled stay).
+ */
+static int
+export_one_batch(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadline)
+{
+	int			count;
+	uint64		upto;
+	BatchOutcome outcome = {0};
 
 	if (!batch_reserve(batch_size()))
 	{
@@ -266,30 +418,20 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 		span_store_mark_exported(upto, 0);	/* only skipped slots, if any */
 		return 0;
 	}
-	body = tp_otlp_encode_traces(resource, SCOPE_NAME, SCOPE_VERSION,
-								 batch.span_list, batch.count, &len);
-	exported = batch.count;
+	count = batch.count;
+	send_spans(resource, target, deadline, 0, count, &outcome);
 	batch_clear();
-	report_sending("exporting spans");
-	result = body ? tp_otlp_send(target, body, len, err, sizeof(err)) : TP_EXPORT_FAILED;
-	pgstat_report_wait_end();
-	if (body == NULL)
-		strlcpy(err, "out of memory while encoding spans", sizeof(err));
-	free(body);
-	if (result == TP_EXPORT_OK && target->rejected_spans > 0)
+	if (outcome.settled == 0)
+		return -1;
+	if (outcome.settled < count)
+		upto = position_after(outcome.settled);
+	span_store_mark_exported(upto, outcome.delivered);
+	if (outcome.dropped > 0)
+		span_store_count_refused(outcome.dropped);
+	if (outcome.stopped)
+		return -1;
+	if (outcome.dropped == 0)
 	{
-		/* A partial success: the refused spans are dropped, like a rejection's. */
-		int			refused = (int) Min(target->rejected_spans, (int64) exported);
-
-		span_store_mark_exported(upto, exported - refused);
-		span_store_count_refused(refused);
-		export_failed(err, err, "Refused spans are dropped and counted in traceprof.stats, "
-					  "without a warning until an export is taken whole.");
-		return exported;
-	}
-	if (result == TP_EXPORT_OK)
-	{
-		span_store_mark_exported(upto, exported);
 		if (failing)
 		{
 			char		shown[512];
@@ -297,26 +439,9 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target)
 			tp_http_url_shown(target->url, shown, sizeof(shown));	/* no secret it may hold */
 			ereport(LOG, (errmsg("traceprof exporter: export to %s resumed", shown)));
 		}
-		if (err[0] != '\0')
-			ereport(LOG, (errmsg("traceprof exporter: %s", err)));	/* a collector's warning */
 		failing = false;
-		return exported;
 	}
-	if (result == TP_EXPORT_REJECTED)
-	{
-		/* Resending what the collector refused would block the ring forever. */
-		span_store_mark_rejected(upto, exported);
-		snprintf(warning, sizeof(warning), "%d spans rejected by the collector and dropped: %s", exported, err);
-		export_failed(err, warning,
-					  "Further rejections are counted in traceprof.stats without a warning until an export succeeds.");
-		return 0;
-	}
-	if (interrupted)
-		return -1;				/* the spans stay for the next round */
-	snprintf(warning, sizeof(warning), "cannot export spans: %s", err);
-	export_failed(err, warning,
-				  "Spans stay in shared memory and are retried; when it fills, new spans are dropped and counted in traceprof.stats.");
-	return -1;
+	return outcome.refused ? 0 : count;
 }
 
 static void
@@ -528,15 +653,9 @@ export_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz dead
 {
 	while (traceprof_exporting && !*target->cancel && tp_otlp_retry_wait_ms(target) == 0)
 	{
-		if (deadline != 0)
-		{
-			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-
-			if (left <= 0)
-				return;
-			target->timeout_ms = Min(traceprof_otlp_timeout_ms, left);
-		}
-		if (export_one_batch(resource, target) != batch_size())
+		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
+			return;
+		if (export_one_batch(resource, target, deadline) != batch_size())
 			return;
 	}
 }
@@ -569,6 +688,7 @@ rebuild_target(tp_otlp_target *target)
 	tp_otlp_target old = *target;
 
 	build_target(target);
+	too_large_logged = false;
 	if (old.protocol == target->protocol && old.url != NULL && target->url != NULL &&
 		strcmp(old.url, target->url) == 0)
 		target->retry_not_before_ms = old.retry_not_before_ms;

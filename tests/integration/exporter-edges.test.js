@@ -15,10 +15,13 @@
 //     and database names written raw from a SQL_ASCII database become "?"
 //     in the OTLP payload and in traceprof.spans;
 //  5. the last drain at shutdown is bounded to about 2 s in all, not per
-//     batch, against a collector that is slow but answers 200.
+//     batch, against a collector that is slow but answers 200;
+//  6. a batch refused with 413 (a proxy's body limit) goes again in
+//     halves: every span arrives, and only a span too large alone is
+//     dropped and counted (before: the whole batch was dropped).
 //
 // One real PostgreSQL 15 cluster for the file (shared_preload_libraries =
-// 'traceprof', exporter every 100 ms), restarted by the last test; the
+// 'traceprof', exporter every 100 ms), restarted by test 5; the
 // capture receivers of lib/receiver.js as collectors, every payload decoded
 // by @opentelemetry/otlp-transformer's generated root (lib/otlp.js).  Waits
 // poll a condition with a deadline; the only sleeps are the short windows
@@ -27,10 +30,11 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
+const http = require('node:http');
 
 const { sleep, newContext, waitFor, startTraced, connect, tracedSelect: tracedSelectIn } = require('./lib/traced');
 const { startReceiver } = require('./lib/receiver');
-const { decodeTraces } = require('./lib/otlp');
+const { decodeTraces, encodeTraceResponse } = require('./lib/otlp');
 const { startIngest } = require('./lib/ingest');
 const { decodePprof } = require('./lib/pprof');
 
@@ -418,4 +422,169 @@ test('5. shutdown with 25 spans pending, batch size 1, a collector answering 200
 	receiver.setDefault({});
 	monitor = await connect(cluster);
 	await reconfigure({ 'traceprof.export_batch_size': null, 'traceprof.export_interval': String(EXPORT_INTERVAL_MS) });
+});
+
+/**
+ * A collector behind a body limit, as nginx's client_max_body_size: 413
+ * (answered from Content-Length before the body is read, as nginx does)
+ * to a body above limit bytes, else 200.  requests: {length, status,
+ * spans}, every body decoded, refused or not.  unavailable: {after: n,
+ * headers}: once n more requests were taken, answer the next one 503.
+ */
+async function startLimited(limit) {
+	const c = { requests: [], limit, unavailable: null };
+	const server = http.createServer((req, res) => {
+		const length = Number(req.headers['content-length']);
+		let status = length > c.limit ? 413 : 200;
+		let headers = {};
+		if (status === 200 && c.unavailable && c.unavailable.after-- === 0) {
+			status = 503;
+			headers = c.unavailable.headers;
+			c.unavailable = null;
+		}
+		const body = status === 413 ? Buffer.from('Request Entity Too Large') :
+			status === 503 ? Buffer.alloc(0) : encodeTraceResponse();
+		res.writeHead(status, { 'content-length': body.length, ...headers });
+		res.end(body);
+		// Recorded on arrival; the body, read after the answer, decoded at its end.
+		const entry = { length, status, spans: [] };
+		c.requests.push(entry);
+		const chunks = [];
+		req.on('data', (d) => chunks.push(d));
+		req.on('end', () => {
+			const raw = Buffer.concat(chunks);
+			if (raw.length === length)
+				entry.spans = decodeTraces(raw).spans;
+		});
+	});
+	await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+	c.url = `http://127.0.0.1:${server.address().port}`;
+	c.delivered = (traceId) => c.requests.filter((r) => r.status === 200)
+		.flatMap((r) => r.spans).filter((sp) => sp.traceId === traceId);
+	c.close = () => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); });
+	return c;
+}
+
+/**
+ * Point the exporter at c, and hold export back (export_interval 1 h)
+ * once a marker span has reached c; run statements (each a span of one
+ * new trace) and then let the exporter go by setting the interval back:
+ * the reload wakes it, and all the spans go in one batch.  Returns the
+ * trace's context.
+ */
+async function exportAtOnce(c, statements, beforeRelease = () => {}) {
+	await reconfigure({ 'traceprof.otlp_endpoint': c.url, 'traceprof.query_text': 'full' });
+	const marker = await tracedSelect('limited_marker');
+	await waitFor('the marker at the limited collector', () => c.delivered(marker.traceId).length > 0);
+	await reconfigure({ 'traceprof.export_interval': '3600000' });
+	const ctx = newContext();
+	const client = await connect(cluster, 'app');
+	try {
+		await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		for (const sql of statements)
+			await client.query(sql);
+	} finally {
+		await client.end();
+	}
+	beforeRelease();
+	await reconfigure({ 'traceprof.export_interval': String(EXPORT_INTERVAL_MS) });
+	return ctx;
+}
+
+async function restoreEndpoint() {
+	await reconfigure({ 'traceprof.otlp_endpoint': receiver.httpEndpoint, 'traceprof.query_text': null });
+}
+
+test('6a. a batch refused with 413 goes again in halves: each of 24 spans arrives once, none dropped, no failure', async (t) => {
+	// Old behaviour caught: a 413 was a refusal like a 400, so the whole
+	// batch was dropped (spans_dropped +24, export_failures +1).
+	const N = 24;
+	await drained();
+	const limited = await startLimited(4096);	// a span here is ~1 kB: a few per request
+	t.after(() => limited.close());
+	t.after(restoreEndpoint);
+	const before = await stats();
+	const statements = Array.from({ length: N }, (_, i) => `SELECT '${'x'.repeat(600)}' AS halves_${i}`);
+	const ctx = await exportAtOnce(limited, statements);
+	await waitFor(() => `${N} spans of the trace taken (${limited.delivered(ctx.traceId).length} so far)`,
+		() => limited.delivered(ctx.traceId).length >= N);
+	const after = await drained();
+
+	const refused = limited.requests.filter((r) => r.status === 413 && r.spans.some((sp) => sp.traceId === ctx.traceId));
+	assert.ok(refused.some((r) => r.spans.length === N), `the batch of ${N} went first and was refused`);
+	const delivered = limited.delivered(ctx.traceId);
+	assert.equal(delivered.length, N, 'each span delivered once');
+	assert.equal(new Set(delivered.map((sp) => sp.spanId)).size, N, 'no span twice');
+	for (const r of limited.requests.filter((q) => q.status === 200))
+		assert.ok(r.length <= limited.limit, `a taken request (${r.length} bytes) is within the limit`);
+	assert.equal(after.spans_dropped, before.spans_dropped, 'nothing dropped');
+	assert.equal(after.export_failures, before.export_failures, 'no export failure');
+	assert.equal(after.spans_exported - before.spans_exported, N + 1, 'the marker and the N spans exported');
+});
+
+test('6b. a span too large even alone is dropped and counted, with 413 in last_error; the other spans arrive', async (t) => {
+	// Old behaviour caught: the whole batch of 7 was dropped with the one
+	// span the proxy could never take.
+	await drained();
+	const limited = await startLimited(1300);	// requests: a small span ~0.6 kB, two ~1.1 kB; the big one alone ~1.6 kB
+	t.after(() => limited.close());
+	t.after(restoreEndpoint);
+	const before = await stats();
+	const statements = [];
+	for (let i = 0; i < 6; i++) {
+		statements.push(`SELECT 1 AS small_${i}`);
+		if (i === 2)
+			statements.push(`SELECT '${'y'.repeat(1000)}' AS too_big`);
+	}
+	const ctx = await exportAtOnce(limited, statements);
+	await waitFor(() => `6 spans of the trace taken (${limited.delivered(ctx.traceId).length} so far)`,
+		() => limited.delivered(ctx.traceId).length >= 6);
+	const after = await waitFor('the big span dropped and counted', async () => {
+		const s = await stats();
+		return s.spans_pending === 0 && s.spans_dropped > before.spans_dropped ? s : null;
+	});
+
+	const delivered = limited.delivered(ctx.traceId);
+	assert.deepEqual(delivered.map((sp) => sp.attributes['db.query.text']).sort(),
+		Array.from({ length: 6 }, (_, i) => `SELECT 1 AS small_${i}`).sort(), 'the six small spans, each once');
+	const alone = limited.requests.filter((r) => r.status === 413 && r.spans.length === 1);
+	assert.equal(alone.length, 1, 'the big span was refused alone, once');
+	assert.match(alone[0].spans[0].attributes['db.query.text'], /AS too_big$/);
+	assert.equal(after.spans_dropped - before.spans_dropped, 1, 'one span dropped');
+	assert.equal(after.export_failures - before.export_failures, 1, 'one export failure');
+	assert.equal(after.spans_exported - before.spans_exported, 6 + 1, 'the marker and the six small spans exported');
+	assert.match(after.last_error, /too large.*HTTP status 413: Request Entity Too Large/);
+	const log = cluster.readLog();
+	assert.match(log, /WARNING:\s+traceprof exporter: a span too large for the collector even alone was dropped: .*HTTP status 413/);
+});
+
+test('6c. a 503 after part of a split batch was taken: the rest goes later, each span once, none dropped', async (t) => {
+	// The spans taken before the failure must not go again (nor be lost):
+	// the exporter moves past exactly those in the ring.
+	const N = 24;
+	await drained();
+	const limited = await startLimited(4096);
+	t.after(() => limited.close());
+	t.after(() => reconfigure({ 'traceprof.otlp_timeout': '5000' }));
+	t.after(restoreEndpoint);
+	// A Retry-After beyond the budget ends the export at once; the next waits 2 s.
+	await reconfigure({ 'traceprof.otlp_timeout': '1000' });
+	const before = await stats();
+	const statements = Array.from({ length: N }, (_, i) => `SELECT '${'x'.repeat(600)}' AS resumed_${i}`);
+	const ctx = await exportAtOnce(limited, statements,
+		() => { limited.unavailable = { after: 1, headers: { 'retry-after': '2' } }; });
+	await waitFor(() => `${N} spans of the trace taken (${limited.delivered(ctx.traceId).length} so far)`,
+		() => limited.delivered(ctx.traceId).length >= N);
+	const after = await drained();
+
+	const statuses = limited.requests.filter((r) => r.spans.some((sp) => sp.traceId === ctx.traceId)).map((r) => r.status);
+	const failedAt = statuses.indexOf(503);
+	assert.ok(failedAt > 0 && statuses.slice(0, failedAt).includes(200),
+		`a request was taken before the 503: ${statuses.join(' ')}`);
+	const delivered = limited.delivered(ctx.traceId);
+	assert.equal(delivered.length, N, 'each span delivered once');
+	assert.equal(new Set(delivered.map((sp) => sp.spanId)).size, N, 'no span twice');
+	assert.equal(after.spans_dropped, before.spans_dropped, 'nothing dropped');
+	assert.equal(after.export_failures - before.export_failures, 1, 'the 503 is one failure');
+	assert.equal(after.spans_exported - before.spans_exported, N + 1, 'the marker and the N spans exported');
 });

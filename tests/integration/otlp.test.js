@@ -8,6 +8,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const http = require('node:http');
 const net = require('node:net');
 const path = require('node:path');
 
@@ -15,7 +16,7 @@ const { ROOT, GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
 const { run, describe } = require('./lib/run');
 const { startCluster, freePort } = require('./lib/cluster');
 const { startReceiver, GRPC_PATH } = require('./lib/receiver');
-const { decodeTraces, SpanKind, StatusCode } = require('./lib/otlp');
+const { decodeTraces, encodeTraceResponse, SpanKind, StatusCode } = require('./lib/otlp');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
 
 const RECORDS = 300;
@@ -478,6 +479,71 @@ test('400 whose body is cut short (the connection closes): a refusal all the sam
 	const w = exportWarnings(g.res);
 	assert.equal(w.length, 1, describe(g.res));
 	assert.match(w[0], /rejected by the collector: .*HTTP status 400: bad spans$/);
+});
+
+/**
+ * A collector behind a body limit, as nginx's client_max_body_size: 413
+ * (answered from Content-Length, before the body is read, as nginx does)
+ * to a body above limit bytes, else 200.  limit null: the first request's
+ * length less one, so that request is refused and any smaller one taken.
+ * requests: {length, status, spans}.
+ */
+async function limitedCollector(t, limit) {
+	const c = { requests: [], limit };
+	const server = http.createServer((req, res) => {
+		const length = Number(req.headers['content-length']);
+		if (c.limit === null)
+			c.limit = length - 1;
+		const status = length > c.limit ? 413 : 200;
+		const body = status === 413 ? Buffer.from('<html><head><title>413 Request Entity Too Large</title></head></html>')
+			: encodeTraceResponse();
+		res.writeHead(status, { 'content-type': status === 413 ? 'text/html' : 'application/x-protobuf', 'content-length': body.length });
+		res.end(body);
+		// Recorded on arrival; the body, read after the answer, decoded at its end.
+		const entry = { length, status, spans: undefined };
+		c.requests.push(entry);
+		const chunks = [];
+		req.on('data', (d) => chunks.push(d));
+		req.on('end', () => {
+			const raw = Buffer.concat(chunks);
+			entry.spans = raw.length === length ? decodeTraces(raw).spans : null;
+		});
+	});
+	await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+	t.after(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }));
+	c.url = `http://127.0.0.1:${server.address().port}`;
+	/** Resolves once every recorded body has been read to its end. */
+	c.read = async () => {
+		for (const deadline = Date.now() + 5000; c.requests.some((r) => r.spans === undefined);) {
+			assert.ok(Date.now() < deadline, 'the request bodies were read to their end');
+			await new Promise((resolve) => setTimeout(resolve, 10));
+		}
+		return c.requests;
+	};
+	return c;
+}
+
+test('413: the spans go again in halves until they pass, and all arrive, without a warning', async (t) => {
+	// A 413 was a refusal like a 400: the loader's four spans were lost
+	// behind a proxy whose body limit their one request exceeded.
+	const c = await limitedCollector(t, null);
+	const l = await loadWith({ OTEL_EXPORTER_OTLP_ENDPOINT: c.url });
+	assert.equal(l.res.code, 0, describe(l.res));
+	assert.deepEqual(exportWarnings(l.res), [], 'every span went: no warning');
+	assert.deepEqual((await c.read()).map((r) => [r.status, r.spans && r.spans.length]), [[413, 4], [200, 2], [200, 2]],
+		'the four spans refused in one request, then taken in two halves');
+	const spans = c.requests.filter((r) => r.status === 200).flatMap((r) => r.spans);
+	assertLoaderSpans(spans, l);
+});
+
+test('413 for a single span: one request, one warning saying it is too large even alone, exit 0', async (t) => {
+	const c = await limitedCollector(t, 10);
+	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: c.url });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.deepEqual(c.requests.map((r) => r.status), [413], 'not retried');
+	const w = exportWarnings(g.res);
+	assert.equal(w.length, 1, describe(g.res));
+	assert.match(w[0], /"generator\.run" not exported: the collector refuses it as too large even alone: .*HTTP status 413: .*413 Request Entity Too Large/);
 });
 
 test('partial success: one request, a warning with the rejection, exit 0', async (t) => {
