@@ -6,6 +6,7 @@
  */
 #include "postgres.h"
 
+#include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "nodes/pathnodes.h"
 #include "nodes/plannodes.h"
@@ -13,6 +14,25 @@
 #include "tcop/utility.h"
 
 #include "traceprof.h"
+
+static bool query_only_relation(Query *query, Oid *only);
+
+/* A relation entry the statement names: not one a view's definition reads. */
+static inline bool
+named_relation(const RangeTblEntry *rte)
+{
+	return rte->rtekind == RTE_RELATION && !OidIsValid(rte->checkAsUser);
+}
+
+/* Another relation named: false once it is a second one. */
+static inline bool
+note_relation(Oid relid, Oid *only)
+{
+	if (OidIsValid(*only) && *only != relid)
+		return false;
+	*only = relid;
+	return true;
+}
 
 /*
  * The one relation a range table names, in *only (InvalidOid before the
@@ -24,8 +44,8 @@
  *   are the view's, not the statement's;
  * - a plan lists a partitioned (or inherited) table's children after it
  *   (children: their indexes, NULL for a Query);
- * - a Query's subqueries in FROM are looked into (a plan's range table is
- *   flat already).
+ * - a Query's subqueries are looked into (a plan's range table is flat
+ *   already, and holds those of its sublinks and CTEs too).
  */
 static bool
 only_relation(List *rtable, const Bitmapset *children, Oid *only)
@@ -38,18 +58,86 @@ only_relation(List *rtable, const Bitmapset *children, Oid *only)
 
 		if (rte->rtekind == RTE_SUBQUERY && rte->subquery != NULL)
 		{
-			if (!only_relation(rte->subquery->rtable, NULL, only))
+			if (!query_only_relation(rte->subquery, only))
 				return false;
 			continue;
 		}
-		if (rte->rtekind != RTE_RELATION || OidIsValid(rte->checkAsUser) ||
-			bms_is_member(foreach_current_index(lc) + 1, children))
+		if (!named_relation(rte) || bms_is_member(foreach_current_index(lc) + 1, children))
 			continue;
-		if (OidIsValid(*only) && *only != rte->relid)
+		if (!note_relation(rte->relid, only))
 			return false;
-		*only = rte->relid;
 	}
 	return true;
+}
+
+/* query_tree_walker's walker for relations_walk: true stops at a second relation. */
+static bool
+second_relation_walker(Node *node, Oid *only)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, RangeTblEntry))
+		return named_relation((RangeTblEntry *) node) &&
+			!note_relation(((RangeTblEntry *) node)->relid, only);
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, second_relation_walker, only,
+								 QTW_EXAMINE_RTES_BEFORE);
+	return expression_tree_walker(node, second_relation_walker, only);
+}
+
+/*
+ * only_relation for a Query with sublinks or CTEs, whose relations are
+ * outside its range table: the planner flattens them into the plan's, so a
+ * statement whose plan is cached was named otherwise than one planned for
+ * it ("SELECT ... WHERE id IN (SELECT ...)" was named after its outer
+ * table when planned, and after none from a cached plan).  The whole tree
+ * is walked: out of line, only such statements pay for it.
+ */
+static pg_noinline bool
+relations_walk(Query *query, Oid *only)
+{
+	return !second_relation_walker((Node *) query, only);
+}
+
+/* only_relation for a Query (or one of its subqueries in FROM). */
+static bool
+query_only_relation(Query *query, Oid *only)
+{
+	if (unlikely(query->hasSubLinks || query->cteList != NIL))
+		return relations_walk(query, only);
+	return only_relation(query->rtable, NULL, only);
+}
+
+/*
+ * The table a Query's first data-modifying CTE writes, as the plan's first
+ * result relation is when its top level writes none; 0 if none does.
+ */
+static pg_noinline Oid
+cte_result_relation(const Query *query)
+{
+	ListCell   *lc;
+
+	foreach(lc, query->cteList)
+	{
+		const Query *cte = (const Query *) ((CommonTableExpr *) lfirst(lc))->ctequery;
+
+		if (IsA(cte, Query) && cte->resultRelation > 0)
+			return rt_fetch(cte->resultRelation, cte->rtable)->relid;
+	}
+	return InvalidOid;
+}
+
+/* db.collection.name of a Query about to be planned, as of its plan (plan_collection). */
+static const char *
+query_collection(Query *query)
+{
+	Oid			only = InvalidOid;
+
+	if (query->resultRelation > 0)
+		return relation_name(rt_fetch(query->resultRelation, query->rtable)->relid);
+	if (unlikely(query->hasModifyingCTE) && OidIsValid(only = cte_result_relation(query)))
+		return relation_name(only);
+	return query_only_relation(query, &only) ? relation_name(only) : NULL;
 }
 
 /* The partitions and inheritance children in a plan's range table. */
@@ -115,7 +203,7 @@ statement_collection(Node *stmt)
 	switch (nodeTag(stmt))
 	{
 		case T_Query:
-			return collection_name(((Query *) stmt)->rtable, ((Query *) stmt)->resultRelation, NULL);
+			return query_collection((Query *) stmt);
 		case T_PlannedStmt:
 			return plan_collection((PlannedStmt *) stmt);
 		case T_CopyStmt:

@@ -148,6 +148,35 @@ SELECT name, attributes->>'db.collection.name' AS collection, query
   FROM traceprof.spans WHERE kind = 'server' AND name NOT IN ('SET', 'RESET') ORDER BY start_time;
 DROP VIEW orders_vv, orders_v, orders_v_invoker;
 DROP TABLE orders_part;
+-- Tables named in sublinks and CTEs count too (the planner flattens them
+-- into the plan's range table): each statement below is named the same
+-- planned for it (the first EXECUTE) and from its cached plan (the second).
+CREATE TABLE sub_a (id int);
+CREATE TABLE sub_b (id int);
+PREPARE sub_in AS SELECT count(*) FROM sub_a WHERE id IN (SELECT id FROM sub_b);
+PREPARE sub_scalar AS SELECT (SELECT count(*) FROM sub_b) FROM sub_a;
+PREPARE sub_cte AS WITH c AS MATERIALIZED (SELECT id FROM sub_b) SELECT count(*) FROM sub_a, c;
+PREPARE sub_write AS WITH d AS (DELETE FROM sub_b RETURNING id) SELECT count(*) FROM d;
+PREPARE sub_same AS SELECT count(*) FROM sub_a WHERE id IN (SELECT id FROM sub_a);
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+SET plan_cache_mode = force_generic_plan;
+EXECUTE sub_in;
+EXECUTE sub_in;
+EXECUTE sub_scalar;
+EXECUTE sub_scalar;
+EXECUTE sub_cte;
+EXECUTE sub_cte;
+EXECUTE sub_write;
+EXECUTE sub_write;
+EXECUTE sub_same;
+EXECUTE sub_same;
+RESET plan_cache_mode;
+SET traceprof.traceparent = '';
+SELECT name, attributes->>'db.collection.name' AS collection, query
+  FROM traceprof.spans WHERE kind = 'server' AND name NOT IN ('SET', 'RESET') ORDER BY start_time;
+DEALLOCATE ALL;
+DROP TABLE sub_a, sub_b;
 -- Spans are stored packed: every string at its longest comes back whole
 -- (a 63-byte table name, a message cut to 255 bytes, a multibyte query
 -- text cut to traceprof.max_query_length bytes on a character boundary).
