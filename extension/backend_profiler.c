@@ -96,6 +96,7 @@ TP_HOT SamplerState profiler_state = SAMPLER_NOT_STARTED;
 static bool span_open;			/* a traced span is open (set at every statement and span) */
 static int	started_hz;			/* the running sampler's settings */
 static int	started_mode;
+static int	started_capacity;
 static uint64 dropped_reported;	/* sampler ring overflows already counted */
 static tp_symbols *symbols;
 static HTAB *pc_cache;
@@ -157,6 +158,7 @@ start_sampler(void)
 							   (const volatile uint32_t *) my_wait_event_info : NULL);
 	started_hz = traceprof_sample_hz;
 	started_mode = traceprof_profile_mode;
+	started_capacity = traceprof_backend_samples;
 }
 
 static void store_samples(void);
@@ -164,12 +166,16 @@ static void publish_labels(void);
 
 static uint64 samples_before_label; /* the sampler's count when it was labelled */
 
-/* A changed rate or mode needs a new timer: keep what was sampled so far. */
+/*
+ * A changed rate or mode needs a new timer, a changed traceprof.backend_samples
+ * a new ring: keep what was sampled so far.
+ */
 static void
 restart_if_settings_changed(void)
 {
 	if ((profiler_state != SAMPLER_RUNNING && profiler_state != SAMPLER_PAUSED) ||
-		(started_hz == traceprof_sample_hz && started_mode == traceprof_profile_mode))
+		(started_hz == traceprof_sample_hz && started_mode == traceprof_profile_mode &&
+		 started_capacity == traceprof_backend_samples))
 		return;
 	store_samples();
 	tp_sampler_stop();

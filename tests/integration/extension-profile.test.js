@@ -762,6 +762,28 @@ describe('profiles in SQL (one cluster)', () => {
 			}
 		});
 	});
+
+	test('10. traceprof.backend_samples set after the backend first sampled sizes its ring from then on', async () => {
+		// The ring was sized once, when the sampler first started: a SET
+		// later in the session (PGC_SUSET, for one long statement) did nothing.
+		const HZ = 250;
+		const c = await connect(cluster);
+		try {
+			await c.query('SET traceprof.profile_mode = wall');
+			await c.query(`SET traceprof.sample_hz = ${HZ}`);
+			await traced(c, newContext(), 'SELECT pg_sleep(0.05)');	// the sampler starts: 2048 samples
+			await c.query('SET traceprof.backend_samples = 128');
+			const before_ = await sampleStats(reader);
+			const ctx = newContext();
+			await traced(c, ctx, 'SELECT pg_sleep(2)');	// ~500 samples in one span
+			const n = total(await profile(reader, ctx.traceId));
+			const dropped = (await sampleStats(reader)).dropped - before_.dropped;
+			assert.ok(n < 250, `${n} samples stored from a ring of 128 (dropped ${dropped})`);
+			assert.ok(dropped >= 200, `samples_dropped grew by ${dropped}, stored ${n}`);
+		} finally {
+			await closeAll(c);
+		}
+	});
 });
 
 // ---- 4: upload to Pyroscope ---------------------------------------------
