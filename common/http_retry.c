@@ -104,6 +104,17 @@ tp_http_refused_then_dropped(CURLcode rc, long status)
 }
 
 bool
+tp_http_append_header(struct curl_slist **list, const char *line)
+{
+	struct curl_slist *grown = curl_slist_append(*list, line);
+
+	if (grown == NULL)
+		return false;
+	*list = grown;
+	return true;
+}
+
+bool
 tp_curl_error_is_dropped_connection(CURLcode rc)
 {
 	switch (rc)

@@ -2,7 +2,8 @@
  * http_retry.h - the retry policy the OTLP exporter and the Pyroscope
  * uploader share: which answers are worth another attempt, how long to
  * wait (Retry-After, else exponential backoff with jitter), all inside one
- * time budget so a broken server can never hang the caller.
+ * time budget so a broken server can never hang the caller; and the
+ * libcurl details of their requests they have in common.
  */
 #ifndef TP_HTTP_RETRY_H
 #define TP_HTTP_RETRY_H
@@ -39,6 +40,9 @@ long		tp_retry_wait_left_ms(long not_before_ms);
 
 /* 429, 502, 503, 504: the server asks us to come back later. */
 bool		tp_http_status_is_retryable(long status);
+
+/* Append a header line to *list; false (the list unchanged) when memory ran out. */
+bool		tp_http_append_header(struct curl_slist **list, const char *line);
 
 /* The connection dropped before a complete answer: worth another attempt. */
 bool		tp_curl_error_is_dropped_connection(CURLcode rc);

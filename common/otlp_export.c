@@ -146,18 +146,6 @@ grpc_frame(const uint8_t *body, size_t len)
 	return framed;
 }
 
-/* Append line to *list; false (the list unchanged) when memory ran out. */
-static bool
-append_header(struct curl_slist **list, const char *line)
-{
-	struct curl_slist *grown = curl_slist_append(*list, line);
-
-	if (grown == NULL)
-		return false;
-	*list = grown;
-	return true;
-}
-
 /*
  * The request's header lines, each as long as its value needs (a bearer
  * token can run to kilobytes; a cut one is refused with no hint why).
@@ -174,14 +162,14 @@ request_headers(const tp_otlp_target *target, long budget_ms)
 	if (target->protocol == TP_OTLP_GRPC)
 	{
 		snprintf(timeout, sizeof(timeout), "grpc-timeout: %ldm", budget_ms);
-		ok = append_header(&list, "Content-Type: application/grpc") &&
-			append_header(&list, "TE: trailers") &&
-			append_header(&list, timeout);
+		ok = tp_http_append_header(&list, "Content-Type: application/grpc") &&
+			tp_http_append_header(&list, "TE: trailers") &&
+			tp_http_append_header(&list, timeout);
 	}
 	else
-		ok = append_header(&list, "Content-Type: application/x-protobuf");
+		ok = tp_http_append_header(&list, "Content-Type: application/x-protobuf");
 	/* No 100-continue round trip. */
-	ok = ok && append_header(&list, "Expect:");
+	ok = ok && tp_http_append_header(&list, "Expect:");
 	for (size_t i = 0; ok && i < target->headers.count; i++)
 	{
 		char	   *line;
@@ -192,7 +180,7 @@ request_headers(const tp_otlp_target *target, long budget_ms)
 			ok = false;
 			break;
 		}
-		ok = append_header(&list, line);
+		ok = tp_http_append_header(&list, line);
 		free(line);
 	}
 	if (ok)

@@ -646,18 +646,6 @@ attempt_upload(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 	return req->outcome == ATTEMPT_RETRY;
 }
 
-/* Append line to *list; false (the list unchanged) when memory ran out. */
-static bool
-append_header(struct curl_slist **list, const char *line)
-{
-	struct curl_slist *grown = curl_slist_append(*list, line);
-
-	if (grown == NULL)
-		return false;
-	*list = grown;
-	return true;
-}
-
 /*
  * The upload's header lines, the tenant's as long as it is (a cut one
  * names another tenant); NULL when memory ran out.
@@ -669,8 +657,8 @@ request_headers(const tp_pyroscope_config *cfg)
 	bool		ok;
 
 	/* No 100-continue round trip. */
-	ok = append_header(&list, "Content-Type: application/octet-stream") &&
-		append_header(&list, "Expect:");
+	ok = tp_http_append_header(&list, "Content-Type: application/octet-stream") &&
+		tp_http_append_header(&list, "Expect:");
 	if (ok && cfg->tenant_id != NULL)
 	{
 		char	   *line;
@@ -678,7 +666,7 @@ request_headers(const tp_pyroscope_config *cfg)
 		ok = asprintf(&line, "X-Scope-OrgID: %s", cfg->tenant_id) >= 0;
 		if (ok)
 		{
-			ok = append_header(&list, line);
+			ok = tp_http_append_header(&list, line);
 			free(line);
 		}
 	}
