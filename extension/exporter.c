@@ -48,6 +48,7 @@ typedef struct Batch
 	SpanAttributes *attrs;
 	tp_span    *spans;
 	tp_span   **span_list;		/* &spans[i], as the encoder takes them */
+	uint64	   *ends;			/* the ring position after each span */
 	int			count;
 	int			capacity;
 } Batch;
@@ -152,12 +153,14 @@ batch_reserve(int capacity)
 	free(batch.attrs);
 	free(batch.spans);
 	free(batch.span_list);
+	free(batch.ends);
 	batch.records = malloc(TraceprofSpanSize() * capacity);
 	batch.attrs = malloc(sizeof(SpanAttributes) * capacity);
 	batch.spans = malloc(sizeof(tp_span) * capacity);
 	batch.span_list = malloc(sizeof(tp_span *) * capacity);
+	batch.ends = malloc(sizeof(uint64) * capacity);
 	batch.capacity = capacity;
-	if (batch.records && batch.attrs && batch.spans && batch.span_list)
+	if (batch.records && batch.attrs && batch.spans && batch.span_list && batch.ends)
 		return true;
 	batch.capacity = 0;
 	return false;
@@ -366,29 +369,6 @@ send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadli
 }
 
 /*
- * The ring position after the first n spans of the batch just read: what
- * is settled when a request after them failed.  Only this worker moves
- * past spans, so they are still there to be read again; a record that
- * cannot be unpacked is passed over without being counted, hence the loop.
- */
-static uint64
-position_after(int n)
-{
-	int			want = n;
-	int			got = 0;
-
-	for (;;)
-	{
-		uint64		upto = span_store_read_unexported(batch.records, want, &got);
-		int			more = Min(want + (n - got), batch.capacity);
-
-		if (got >= n || more <= want)
-			return upto;
-		want = more;
-	}
-}
-
-/*
  * One batch: up to traceprof.export_batch_size spans, in one request or,
  * refused as too large, several.  Returns the number of spans read when
  * all were settled, 0 when the collector refused some (no more this
@@ -406,7 +386,7 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz 
 		span_store_export_failed("out of memory for a batch of spans");
 		return -1;
 	}
-	upto = span_store_read_unexported(batch.records, batch_size(), &batch.count);
+	upto = span_store_read_unexported(batch.records, batch.ends, batch_size(), &batch.count);
 	for (int i = 0; i < batch.count; i++)
 	{
 		span_view((TraceprofSpan *) (batch.records + i * TraceprofSpanSize()), true,
@@ -423,8 +403,9 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz 
 	batch_clear();
 	if (outcome.settled == 0)
 		return -1;
+	/* A request after them failed: the rest stay in the ring. */
 	if (outcome.settled < count)
-		upto = position_after(outcome.settled);
+		upto = batch.ends[outcome.settled - 1];
 	span_store_mark_exported(upto, outcome.delivered);
 	if (outcome.dropped > 0)
 		span_store_count_refused(outcome.dropped);

@@ -94,7 +94,7 @@ typedef struct SampleVisit
 } SampleVisit;
 
 static bool
-visit_sample(const void *record, Size len, void *arg)
+visit_sample(const void *record, Size len, uint64 next, void *arg)
 {
 	SampleVisit *v = arg;
 	TraceprofSample *sample = (TraceprofSample *) record;

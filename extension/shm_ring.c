@@ -311,7 +311,7 @@ shm_ring_scan_retained(ShmRing *ring, void *buf, ShmRingVisitor visit, void *arg
 		CHECK_FOR_INTERRUPTS();
 		len = read_record(ring, position, buf, &next);
 
-		if (len >= 0 && !visit(buf, len, arg))
+		if (len >= 0 && !visit(buf, len, next, arg))
 			break;
 	}
 }
@@ -374,7 +374,7 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 		len = read_record(ring, position, buf, &next);
 		if (len >= 0)
 		{
-			visit(buf, len, arg);
+			visit(buf, len, next, arg);
 			visited++;
 		}
 		position = next;

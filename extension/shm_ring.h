@@ -19,8 +19,8 @@
 
 typedef struct ShmRing ShmRing;
 
-/* record: len bytes, as written */
-typedef bool (*ShmRingVisitor) (const void *record, Size len, void *arg);
+/* record: len bytes, as written; next: the position after it */
+typedef bool (*ShmRingVisitor) (const void *record, Size len, uint64 next, void *arg);
 
 /* Bytes of a slot that are not record data. */
 #define SHM_RING_SLOT_OVERHEAD 24

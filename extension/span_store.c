@@ -243,7 +243,7 @@ typedef struct SpanVisit
 
 /* Copies that raced a writer were rejected by the ring; bound reads anyway. */
 static bool
-visit_span(const void *record, Size len, void *arg)
+visit_span(const void *record, Size len, uint64 next, void *arg)
 {
 	SpanVisit  *v = arg;
 
@@ -266,23 +266,24 @@ span_store_scan_retained(SpanVisitor visit, void *arg)
 typedef struct UnpackInto
 {
 	char	   *spans;
+	uint64	   *ends;
 	int			count;
 } UnpackInto;
 
 static bool
-unpack_next(const void *record, Size len, void *arg)
+unpack_next(const void *record, Size len, uint64 next, void *arg)
 {
 	UnpackInto *into = arg;
 
 	if (span_unpack(record, len, (TraceprofSpan *) (into->spans + into->count * TraceprofSpanSize()), PG_UTF8))
-		into->count++;
+		into->ends[into->count++] = next;
 	return true;
 }
 
 uint64
-span_store_read_unexported(char *spans, int max, int *count)
+span_store_read_unexported(char *spans, uint64 *ends, int max, int *count)
 {
-	UnpackInto	into = {spans, 0};
+	UnpackInto	into = {spans, ends, 0};
 	void	   *buf = palloc(TraceprofSpanSize());
 	uint64		upto = shm_ring_read_unexported(ring, buf, unpack_next, &into, max);
 

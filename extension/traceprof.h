@@ -202,7 +202,7 @@ extern void span_store_count_malformed(void);
 extern void span_store_count_unmade(void);
 extern void span_store_scan_retained(SpanVisitor visit, void *arg);
 /* Up to max spans not yet exported, into spans (TraceprofSpanSize() bytes each). */
-extern uint64 span_store_read_unexported(char *spans, int max, int *count);
+extern uint64 span_store_read_unexported(char *spans, uint64 *ends, int max, int *count);
 extern void span_store_mark_exported(uint64 upto, int count);
 extern void span_store_mark_rejected(uint64 upto, int count);
 extern void span_store_count_refused(int count);
