@@ -472,7 +472,8 @@ context_bytes(const char *source, int location, int len, int *text_len)
 {
 	const char *text = statement_bytes(source, location, len, text_len);
 
-	if (unlikely(text[*text_len] == ';'))
+	/* The usual ending: the semicolon closes the source (pgbench, psql). */
+	if (unlikely(text[*text_len] == ';') && text[*text_len + 1] != '\0')
 		*text_len = len_with_comment_after(text, *text_len);
 	return text;
 }
