@@ -95,6 +95,8 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 	struct timespec now;
 	bool		truncated = false;
 	uint32_t	overrun;
+	uint32_t	weight;
+	int			max_frames;
 
 	(void) signo;
 	if (info == NULL || info->si_code != SI_TIMER ||
@@ -114,11 +116,19 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 		return;
 	}
 
+	/*
+	 * si_overrun is what timer_getoverrun() would return for this signal,
+	 * without its system call.  A dropped signal loses as many periods as a
+	 * kept one would have weighed.
+	 */
+	overrun = info->si_overrun > 0 ? (uint32_t) info->si_overrun : 0;
+	weight = overrun < UINT32_MAX ? overrun + 1 : UINT32_MAX;
+
 	head = atomic_load_explicit(&ring_head, memory_order_relaxed);
 	tail = atomic_load_explicit(&ring_tail, memory_order_acquire);
 	if (head - tail >= ring_capacity)
 	{
-		atomic_fetch_add_explicit(&stat_dropped, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&stat_dropped, weight, memory_order_relaxed);
 		errno = saved_errno;
 		return;
 	}
@@ -136,12 +146,9 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 			sample->labels.wait_event = *source;
 	}
 
-	/*
-	 * si_overrun is what timer_getoverrun() would return for this signal,
-	 * without its system call.
-	 */
-	overrun = info->si_overrun > 0 ? (uint32_t) info->si_overrun : 0;
-	sample->weight = overrun < UINT32_MAX ? overrun + 1 : UINT32_MAX;
+	sample->weight = weight;
+	/* A wait event becomes the host's leaf frame: leave it a slot. */
+	max_frames = sample->labels.wait_event != 0 ? TP_SAMPLER_MAX_FRAMES - 1 : TP_SAMPLER_MAX_FRAMES;
 
 	clock_gettime(CLOCK_REALTIME, &now);
 	sample->time_ns = (uint64_t) now.tv_sec * 1000000000u + (uint64_t) now.tv_nsec;
@@ -162,21 +169,21 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 			tp_stack_regs rest;
 			bool		rest_in_jit;
 			int			depth = tp_dwarf_unwind(ucontext, map, sample->pcs,
-												TP_SAMPLER_MAX_FRAMES, &truncated, &rest,
+												max_frames, &truncated, &rest,
 												&rest_in_jit);
 
 			/*
 			 * libunwind stopped outside the objects it knows: at JIT code,
 			 * whose caller is on the stack, or in an object loaded since.
 			 */
-			if (rest.pc != 0 && depth < TP_SAMPLER_MAX_FRAMES)
+			if (rest.pc != 0 && depth < max_frames)
 			{
 				uint64_t	inserted = 0;
-				int			above = depth;	/* < TP_SAMPLER_MAX_FRAMES <= 64 */
+				int			above = depth;	/* < max_frames <= 64 */
 
 				depth += (rest_in_jit ? tp_stack_walk_jit : tp_stack_walk_code)
 					(&rest, &stack_bounds, map, sample->pcs + above,
-					 TP_SAMPLER_MAX_FRAMES - above, &truncated, &inserted);
+					 max_frames - above, &truncated, &inserted);
 				top->inserted = inserted << above;
 			}
 			sample->depth = (uint32_t) depth;
@@ -185,7 +192,7 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 		{
 			top->inserted = 0;
 			sample->depth = (uint32_t) tp_stack_walk_code(&regs, &stack_bounds, map, sample->pcs,
-														  TP_SAMPLER_MAX_FRAMES, &truncated,
+														  max_frames, &truncated,
 														  &top->inserted);
 			top->count = tp_stack_top_words(&regs, &stack_bounds, top->words);
 		}
@@ -554,6 +561,8 @@ tp_sampler_drain(tp_sample_fn fn, void *arg)
 #ifndef TP_SAMPLER_NO_LEAF_REPAIR	/* for bench/sampler.sh's comparison */
 		sample->depth = (uint32_t) tp_leaf_repair_apply(leaf_repair, sample->pcs,
 														(int) sample->depth,
+														sample->labels.wait_event != 0 ?
+														TP_SAMPLER_MAX_FRAMES - 1 :
 														TP_SAMPLER_MAX_FRAMES,
 														top->words, top->count);
 #else

@@ -44,7 +44,9 @@ typedef struct tp_sample
 {
 	tp_sample_labels labels;
 	uint32_t	weight;			/* 1 + timer overruns */
-	uint32_t	depth;			/* frames in pcs */
+	uint32_t	depth;			/* frames in pcs; at most
+								 * TP_SAMPLER_MAX_FRAMES - 1 with a wait
+								 * event, whose leaf frame the host adds */
 	uint64_t	time_ns;		/* CLOCK_REALTIME when taken */
 	uintptr_t	pcs[TP_SAMPLER_MAX_FRAMES];	/* pcs[0]: the interrupted
 											 * PC; then return addresses */
@@ -54,8 +56,11 @@ typedef struct tp_sampler_stats
 {
 	uint64_t	samples;		/* stored in the ring */
 	uint64_t	waiting;		/* stored, not drained yet */
-	uint64_t	dropped;		/* ring full */
-	uint64_t	truncated;		/* stack deeper than TP_SAMPLER_MAX_FRAMES */
+	uint64_t	dropped;		/* periods lost with the ring full: the
+								 * weight (1 + overruns) of each signal
+								 * dropped, as a kept sample would weigh */
+	uint64_t	truncated;		/* stacks cut at their outermost frames:
+								 * deeper than sample.depth's limit */
 } tp_sampler_stats;
 
 /*
@@ -93,7 +98,10 @@ void		tp_sampler_set_labels(const tp_sample_labels *labels);
 /*
  * Read *source (e.g. PostgreSQL's wait-event word of the backend) into
  * labels.wait_event of every sample, at the instant it is taken; NULL stops.
- * The word must stay readable for as long as the sampler runs.
+ * The word must stay readable for as long as the sampler runs.  A sample
+ * with a wait event keeps at most TP_SAMPLER_MAX_FRAMES - 1 frames (a
+ * deeper stack counts in stats.truncated), so that the host's wait-event
+ * leaf and the stack fit TP_SAMPLER_MAX_FRAMES together.
  */
 void		tp_sampler_set_wait_source(const volatile uint32_t *source);
 

@@ -97,7 +97,7 @@ static bool span_open;			/* a traced span is open (set at every statement and sp
 static int	started_hz;			/* the running sampler's settings */
 static int	started_mode;
 static int	started_capacity;
-static uint64 dropped_reported;	/* sampler ring overflows already counted */
+static uint64 dropped_reported;	/* periods lost to sampler ring overflows, counted */
 static tp_symbols *symbols;
 static HTAB *pc_cache;
 static uint64 pc_cache_generation;	/* executor_names generation it reflects */

@@ -78,7 +78,10 @@ sample_store_write(const TraceprofSample *sample)
 							  keep_for_export(), &pending);
 }
 
-/* Samples a backend's own ring could not hold (a very long span). */
+/*
+ * Periods a backend's own ring could not hold (a very long span): a lost
+ * signal counts its weight, 1 + timer overruns, as a kept sample would.
+ */
 void
 sample_store_count_lost(uint64 count)
 {

@@ -852,6 +852,74 @@ TEST(deep_stacks_are_truncated)
 	collected_free(&c);
 }
 
+/*
+ * A signal that finds the ring full is dropped; the periods it stood for
+ * (1 + overruns, what a kept sample would weigh) are what is lost.  Block
+ * SIGPROF for 50 periods of a wall timer: one pending signal, ~49 overruns.
+ */
+TEST(dropped_signals_count_their_overruns)
+{
+	tp_sampler_stats stats;
+	sigset_t	prof;
+	sigset_t	saved_mask;
+	uint64_t	before;
+
+	CHECK(start(250, TP_SAMPLER_WALL, 1));
+	sleep_seconds(0.05);		/* fills the one slot */
+	sigemptyset(&prof);
+	sigaddset(&prof, SIGPROF);
+	pthread_sigmask(SIG_BLOCK, &prof, &saved_mask);
+	tp_sampler_get_stats(&stats);
+	before = stats.dropped;
+	sleep_seconds(0.2);
+	pthread_sigmask(SIG_SETMASK, &saved_mask, NULL);	/* delivered here */
+	tp_sampler_get_stats(&stats);
+	tp_sampler_stop();
+	printf("  capacity 1: kept %llu, dropped %llu periods while blocked\n",
+		   (unsigned long long) stats.samples,
+		   (unsigned long long) (stats.dropped - before));
+	CHECK(stats.samples == 1);
+	CHECK(stats.dropped - before >= 40);
+	CHECK(stats.dropped - before <= 60);
+}
+
+/*
+ * The host adds the wait event as a leaf frame (backend_profiler.c): a
+ * deep stack sampled in a wait must leave it a slot, cut at its root end
+ * and counted like any truncated stack, not lose its root frame uncounted.
+ */
+TEST(wait_samples_leave_room_for_the_wait_leaf)
+{
+	static volatile uint32_t wait_word = 7;
+	collected	c = {0};
+	tp_sampler_stats stats;
+	size_t		at_max = 0;
+	size_t		too_deep = 0;
+	size_t		labelled = 0;
+
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	tp_sampler_set_wait_source(&wait_word);
+	deep(100, 0.3);
+	tp_sampler_set_wait_source(NULL);
+	tp_sampler_drain(collect, &c);
+	tp_sampler_get_stats(&stats);
+	tp_sampler_stop();
+	for (size_t i = 0; i < c.count; i++)
+	{
+		labelled += c.items[i].labels.wait_event == 7;
+		at_max += c.items[i].depth == TP_SAMPLER_MAX_FRAMES - 1;
+		too_deep += c.items[i].depth > TP_SAMPLER_MAX_FRAMES - 1;
+	}
+	printf("  %zu samples: %zu at %d frames, %zu deeper\n", c.count, at_max,
+		   TP_SAMPLER_MAX_FRAMES - 1, too_deep);
+	CHECK(c.count > 0);
+	CHECK(labelled == c.count);
+	CHECK(too_deep == 0);
+	CHECK(at_max >= 0.8 * c.count);
+	CHECK(stats.truncated >= at_max);
+	collected_free(&c);
+}
+
 static int	drain_calls;
 
 /* The handler fires while a drain is running (same thread). */
@@ -1300,6 +1368,8 @@ main(void)
 	RUN_RETRY(errno_is_preserved, 3);
 	RUN_RETRY(full_ring_drops_and_counts, 3);
 	RUN_RETRY(deep_stacks_are_truncated, 3);
+	RUN_RETRY(dropped_signals_count_their_overruns, 3);
+	RUN_RETRY(wait_samples_leave_room_for_the_wait_leaf, 3);
 	RUN_RETRY(sampling_during_drain, 3);
 	RUN_RETRY(samples_under_the_loader_lock_unwind_without_it, 3);
 	RUN(misuse_is_reported);
