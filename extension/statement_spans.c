@@ -432,7 +432,7 @@ statement_bytes(const char *source, int location, int len, int *text_len)
 	return text;
 }
 
-/* scanner_isspace's set in PostgreSQL 15, without a call per byte. */
+/* scanner_isspace's set in PostgreSQL 15 (not \v: its scanner rejects it), without a call per byte. */
 static inline bool
 is_blank(char c)
 {
@@ -479,6 +479,21 @@ context_bytes(const char *source, int location, int len, int *text_len)
 }
 
 /*
+ * The length of len bytes at text without the semicolons and blanks that
+ * end them.  For a statement PostgreSQL does not locate (the query inside
+ * CREATE TABLE AS, REFRESH MATERIALIZED VIEW or EXPLAIN, a rule's action):
+ * its span shows the whole source text, which should end as a located
+ * statement's does, before its semicolon.
+ */
+static pg_noinline int
+len_without_semicolons(const char *text, int len)
+{
+	while (len > 0 && (text[len - 1] == ';' || is_blank(text[len - 1])))
+		len--;
+	return len;
+}
+
+/*
  * The statement's own text within source (several may share it) and its
  * length: its bytes without the blanks around them, trimmed as
  * CleanQuerytext does (whose calls to scanner_isspace were ~35
@@ -487,6 +502,7 @@ context_bytes(const char *source, int location, int len, int *text_len)
 static const char *
 statement_text(const char *source, int location, int len, int *text_len)
 {
+	bool		located = location >= 0 && len > 0;
 	const char *text = statement_bytes(source, location, len, &len);
 
 	while (len > 0 && is_blank(text[0]))
@@ -496,6 +512,8 @@ statement_text(const char *source, int location, int len, int *text_len)
 	}
 	while (len > 0 && is_blank(text[len - 1]))
 		len--;
+	if (!located && unlikely(len > 0 && text[len - 1] == ';'))
+		len = len_without_semicolons(text, len);
 	*text_len = len;
 	return text;
 }
@@ -1346,11 +1364,14 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 /*
  * The rows of a span's statement: those a SELECT returned, or those a write
  * wrote, over all its runs (a portal fetched in pages runs once a page, and
- * each run counts es_processed from 0).
+ * each run counts es_processed from 0).  None when it never ran (a SELECT's
+ * executor starts at Bind, and a Bind not executed ends it): no count.
  */
 static void
 count_rows(OpenSpan *span, const QueryDesc *query_desc)
 {
+	if (unlikely(!query_desc->already_executed))
+		return;
 	span->record->rows = (int64) span->rows_run;
 	/* Of a rule's queries, the one whose count the client gets says what rows are. */
 	if (query_desc->plannedstmt->canSetTag)

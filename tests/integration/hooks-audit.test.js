@@ -127,3 +127,47 @@ test('a named protocol statement keeps its Parse message\'s comment', async () =
 	for (const span of spans)
 		assert.equal(span.parent_span_id, ctx.spanId);
 });
+
+// A statement planned at Bind and never executed ran no row: it reports
+// none, as one that was not run (a SELECT's executor starts at Bind, and
+// its portal's drop ended it with a count of 0).
+test('a statement bound and never executed reports no rows', async () => {
+	const select = newContext();
+	const update = newContext();
+	const w = await connectWire(cluster, 'postgres', 'app');
+	try {
+		await w.query('CREATE TEMP TABLE unrun (n int)');
+		await w.query('INSERT INTO unrun VALUES (1), (2)');
+		await w.query('BEGIN');
+		w.send(serialize.parse({ text: `SELECT n FROM unrun ${comment(select)}` }),
+			serialize.bind({}), serialize.sync());
+		await w.until('readyForQuery');
+		w.send(serialize.parse({ text: `UPDATE unrun SET n = n ${comment(update)}` }),
+			serialize.bind({}), serialize.sync());
+		await w.until('readyForQuery');
+		await w.query('COMMIT');
+	} finally {
+		w.end();
+	}
+	const s = await spansOf(select.traceId);
+	assert.equal(s.length, 1, dump(s));
+	assert.equal(s[0].name, 'SELECT unrun');
+	assert.equal(s[0].attributes['db.response.returned_rows'], undefined, JSON.stringify(s[0].attributes));
+	const u = await spansOf(update.traceId);
+	assert.equal(u.length, 1, dump(u));
+	assert.equal(u[0].attributes['traceprof.rows_affected'], undefined, JSON.stringify(u[0].attributes));
+
+	// Executed, the same statement counts its rows, 0 included.
+	const ran = newContext();
+	const w2 = await connectWire(cluster, 'postgres', 'app');
+	try {
+		w2.send(serialize.parse({ text: `SELECT 1 AS one WHERE false ${comment(ran)}` }),
+			serialize.bind({}), serialize.execute({}), serialize.sync());
+		await w2.until('readyForQuery');
+	} finally {
+		w2.end();
+	}
+	const r = await spansOf(ran.traceId);
+	assert.equal(r.length, 1, dump(r));
+	assert.equal(r[0].attributes['db.response.returned_rows'], 0);
+});

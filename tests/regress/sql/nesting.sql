@@ -66,3 +66,44 @@ SELECT spans_dropped > 0 AS counted FROM traceprof.stats;
 SELECT count(*) FILTER (WHERE kind = 'server') AS server_spans,
        bool_or(query LIKE '%AS next') AS traced_after
   FROM traceprof.spans;
+
+-- The nested span of the query a utility statement runs (CREATE TABLE AS,
+-- REFRESH MATERIALIZED VIEW, EXPLAIN ANALYZE): PostgreSQL 15 gives that
+-- query no place in the text, so it shows the whole statement, trimmed as
+-- the statement's own span is: no trailing semicolon.
+CREATE TABLE nest_src (n int);
+INSERT INTO nest_src VALUES (1), (2);
+CREATE MATERIALIZED VIEW nest_mv AS SELECT n FROM nest_src WITH NO DATA;
+SELECT traceprof.reset();
+SET traceprof.track = 'all';
+SET traceprof.query_text = 'full';
+SET traceprof.traceparent = '00-6bf92f3577b34da6a3ce929d0e0e4736-50f067aa0ba902b7-01';
+CREATE TABLE nest_ctas AS SELECT n FROM nest_src  ;
+REFRESH MATERIALIZED VIEW nest_mv;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT n FROM nest_src;
+SET traceprof.traceparent = '';
+RESET traceprof.query_text;
+RESET traceprof.track;
+SELECT kind, name, query FROM traceprof.spans WHERE name <> 'plan' ORDER BY start_time;
+DROP TABLE nest_ctas;
+DROP MATERIALIZED VIEW nest_mv;
+
+-- A nested statement that fails while it is planned (1/z folded by the
+-- planner), its error caught by an exception block: not yet a span (a
+-- nested span opens at ExecutorStart, after planning).
+CREATE FUNCTION nest_divide(z int) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM 1 / z;
+  RETURN 'ok';
+EXCEPTION WHEN division_by_zero THEN
+  RETURN 'caught';
+END $$;
+SELECT traceprof.reset();
+SET traceprof.track = 'all';
+SET traceprof.traceparent = '00-6bf92f3577b34da6a3ce929d0e0e4736-60f067aa0ba902b7-01';
+SELECT nest_divide(0) AS divided;
+SET traceprof.traceparent = '';
+RESET traceprof.track;
+SELECT kind, name, status, query FROM traceprof.spans WHERE name <> 'plan' ORDER BY start_time;
+DROP FUNCTION nest_divide(int);
+DROP TABLE nest_src;
