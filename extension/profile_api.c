@@ -6,10 +6,12 @@
  *       frames joined by ';'), samples, and the CPU (or wall) nanoseconds
  *       they stand for
  *   traceprof.profile_top(trace_id, n DEFAULT 20, span_id DEFAULT NULL)
- *       the n functions with the most self samples: samples where it was
- *       the leaf (self) and where it was anywhere on the stack (total)
+ *       the n functions with the most self time: samples and nanoseconds
+ *       where it was the leaf (self) and where it was anywhere on the stack
+ *       (total); self_percent is its share of the self time
  *   traceprof.flamegraph(trace_id, span_id DEFAULT NULL)
- *       the same samples as an interactive SVG flame graph
+ *       the same samples as an interactive SVG flame graph, widths in
+ *       microseconds (a sample's weight times its period)
  *   traceprof.flamegraph_diff(trace_id, span_id DEFAULT NULL)
  *       a differential flame graph against the baseline: every retained
  *       sample of spans with the same span names, as Pyroscope's span
@@ -234,12 +236,20 @@ count_functions(const TraceprofSample *sample, void *arg)
 	return true;
 }
 
+/*
+ * By time first: with samples taken at different rates a sample count
+ * ranks functions by how often they were sampled, not by their cost.
+ */
 static int
 compare_self(const void *a, const void *b)
 {
 	const FunctionCount *x = *(FunctionCount *const *) a;
 	const FunctionCount *y = *(FunctionCount *const *) b;
 
+	if (x->self_ns != y->self_ns)
+		return x->self_ns > y->self_ns ? -1 : 1;
+	if (x->total_ns != y->total_ns)
+		return x->total_ns > y->total_ns ? -1 : 1;
 	if (x->self != y->self)
 		return x->self > y->self ? -1 : 1;
 	if (x->total != y->total)
@@ -257,7 +267,7 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 	FunctionCount *count;
 	FunctionCount **sorted;
 	long		nfunctions;
-	int64		weight_total = 0;
+	int64		self_ns_total = 0;
 	int64		limit = PG_ARGISNULL(1) ? INT64_MAX : PG_GETARG_INT32(1);
 
 	if (limit < 0)
@@ -279,7 +289,7 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 	hash_seq_init(&scan, filter.groups);
 	while ((count = hash_seq_search(&scan)) != NULL)
 	{
-		weight_total += count->self;
+		self_ns_total += count->self_ns;
 		sorted[nfunctions++] = count;
 	}
 	qsort(sorted, nfunctions, sizeof(FunctionCount *), compare_self);
@@ -292,13 +302,16 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 		values[0] = PointerGetDatum(utf8_to_database_text(function_names_get(count->name_id)));
 		values[1] = Int64GetDatum(count->self);
 		values[2] = Int64GetDatum(count->total);
-		values[3] = Float8GetDatum(weight_total > 0 ? 100.0 * count->self / weight_total : 0);
+		values[3] = Float8GetDatum(self_ns_total > 0 ? 100.0 * count->self_ns / self_ns_total : 0);
 		values[4] = Int64GetDatum(count->self_ns);
 		values[5] = Int64GetDatum(count->total_ns);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
 }
+
+/* Flame-graph weights: CPU (or wall) microseconds, exact for period_us. */
+#define FLAME_UNIT "\xc2\xb5s"	/* µs, UTF-8 as the SVG is */
 
 /* Samples into a flame-graph builder, frames root first. */
 typedef struct FlameCollect
@@ -316,7 +329,14 @@ add_to_flame(FlameCollect *collect, const TraceprofSample *sample)
 
 	for (uint32 i = 0; i < sample->depth; i++)
 		frames[sample->depth - 1 - i] = function_names_get(sample->frames[i]);
-	if (!tp_flame_stacks_add(collect->stacks, frames, sample->depth, sample->weight))
+
+	/*
+	 * Widths in time, as traceprof.profile()'s nanoseconds: samples of one
+	 * trace may be taken at different rates (sample_hz changed between its
+	 * statements), and a sample then stands for more or less time.
+	 */
+	if (!tp_flame_stacks_add(collect->stacks, frames, sample->depth,
+							 (uint64) sample->weight * sample->period_us))
 		collect->failed = true;
 }
 
@@ -399,9 +419,9 @@ draw_flame_graphs(FlameCollect *target, FlameCollect *baseline, const char *titl
 		if (target->failed || (baseline != NULL && baseline->failed))
 			svg = NULL;
 		else if (baseline != NULL)
-			svg = tp_flame_stacks_diff_svg(target->stacks, baseline->stacks, title, "samples");
+			svg = tp_flame_stacks_diff_svg(target->stacks, baseline->stacks, title, FLAME_UNIT);
 		else
-			svg = tp_flame_stacks_svg(target->stacks, title, "samples");
+			svg = tp_flame_stacks_svg(target->stacks, title, FLAME_UNIT);
 	}
 	PG_FINALLY();
 	{

@@ -784,6 +784,46 @@ describe('profiles in SQL (one cluster)', () => {
 			await closeAll(c);
 		}
 	});
+
+	test('11. one trace sampled at two rates: flame graph widths and profile_top shares are time, not sample counts', async () => {
+		// sample_hz changed between two statements of one trace: at 250 Hz a
+		// sample stands for 4 ms, at 25 Hz for 40 ms.  Counting samples would
+		// make the first statement look ten times as costly per CPU second.
+		const c = await connect(cluster);
+		const ctx = newContext();
+		try {
+			await c.query('SET traceprof.sample_hz = 250');
+			await traced(c, ctx, cpuSql(1500000));
+			await c.query('SET traceprof.sample_hz = 25');
+			await traced(c, ctx, 'SELECT count(DISTINCT md5(g::text)) AS n FROM generate_series(1, 1500000) AS g');
+		} finally {
+			await closeAll(c);
+		}
+		const rows = await profile(reader, ctx.traceId);
+		const samples = total(rows);
+		const ns = rows.reduce((a, r) => a + Number(r.nanoseconds), 0);
+		assert.ok(ns > samples * 4e6 && ns < samples * 40e6,
+			`both rates were sampled: ${samples} samples, ${ns} ns\n${showRows(rows)}`);
+
+		const svgs = (await reader.query('SELECT traceprof.flamegraph($1) AS svg, traceprof.flamegraph_diff($1) AS diff',
+			[ctx.traceId])).rows[0];
+		for (const [what, svg] of Object.entries(svgs)) {
+			const root = /<svg [^>]*data-total="(\d+)" data-unit="([^"]*)"/.exec(svg);
+			assert.ok(root, `${what}: an <svg> with data-total and data-unit`);
+			assert.equal(root[2], '\u00b5s', `${what}: the unit`);
+			assert.equal(Number(root[1]), ns / 1000, `${what}: the total is traceprof.profile()'s time, in microseconds`);
+		}
+
+		const top = (await reader.query('SELECT function, self_percent, self_ns FROM traceprof.profile_top($1, NULL)',
+			[ctx.traceId])).rows.map((r) => ({ ...r, self_ns: Number(r.self_ns) }));
+		const selfNs = top.reduce((a, f) => a + f.self_ns, 0);
+		assert.equal(selfNs, ns, 'self_ns adds up to traceprof.profile()\'s nanoseconds');
+		for (const f of top)
+			assert.ok(Math.abs(f.self_percent - 100 * f.self_ns / selfNs) < 1e-6,
+				`self_percent of ${f.function} is its share of the self time: ${JSON.stringify(f)}`);
+		for (let i = 1; i < top.length; i++)
+			assert.ok(top[i - 1].self_ns >= top[i].self_ns, `ranked by self time: ${top[i - 1].function}, ${top[i].function}`);
+	});
 });
 
 // ---- 4: upload to Pyroscope ---------------------------------------------
