@@ -205,6 +205,10 @@ test('positions given up while export was off do not stop export once an endpoin
 		await admin.query(`ALTER SYSTEM SET traceprof.otlp_endpoint = '${receiver.httpEndpoint}'`);
 		await admin.query("ALTER SYSTEM SET traceprof.export_interval = '100'");
 		await admin.query('SELECT pg_reload_conf()');
+		// The exporter's first round sends the last lap and stops at a
+		// position given up; until it has, writers (which keep unexported
+		// spans once an endpoint is set) find the ring full of the old lap.
+		await waitFor('the exporter\'s first request', () => receiver.requests.length > 0, 30000);
 		const ctx = newContext();
 		const client = await connect(cluster);
 		try {
