@@ -115,6 +115,19 @@ tp_http_append_header(struct curl_slist **list, const char *line)
 }
 
 bool
+tp_http_append_field(struct curl_slist **list, const char *name, const char *value)
+{
+	char	   *line;
+	bool		ok;
+
+	if (asprintf(&line, "%s: %s", name, value) < 0)
+		return false;
+	ok = tp_http_append_header(list, line);
+	free(line);
+	return ok;
+}
+
+bool
 tp_curl_error_is_dropped_connection(CURLcode rc)
 {
 	switch (rc)

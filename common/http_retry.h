@@ -44,6 +44,9 @@ bool		tp_http_status_is_retryable(long status);
 /* Append a header line to *list; false (the list unchanged) when memory ran out. */
 bool		tp_http_append_header(struct curl_slist **list, const char *line);
 
+/* The same for "name: value", as long as the value is (a bearer token can run to kilobytes). */
+bool		tp_http_append_field(struct curl_slist **list, const char *name, const char *value);
+
 /* The connection dropped before a complete answer: worth another attempt. */
 bool		tp_curl_error_is_dropped_connection(CURLcode rc);
 

@@ -171,18 +171,7 @@ request_headers(const tp_otlp_target *target, long budget_ms)
 	/* No 100-continue round trip. */
 	ok = ok && tp_http_append_header(&list, "Expect:");
 	for (size_t i = 0; ok && i < target->headers.count; i++)
-	{
-		char	   *line;
-
-		if (asprintf(&line, "%s: %s",
-					 target->headers.items[i].key, target->headers.items[i].value) < 0)
-		{
-			ok = false;
-			break;
-		}
-		ok = tp_http_append_header(&list, line);
-		free(line);
-	}
+		ok = tp_http_append_field(&list, target->headers.items[i].key, target->headers.items[i].value);
 	if (ok)
 		return list;
 	curl_slist_free_all(list);

@@ -660,16 +660,7 @@ request_headers(const tp_pyroscope_config *cfg)
 	ok = tp_http_append_header(&list, "Content-Type: application/octet-stream") &&
 		tp_http_append_header(&list, "Expect:");
 	if (ok && cfg->tenant_id != NULL)
-	{
-		char	   *line;
-
-		ok = asprintf(&line, "X-Scope-OrgID: %s", cfg->tenant_id) >= 0;
-		if (ok)
-		{
-			ok = tp_http_append_header(&list, line);
-			free(line);
-		}
-	}
+		ok = tp_http_append_field(&list, "X-Scope-OrgID", cfg->tenant_id);
 	if (ok)
 		return list;
 	curl_slist_free_all(list);
