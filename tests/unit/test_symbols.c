@@ -169,6 +169,34 @@ TEST(address_in_no_module)
 }
 
 /*
+ * Build dir/name from source with symbols, split its debug part off under
+ * dir/.build-id/ by build id (as a -dbgsym package lays it out), then run
+ * strip_command in dir; lib gets the library's path.
+ */
+static bool
+build_split_library(const char *dir, const char *name, const char *source,
+					const char *strip_command, char *lib, size_t lib_size)
+{
+	char		cmd[2048];
+	FILE	   *src;
+
+	snprintf(cmd, sizeof(cmd), "%s/lib.c", dir);
+	src = fopen(cmd, "w");
+	if (src == NULL)
+		return false;
+	fputs(source, src);
+	fclose(src);
+	snprintf(lib, lib_size, "%s/%s", dir, name);
+	snprintf(cmd, sizeof(cmd),
+			 "set -e; cd %s; cc -g -O1 -fPIC -shared -Wl,--build-id -o %s lib.c; "
+			 "id=$(readelf -n %s | sed -n 's/.*Build ID: //p'); "
+			 "mkdir -p .build-id/$(echo $id | cut -c1-2); "
+			 "objcopy --only-keep-debug %s .build-id/$(echo $id | cut -c1-2)/$(echo $id | cut -c3-).debug; %s",
+			 dir, name, name, name, strip_command);
+	return system(cmd) == 0;
+}
+
+/*
  * A stripped library whose static function is named only by its separate
  * debug file, found by build id under TRACEPROF_DEBUG_DIR, as a -dbgsym
  * package would install it under /usr/lib/debug.  Built here with cc and
@@ -183,28 +211,14 @@ TEST(stripped_library_named_from_debug_file)
 	void	   *(*address_of_hidden) (void);
 	tp_symbols *symbols;
 	tp_symbol	sym;
-	FILE	   *src;
 
 	CHECK(mkdtemp(dir) != NULL);
-	snprintf(cmd, sizeof(cmd), "%s/lib.c", dir);
-	src = fopen(cmd, "w");
-	CHECK(src != NULL);
-	if (src == NULL)
-		return;
-	fputs("__attribute__((noinline)) static int hidden_worker(int x) { return x * 7 + 1; }\n"
-		  "int (*volatile keep)(int) = hidden_worker;\n"
-		  "void *address_of_hidden(void) { return (void *) hidden_worker; }\n", src);
-	fclose(src);
-	snprintf(lib, sizeof(lib), "%s/libhidden.so", dir);
-	/* Build with symbols, split them off by build id, strip the library. */
-	snprintf(cmd, sizeof(cmd),
-			 "set -e; cd %s; cc -g -O1 -fPIC -shared -Wl,--build-id -o libhidden.so lib.c; "
-			 "id=$(readelf -n libhidden.so | sed -n 's/.*Build ID: //p'); "
-			 "mkdir -p .build-id/$(echo $id | cut -c1-2); "
-			 "objcopy --only-keep-debug libhidden.so .build-id/$(echo $id | cut -c1-2)/$(echo $id | cut -c3-).debug; "
-			 "strip --strip-all libhidden.so; "
-			 "! nm libhidden.so 2>/dev/null | grep -q hidden_worker", dir);
-	CHECK(system(cmd) == 0);
+	CHECK(build_split_library(dir, "libhidden.so",
+							  "__attribute__((noinline)) static int hidden_worker(int x) { return x * 7 + 1; }\n"
+							  "int (*volatile keep)(int) = hidden_worker;\n"
+							  "void *address_of_hidden(void) { return (void *) hidden_worker; }\n",
+							  "strip --strip-all libhidden.so; ! nm libhidden.so 2>/dev/null | grep -q hidden_worker",
+							  lib, sizeof(lib)));
 	handle = dlopen(lib, RTLD_NOW);
 	CHECK(handle != NULL);
 	if (handle == NULL)
@@ -301,29 +315,16 @@ TEST(deleted_library_named_from_memory)
 	void	   *handle;
 	void	   *(*address_of_hidden) (void);
 	void	   *exported;
-	FILE	   *src;
 	pid_t		child;
 	int			status = -1;
 
 	CHECK(mkdtemp(dir) != NULL);
-	snprintf(cmd, sizeof(cmd), "%s/lib.c", dir);
-	src = fopen(cmd, "w");
-	CHECK(src != NULL);
-	if (src == NULL)
-		return;
-	fputs("__attribute__((noinline)) static int gone_hidden(int x) { return x * 7 + 1; }\n"
-		  "int (*volatile keep)(int) = gone_hidden;\n"
-		  "int gone_exported(int x) { return keep(x) + 3; }\n"
-		  "void *address_of_hidden(void) { return (void *) gone_hidden; }\n", src);
-	fclose(src);
-	snprintf(lib, sizeof(lib), "%s/libgone.so", dir);
-	snprintf(cmd, sizeof(cmd),
-			 "set -e; cd %s; cc -g -O1 -fPIC -shared -Wl,--build-id -o libgone.so lib.c; "
-			 "id=$(readelf -n libgone.so | sed -n 's/.*Build ID: //p'); "
-			 "mkdir -p .build-id/$(echo $id | cut -c1-2); "
-			 "objcopy --only-keep-debug libgone.so .build-id/$(echo $id | cut -c1-2)/$(echo $id | cut -c3-).debug; "
-			 "strip --strip-unneeded libgone.so", dir);
-	CHECK(system(cmd) == 0);
+	CHECK(build_split_library(dir, "libgone.so",
+							  "__attribute__((noinline)) static int gone_hidden(int x) { return x * 7 + 1; }\n"
+							  "int (*volatile keep)(int) = gone_hidden;\n"
+							  "int gone_exported(int x) { return keep(x) + 3; }\n"
+							  "void *address_of_hidden(void) { return (void *) gone_hidden; }\n",
+							  "strip --strip-unneeded libgone.so", lib, sizeof(lib)));
 	handle = dlopen(lib, RTLD_NOW);
 	CHECK(handle != NULL);
 	if (handle == NULL)
