@@ -161,6 +161,9 @@ tag_problem(const char *key, const char *value)
 		if ((unsigned char) *p < 0x20 || *p == 0x7f)
 			return "the value contains a control character";
 	}
+	/* Pyroscope refuses a series name that is not UTF-8: every upload would fail. */
+	if (!tp_utf8_is_valid(value, strlen(value)))
+		return "the value is not valid UTF-8";
 	return NULL;
 }
 

@@ -54,7 +54,8 @@ void		tp_pyroscope_config_from_env(tp_pyroscope_config *cfg,
 /*
  * Parse PYROSCOPE_TAGS-style text into tags, keeping valid members and
  * warning (naming the bad part) about missing '=', empty keys, invalid
- * label names ([A-Za-z0-9_.]) or values (no , } =), duplicates, and
+ * label names ([A-Za-z0-9_.]) or values (no , } =, no control character,
+ * valid UTF-8), duplicates, and
  * members beyond the limits above.
  */
 void		tp_pyroscope_parse_tags(const char *text, tp_kvlist *tags);

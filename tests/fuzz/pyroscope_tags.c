@@ -4,10 +4,10 @@
  * tp_pyroscope_parse_tags()) and the names and links built from them.
  *
  * The input is NUL-separated values for the variables below, in order.
- * Invariants: kept tags are valid series labels with unique keys; the
- * series name is fully percent-encoded; the link never carries the
- * server's user info; the tenant is a clean header value; every warning
- * is one line.
+ * Invariants: kept tags are valid series labels (values valid UTF-8)
+ * with unique keys; the series name is fully percent-encoded; the link
+ * never carries the server's user info; the tenant is a clean header
+ * value; every warning is one line.
  */
 #include <ctype.h>
 #include <stdbool.h>
@@ -15,6 +15,7 @@
 #include "fuzz.h"
 #include "log.h"
 #include "pyroscope.h"
+#include "text.h"
 
 static fuzz_env vars[] = {
 	{.name = "PYROSCOPE_TAGS"},
@@ -50,6 +51,7 @@ check_tags(const tp_kvlist *tags)
 		for (const char *p = key; *p; p++)
 			FUZZ_CHECK(is_label_char(*p));
 		FUZZ_CHECK(strpbrk(value, ",}=") == NULL && fuzz_is_one_line(value));
+		FUZZ_CHECK(tp_utf8_is_valid(value, strlen(value)));
 		for (size_t j = 0; j < i; j++)
 			FUZZ_CHECK(strcmp(tags->items[j].key, key) != 0);
 	}

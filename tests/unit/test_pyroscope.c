@@ -168,6 +168,34 @@ TEST(empty_tag_members_are_skipped)
 	tp_kvlist_free(&tags);
 }
 
+/*
+ * A value that is not UTF-8 was kept: Pyroscope refuses such a series
+ * name, so every upload failed.  Refused like any other bad member, with
+ * the variable and the member named.
+ */
+TEST(tags_that_are_not_utf8_are_refused)
+{
+	tp_kvlist	tags = {0};
+
+	warnings = 0;
+	tp_pyroscope_parse_tags("a=ok,b=\xff\xfe,c=caf\xc3,d=\xc3\xa9t\xc3\xa9,"
+							"e=\xc0\xaf,f=\xed\xa0\x80", &tags);
+	CHECK_STR(joined(&tags), "a=ok,d=\xc3\xa9t\xc3\xa9");
+	CHECK(warnings == 4);
+	CHECK(warned("PYROSCOPE_TAGS: \"b=??\"", "not valid UTF-8"));
+	CHECK(warned("PYROSCOPE_TAGS: \"c=caf?\"", "not valid UTF-8"));
+	CHECK(warned("PYROSCOPE_TAGS: \"e=??\"", "not valid UTF-8"));
+	CHECK(warned("PYROSCOPE_TAGS: \"f=???\"", "not valid UTF-8"));
+	tp_kvlist_free(&tags);
+
+	/* The program's own tags are checked the same way. */
+	warnings = 0;
+	tp_pyroscope_add_tag(&tags, "k", "\xff");
+	CHECK(tags.count == 0);
+	CHECK(warned("\"k=?\"", "not valid UTF-8"));
+	tp_kvlist_free(&tags);
+}
+
 TEST(series_name_is_url_encoded)
 {
 	tp_pyroscope_config cfg;
@@ -412,6 +440,7 @@ main(void)
 	RUN(malformed_tags_keep_the_valid_part);
 	RUN(tags_beyond_pyroscope_limits_are_ignored);
 	RUN(empty_tag_members_are_skipped);
+	RUN(tags_that_are_not_utf8_are_refused);
 	RUN(series_name_is_url_encoded);
 	RUN(query_link_keeps_a_long_server_address_whole);
 	RUN(config_defaults);
