@@ -7,8 +7,11 @@
 
 #include <link.h>
 #include <libunwind.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+
+#include "log.h"
 
 /*
  * libunwind finds a frame's unwind table with dl_iterate_phdr, which takes
@@ -18,15 +21,59 @@
  * interrupted, for ever, or read a link map half updated.  libunwind looks
  * in the tables registered with it first, without a lock: the loaded
  * objects' tables are registered here, outside the handler, and the
- * handler lets it look up no PC outside them.  An entry stays where it is
- * once registered (a handler on another thread may be reading it), so
- * slots are not reused: objects are seldom unloaded.
+ * handler lets it look up no PC outside them.
+ *
+ * The registrations live in a fixed pool.  libunwind links them into its
+ * list (_U_dyn_register, under its mutex) and the handler's unwinding reads
+ * that list without a lock, so a slot is written only while no handler can
+ * read it: a new slot before it is linked; a slot whose object was unloaded
+ * is unlinked (_U_dyn_cancel), then reused only after a grace period.  The
+ * handler brackets its use of libunwind with a counter that is odd while it
+ * unwinds (tp_dwarf_reader_enter/exit): a slot unlinked while the counter
+ * was even can be reached by no handler (one that starts later reads the
+ * list without it); one unlinked while it was odd waits until the counter
+ * has moved on, i.e. that handler has returned.  The sampled thread's own
+ * drains register with SIGPROF blocked, so there the counter is always even
+ * and slots are reused at once; the wait matters when another thread
+ * drains.
+ *
+ * When the pool is full, the objects left out are counted
+ * (tp_dwarf_table_stats), warned about once per process, and their frames
+ * end the libunwind walk as those of an object loaded since do.
  */
 #define MAX_TABLES 512
 
+typedef enum table_state
+{
+	TABLE_FREE,					/* never used, or reusable */
+	TABLE_LIVE,					/* registered with libunwind */
+	TABLE_CANCELLED,			/* unlinked, maybe still read by a handler */
+} table_state;
+
 static unw_dyn_info_t tables[MAX_TABLES];
-static bool table_live[MAX_TABLES];
-static int	table_count;
+static table_state table_states[MAX_TABLES];
+static unsigned long cancelled_at[MAX_TABLES];	/* readers when unlinked */
+static int	table_count;		/* slots ever used: [0, table_count) */
+
+/* Odd while a handler unwinds with libunwind (see above). */
+static atomic_ulong readers;
+
+static unsigned long long tables_registered;
+static unsigned long long tables_reused;
+static int	tables_refused;		/* of the last registration: no room */
+static bool warned_full;
+
+void
+tp_dwarf_reader_enter(void)
+{
+	atomic_fetch_add_explicit(&readers, 1, memory_order_seq_cst);
+}
+
+void
+tp_dwarf_reader_exit(void)
+{
+	atomic_fetch_add_explicit(&readers, 1, memory_order_release);
+}
 
 /*
  * The binary search table of an .eh_frame_hdr in the layout every x86_64
@@ -47,22 +94,55 @@ search_table(uintptr_t eh_frame_hdr, uint32_t *entries)
 	return hdr + 4 + pointer_size + 4;
 }
 
-/* The live registration of segment i of map, registering it if new; -1: none. */
+/* A slot no handler can read any more, -1: none (the pool is full). */
 static int
-table_of(const tp_code_map *map, int i)
+free_slot(void)
+{
+	unsigned long now;
+
+	for (int t = 0; t < table_count; t++)
+		if (table_states[t] == TABLE_FREE)
+			return t;
+	if (table_count < MAX_TABLES)
+		return table_count++;
+	now = atomic_load_explicit(&readers, memory_order_acquire);
+	for (int t = 0; t < table_count; t++)
+		if (table_states[t] == TABLE_CANCELLED &&
+			((cancelled_at[t] & 1) == 0 || cancelled_at[t] != now))
+		{
+			table_states[t] = TABLE_FREE;
+			tables_reused++;
+			return t;
+		}
+	return -1;
+}
+
+/*
+ * The live registration of segment i of map, registering it if new; -1:
+ * none (*full: for want of a slot).
+ */
+static int
+table_of(const tp_code_map *map, int i, bool *full)
 {
 	const uint8_t *table;
 	uint32_t	entries;
 	unw_dyn_info_t *di;
+	int			t;
 
-	for (int t = 0; t < table_count; t++)
-		if (table_live[t] && tables[t].start_ip == map->start[i] &&
+	*full = false;
+	for (t = 0; t < table_count; t++)
+		if (table_states[t] == TABLE_LIVE && tables[t].start_ip == map->start[i] &&
 			tables[t].end_ip == map->end[i] && tables[t].u.rti.segbase == map->eh_frame_hdr[i])
 			return t;
-	if (map->eh_frame_hdr[i] == 0 || table_count == MAX_TABLES ||
+	if (map->eh_frame_hdr[i] == 0 ||
 		(table = search_table(map->eh_frame_hdr[i], &entries)) == NULL)
 		return -1;
-	di = &tables[table_count];
+	if ((t = free_slot()) < 0)
+	{
+		*full = true;
+		return -1;
+	}
+	di = &tables[t];
 	memset(di, 0, sizeof(*di));
 	di->start_ip = map->start[i];
 	di->end_ip = map->end[i];
@@ -71,32 +151,79 @@ table_of(const tp_code_map *map, int i)
 	di->u.rti.table_data = (unw_word_t) table;
 	di->u.rti.table_len = entries * 8 / sizeof(unw_word_t);	/* 8-byte entries, in words */
 	_U_dyn_register(di);
-	table_live[table_count] = true;
-	return table_count++;
+	table_states[t] = TABLE_LIVE;
+	tables_registered++;
+	return t;
 }
 
 void
 tp_dwarf_register_tables(tp_code_map *map)
 {
-	bool		used[MAX_TABLES] = {false};
+	bool		cancelled = false;
+	int			refused = 0;
 
 	/* libunwind caches what it learns per thread: no locks in the handler. */
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+
+	/*
+	 * Unloaded objects' tables first, so that their slots can serve the
+	 * objects loaded since: their addresses may be another's next.
+	 */
+	for (int t = 0; t < table_count; t++)
+	{
+		bool		mapped = false;
+
+		if (table_states[t] != TABLE_LIVE)
+			continue;
+		for (int i = 0; i < map->count && !mapped; i++)
+			mapped = tables[t].start_ip == map->start[i] && tables[t].end_ip == map->end[i] &&
+				tables[t].u.rti.segbase == map->eh_frame_hdr[i];
+		if (mapped)
+			continue;
+		_U_dyn_cancel(&tables[t]);
+		/* The unlink is visible before the handler's count is read. */
+		atomic_thread_fence(memory_order_seq_cst);
+		cancelled_at[t] = atomic_load_explicit(&readers, memory_order_relaxed);
+		table_states[t] = TABLE_CANCELLED;
+		cancelled = true;
+	}
 	for (int i = 0; i < map->count; i++)
 	{
-		int			t = table_of(map, i);
+		bool		full;
+		int			t = table_of(map, i, &full);
 
 		map->unwinds[i] = t >= 0;
-		if (t >= 0)
-			used[t] = true;
+		refused += full;
 	}
-	/* Unloaded objects' tables: their addresses may be another's next. */
+	tables_refused = refused;
+	if (refused > 0 && !warned_full)
+	{
+		warned_full = true;
+		tp_warn("sampler: all %d slots for unwind tables are taken: %d code segment%s "
+				"loaded since cannot be unwound by libunwind (their samples end there)",
+				MAX_TABLES, refused, refused == 1 ? "" : "s");
+	}
+
+	/*
+	 * libunwind's cache of what it parsed is keyed by address: another
+	 * object may now sit where an unloaded one was.
+	 */
+	if (cancelled)
+		unw_flush_cache(unw_local_addr_space, 0, 0);
+}
+
+void
+tp_dwarf_table_stats(tp_dwarf_stats *stats)
+{
+	int			live = 0;
+
 	for (int t = 0; t < table_count; t++)
-		if (table_live[t] && !used[t])
-		{
-			_U_dyn_cancel(&tables[t]);
-			table_live[t] = false;
-		}
+		live += table_states[t] == TABLE_LIVE;
+	stats->capacity = MAX_TABLES;
+	stats->live = live;
+	stats->refused = tables_refused;
+	stats->registered = tables_registered;
+	stats->reused = tables_reused;
 }
 
 int
@@ -109,8 +236,14 @@ tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
 	*truncated = false;
 	rest->pc = 0;
 	*rest_in_jit = false;
-	if (max <= 0 || unw_init_local2(&cursor, (unw_context_t *) ucontext, UNW_INIT_SIGNAL_FRAME) != 0)
+	if (max <= 0)
 		return 0;
+	tp_dwarf_reader_enter();
+	if (unw_init_local2(&cursor, (unw_context_t *) ucontext, UNW_INIT_SIGNAL_FRAME) != 0)
+	{
+		tp_dwarf_reader_exit();
+		return 0;
+	}
 	do
 	{
 		unw_word_t	ip;
@@ -152,5 +285,6 @@ tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
 		if (segment < 0 || !map->unwinds[segment])
 			break;
 	} while (unw_step(&cursor) > 0);
+	tp_dwarf_reader_exit();
 	return depth;
 }

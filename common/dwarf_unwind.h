@@ -44,4 +44,32 @@ int			tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs,
  */
 void		tp_dwarf_register_tables(tp_code_map *map);
 
+/*
+ * The pool of registrations: capacity slots, live ones registered now.
+ * A slot of an unloaded object is reused for the next object once no
+ * handler can still be reading it (see dwarf_unwind.c).  refused: code
+ * segments of the last tp_dwarf_register_tables left without a table for
+ * want of a slot (their frames end libunwind's walk); the first time that
+ * happens in a process it is also logged (tp_warn).
+ */
+typedef struct tp_dwarf_stats
+{
+	int			capacity;
+	int			live;
+	int			refused;
+	unsigned long long registered;	/* registrations ever made */
+	unsigned long long reused;	/* of them, into a slot freed before */
+} tp_dwarf_stats;
+
+void		tp_dwarf_table_stats(tp_dwarf_stats *stats);
+
+/*
+ * The handler's side of the pool's grace period: tp_dwarf_unwind calls
+ * enter before libunwind reads the registrations and exit after.  A slot
+ * unlinked between the two is not reused until exit.  Async-signal-safe
+ * (lock-free atomics); exported for tests, which stand for a handler.
+ */
+void		tp_dwarf_reader_enter(void);
+void		tp_dwarf_reader_exit(void);
+
 #endif
