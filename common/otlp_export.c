@@ -270,6 +270,25 @@ grpc_status_is_retryable(int code)
 	return code == 1 || code == 4 || code == 10 || code == 11 || code == 14 || code == 15;
 }
 
+#define GRPC_RESOURCE_EXHAUSTED 8
+
+/*
+ * RESOURCE_EXHAUSTED also means "quota" or "memory" (the OTLP spec retries
+ * those only with RetryInfo); a message above the server's max receive
+ * size is a refusal of this request's size only, like an HTTP 413.  The
+ * texts of grpc-go ("grpc: received message larger than max (N vs. M)",
+ * also "... after decompression larger than max"), gRPC C-core ("Received
+ * message larger than max") and grpc-java ("gRPC message exceeds maximum
+ * size N: M").
+ */
+static bool
+grpc_status_is_too_large(int code, const char *message)
+{
+	return code == GRPC_RESOURCE_EXHAUSTED &&
+		(strcasestr(message, "larger than max") != NULL ||
+		 strcasestr(message, "exceeds maximum size") != NULL);
+}
+
 static attempt_outcome
 classify_transport_error(CURLcode rc, const char *curl_message, const char *url,
 						 char *err, size_t errlen)
@@ -327,6 +346,8 @@ classify_answer(const tp_otlp_target *target, response *r, char *err, size_t err
 		{
 			snprintf(err, errlen, "%s: gRPC status %d%s%s", shown, r->grpc_status,
 					 r->grpc_message[0] ? ": " : "", r->grpc_message);
+			if (grpc_status_is_too_large(r->grpc_status, r->grpc_message))
+				return ATTEMPT_TOO_LARGE;
 			return grpc_status_is_retryable(r->grpc_status) ? ATTEMPT_RETRY : ATTEMPT_REJECTED;
 		}
 		if (message_len < GRPC_FRAME_HEADER)

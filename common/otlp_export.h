@@ -23,8 +23,9 @@ typedef enum tp_export_result
 	TP_EXPORT_REJECTED,			/* the collector refused it: do not resend */
 	TP_EXPORT_FAILED,			/* retries or time ran out: may resend later */
 	TP_EXPORT_UNREACHABLE,		/* could not connect at all */
-	TP_EXPORT_TOO_LARGE,		/* refused for its size (HTTP 413): send the
-								 * spans again in smaller requests */
+	TP_EXPORT_TOO_LARGE,		/* refused for its size (HTTP 413, gRPC
+								 * RESOURCE_EXHAUSTED "larger than max"):
+								 * send the spans again in smaller requests */
 } tp_export_result;
 
 /*
@@ -33,9 +34,10 @@ typedef enum tp_export_result
  * within target->timeout_ms.  On anything but TP_EXPORT_OK, err holds one
  * line saying what went wrong (never header values, never the password of
  * the URL).  A partial success is TP_EXPORT_OK with the rejection described
- * in err and the spans it refused in target->rejected_spans.  A 413 is
- * TP_EXPORT_TOO_LARGE, not retried: the caller decides whether the spans
- * can go in smaller requests.  Out of memory for the request (its headers
+ * in err and the spans it refused in target->rejected_spans.  A 413, or
+ * a gRPC RESOURCE_EXHAUSTED whose message says the request is larger than
+ * the server's maximum, is TP_EXPORT_TOO_LARGE, not retried: the caller
+ * decides whether the spans can go in smaller requests.  Out of memory for the request (its headers
  * included) is TP_EXPORT_FAILED: never a request without a header.
  */
 tp_export_result tp_otlp_send(tp_otlp_target *target,

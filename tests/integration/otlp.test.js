@@ -546,6 +546,32 @@ test('413 for a single span: one request, one warning saying it is too large eve
 	assert.match(w[0], /"generator\.run" not exported: the collector refuses it as too large even alone: .*HTTP status 413: .*413 Request Entity Too Large/);
 });
 
+test('gRPC RESOURCE_EXHAUSTED for the message size splits like a 413; other RESOURCE_EXHAUSTED is a refusal', async (t) => {
+	// A gRPC collector refuses a message above its max receive size
+	// (grpc-go's default is 4 MiB) with RESOURCE_EXHAUSTED and this text:
+	// the spans were dropped as rejected, as for a refusal of the spans.
+	const r = await receiver(t);
+	const env = { OTEL_EXPORTER_OTLP_ENDPOINT: r.grpcEndpoint };
+	r.enqueue({ grpcStatus: 8, grpcMessage: 'grpc: received message larger than max (5234 vs. 4096)' });
+	let l = await loadWith(env);
+	assert.equal(l.res.code, 0, describe(l.res));
+	assert.deepEqual(exportWarnings(l.res), [], 'every span went: no warning');
+	assert.deepEqual(r.requests.map((q) => decodeTraces(q.body).spans.length), [4, 2, 2],
+		'refused in one request, then taken in two halves');
+	assertLoaderSpans(spansOf(r.requests.slice(1)), l);
+
+	// Quota or memory, not the size: the OTLP spec retries RESOURCE_EXHAUSTED
+	// only with RetryInfo; without it, a failure, and the spans go no smaller.
+	r.reset();
+	r.enqueue({ grpcStatus: 8, grpcMessage: 'memory limiter: data refused' });
+	l = await loadWith(env);
+	assert.equal(l.res.code, 0, describe(l.res));
+	assert.equal(r.requests.length, 1, 'neither retried nor split');
+	const w = exportWarnings(l.res);
+	assert.equal(w.length, 1, describe(l.res));
+	assert.match(w[0], /rejected by the collector: .*gRPC status 8: memory limiter: data refused$/);
+});
+
 test('partial success: one request, a warning with the rejection, exit 0', async (t) => {
 	const r = await receiver(t);
 	r.enqueue({ partialSuccess: { rejected: 2, message: 'span too old' } });
