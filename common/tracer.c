@@ -105,13 +105,26 @@ typedef struct export_state
 	size_t		delivered;
 	size_t		dropped;
 	bool		stopped;		/* a request failed: the spans not sent are lost */
+	tp_otlp_size_limit size_limit;	/* what the collector's refusals taught */
 } export_state;
+
+static void send_spans(size_t first, size_t count, export_state *state);
+
+/* The first half, then, unless a request failed, the second. */
+static void
+send_halves(size_t first, size_t count, export_state *state)
+{
+	send_spans(first, count / 2, state);
+	if (!state->stopped)
+		send_spans(first + count / 2, count - count / 2, state);
+}
 
 /*
  * Send spans[first, first + count) in one request.  One the collector
  * refuses as too large (HTTP 413: a proxy's body limit) goes again in
  * halves, down to single spans, all within the export's one budget; a span
- * refused alone is dropped.  Failures are warned about here.
+ * refused alone is dropped.  A half at least as large as a request refused
+ * already is halved unsent.  Failures are warned about here.
  */
 static void
 send_spans(size_t first, size_t count, export_state *state)
@@ -138,14 +151,19 @@ send_spans(size_t first, size_t count, export_state *state)
 		state->stopped = true;
 		return;
 	}
+	if (!tp_otlp_size_limit_allows(&state->size_limit, len, count))
+	{
+		free(body);
+		send_halves(first, count, state);
+		return;
+	}
 	config.traces.timeout_ms = left;
 	result = tp_otlp_send(&config.traces, body, len, err, sizeof(err));
 	free(body);
+	tp_otlp_size_limit_learn(&state->size_limit, len, count, result);
 	if (result == TP_EXPORT_TOO_LARGE && count > 1)
 	{
-		send_spans(first, count / 2, state);
-		if (!state->stopped)
-			send_spans(first + count / 2, count - count / 2, state);
+		send_halves(first, count, state);
 		return;
 	}
 	if (result == TP_EXPORT_TOO_LARGE)

@@ -9,7 +9,8 @@
  * when the collector took them; when it could not be reached they stay for
  * the next round, and when it refused them they are dropped and counted.
  * A request refused as too large (413) goes again in halves, down to
- * single spans: only a span too large alone is dropped.
+ * single spans: only a span too large alone is dropped; later requests
+ * stay under the size refused (probed again now and then).
  * Profiles go from a worker of their own: a Pyroscope that hangs must not
  * hold spans back until the ring overflows.
  */
@@ -260,10 +261,33 @@ typedef struct BatchOutcome
 static bool too_large_logged = false;
 
 /*
+ * The collector's size limit as its refusals taught it, kept while the
+ * endpoint stays: later batches go in requests under it at once.
+ */
+static tp_otlp_size_limit size_limit;
+
+static void send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadline,
+					   int first, int count, BatchOutcome *out);
+
+/* The first half, then, unless a request failed, the second. */
+static void
+send_halves(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadline,
+			int first, int count, BatchOutcome *out)
+{
+	int			half = count / 2;
+
+	send_spans(resource, target, deadline, first, half, out);
+	if (!out->stopped)
+		send_spans(resource, target, deadline, first + half, count - half, out);
+}
+
+/*
  * Send spans [first, first + count) of the batch in one request.  One the
  * collector refuses as too large (HTTP 413: a proxy's body limit, nginx's
  * is 1 MB) goes again in halves, down to single spans; a span refused
- * alone is dropped.  With a deadline (not 0), no request outlasts it.
+ * alone is dropped.  A request at least as large as one refused before is
+ * halved unsent (size_limit).  With a deadline (not 0), no request
+ * outlasts it.
  */
 static void
 send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadline,
@@ -288,12 +312,19 @@ send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadli
 	}
 	body = tp_otlp_encode_traces(resource, SCOPE_NAME, SCOPE_VERSION,
 								 batch.span_list + first, count, &len);
+	if (body != NULL && !tp_otlp_size_limit_allows(&size_limit, len, count))
+	{
+		free(body);
+		send_halves(resource, target, deadline, first, count, out);
+		return;
+	}
 	if (body != NULL)
 	{
 		report_sending("exporting spans");
 		result = tp_otlp_send(target, body, len, err, sizeof(err));
 		pgstat_report_wait_end();
 		free(body);
+		tp_otlp_size_limit_learn(&size_limit, len, count, result);
 	}
 	else
 	{
@@ -303,8 +334,6 @@ send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadli
 
 	if (result == TP_EXPORT_TOO_LARGE && count > 1)
 	{
-		int			half = count / 2;
-
 		if (!too_large_logged)
 			ereport(LOG,
 					(errmsg("traceprof exporter: a request of %d spans (%zu bytes) was refused as too large; "
@@ -312,9 +341,7 @@ send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadli
 					 errdetail("%s", err),
 					 errhint("Lower traceprof.export_batch_size, or raise the body limit of the collector or proxy.")));
 		too_large_logged = true;
-		send_spans(resource, target, deadline, first, half, out);
-		if (!out->stopped)
-			send_spans(resource, target, deadline, first + half, count - half, out);
+		send_halves(resource, target, deadline, first, count, out);
 		return;
 	}
 	if (result == TP_EXPORT_TOO_LARGE)
@@ -660,8 +687,9 @@ export_remaining_spans(const tp_kvlist *resource, tp_otlp_target *target)
 }
 
 /*
- * The target after a reload.  A Retry-After still holds for the same
- * collector: only a new endpoint or protocol is tried at once.
+ * The target after a reload.  A Retry-After, and what its refusals taught
+ * of its size limit, still hold for the same collector: only a new
+ * endpoint or protocol is tried at once, with any size.
  */
 static void
 rebuild_target(tp_otlp_target *target)
@@ -673,6 +701,8 @@ rebuild_target(tp_otlp_target *target)
 	if (old.protocol == target->protocol && old.url != NULL && target->url != NULL &&
 		strcmp(old.url, target->url) == 0)
 		target->retry_not_before_ms = old.retry_not_before_ms;
+	else
+		memset(&size_limit, 0, sizeof(size_limit));
 	tp_otlp_target_close(&old);
 	free(old.url);
 	free(old.ca_file);

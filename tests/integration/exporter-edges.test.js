@@ -18,7 +18,9 @@
 //     batch, against a collector that is slow but answers 200;
 //  6. a batch refused with 413 (a proxy's body limit) goes again in
 //     halves: every span arrives, and only a span too large alone is
-//     dropped and counted (before: the whole batch was dropped).
+//     dropped and counted (before: the whole batch was dropped); the
+//     size refused is remembered, so the next batch goes in requests
+//     under it without being refused again (6d).
 //
 // One real PostgreSQL 15 cluster for the file (shared_preload_libraries =
 // 'traceprof', exporter every 100 ms), restarted by test 5; the
@@ -587,4 +589,47 @@ test('6c. a 503 after part of a split batch was taken: the rest goes later, each
 	assert.equal(after.spans_dropped, before.spans_dropped, 'nothing dropped');
 	assert.equal(after.export_failures - before.export_failures, 1, 'the 503 is one failure');
 	assert.equal(after.spans_exported - before.spans_exported, N + 1, 'the marker and the N spans exported');
+});
+
+/**
+ * The requests of c that carry spans of traceId, with whether each was
+ * taken, for messages.
+ */
+const roundOf = (c, traceId) => c.requests.filter((r) => r.spans.some((sp) => sp.traceId === traceId));
+const shownRound = (round) => round.map((r) => `${r.status}:${r.spans.length}:${r.length}`).join(' ');
+
+test('6d. the size a collector refused is remembered: the next batch goes in requests under it, none refused', async (t) => {
+	// Old behaviour caught: nothing was remembered, so every batch went
+	// whole again and was refused and halved again (up to 2N - 1 requests).
+	const N = 24;
+	await drained();
+	const limited = await startLimited(4096);
+	t.after(() => limited.close());
+	t.after(restoreEndpoint);
+	const before = await stats();
+	const first = await exportAtOnce(limited,
+		Array.from({ length: N }, (_, i) => `SELECT '${'x'.repeat(600)}' AS first_${String(i).padStart(2, '0')}`));
+	await waitFor(() => `${N} spans of the first batch taken (${limited.delivered(first.traceId).length} so far)`,
+		() => limited.delivered(first.traceId).length >= N);
+	const round1 = roundOf(limited, first.traceId);
+	const refused = round1.filter((r) => r.status === 413);
+	assert.ok(refused.some((r) => r.spans.length === N), `the first batch went whole and was refused: ${shownRound(round1)}`);
+	const smallest = Math.min(...refused.map((r) => r.length));
+
+	// Spans a little larger than the first ones: every request the first
+	// round would send again whole is at least as large as one refused.
+	const second = await exportAtOnce(limited,
+		Array.from({ length: N }, (_, i) => `SELECT '${'x'.repeat(620)}' AS second_${String(i).padStart(2, '0')}`));
+	await waitFor(() => `${N} spans of the second batch taken (${limited.delivered(second.traceId).length} so far)`,
+		() => limited.delivered(second.traceId).length >= N);
+	const after = await drained();
+	const round2 = roundOf(limited, second.traceId);
+	assert.deepEqual(round2.filter((r) => r.status !== 200), [], `no request of the second batch refused: ${shownRound(round2)}`);
+	for (const r of round2)
+		assert.ok(r.length < smallest, `a request (${r.length} bytes) under the smallest refused (${smallest}): ${shownRound(round2)}`);
+	const delivered = limited.delivered(second.traceId);
+	assert.equal(new Set(delivered.map((sp) => sp.spanId)).size, N, 'each span of the second batch once');
+	assert.equal(delivered.length, N);
+	assert.equal(after.spans_dropped, before.spans_dropped, 'nothing dropped');
+	assert.equal(after.export_failures, before.export_failures, 'no export failure');
 });

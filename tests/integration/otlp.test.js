@@ -536,6 +536,30 @@ test('413: the spans go again in halves until they pass, and all arrive, without
 	assertLoaderSpans(spans, l);
 });
 
+test('413: a size refused is not sent again while the spans go in halves', async (t) => {
+	// Nothing was remembered: after a refusal, each half went whole even
+	// when it was as large as a request refused already (2N - 1 requests).
+	// 22 spans (--batch-size 30: ten loader.copy and ten loader.commit).
+	const c = await limitedCollector(t, 1500);
+	const cl = await getCluster();
+	const res = await run(LOADER, [cl.url(), loaderInput, '--table', `spans_${++tableNo}`, '--batch-size', '30'],
+		{ env: { OTEL_EXPORTER_OTLP_ENDPOINT: c.url }, timeout: 60000 });
+	assert.equal(res.code, 0, describe(res));
+	assert.deepEqual(exportWarnings(res), [], 'every span went: no warning');
+	const requests = await c.read();
+	const shown = requests.map((r) => `${r.status}:${r.spans.length}:${r.length}`).join(' ');
+	let smallest = Infinity;
+	for (const r of requests) {
+		if (r.spans.length > 1)
+			assert.ok(r.length < smallest, `${r.length} bytes sent after ${smallest} were refused: ${shown}`);
+		if (r.status === 413)
+			smallest = Math.min(smallest, r.length);
+	}
+	const spans = requests.filter((r) => r.status === 200).flatMap((r) => r.spans);
+	assert.equal(spans.length, 22, shown);
+	assert.equal(new Set(spans.map((s) => s.spanId)).size, 22, 'each span once');
+});
+
 test('413 for a single span: one request, one warning saying it is too large even alone, exit 0', async (t) => {
 	const c = await limitedCollector(t, 10);
 	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: c.url });
