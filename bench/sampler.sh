@@ -65,6 +65,17 @@ if command -v valgrind >/dev/null 2>&1; then
 	depth=$(field depth "$("$bin" walk 1)")
 	printf '%-44s %14s\n' "frame-pointer walk, depth $depth (ours)" "$(( (b - a) / 2000 ))"
 	summary_row sampler "instructions per stack walk ($depth frames, frame pointers)" "$(( (b - a) / 2000 ))" "<= 1,000"
+	# The same stack under a JIT frame (x86_64): the walk steps over it
+	# from a function it calls, or starts in it (after libunwind).
+	if [ "$(uname -m)" = x86_64 ]; then
+		set -- $("$bin" jitwalk 1)
+		a=$(callgrind_ir --toggle-collect=tp_stack_walk_code jitwalk 1000)
+		b=$(callgrind_ir --toggle-collect=tp_stack_walk_code jitwalk 3000)
+		printf '%-44s %14s\n' "  under a JIT frame, depth $2" "$(( (b - a) / 2000 ))"
+		a=$(callgrind_ir --toggle-collect=tp_stack_walk_jit jitwalk 1000)
+		b=$(callgrind_ir --toggle-collect=tp_stack_walk_jit jitwalk 3000)
+		printf '%-44s %14s\n' "  from JIT code (after libunwind), depth $4" "$(( (b - a) / 2000 ))"
+	fi
 	a=$(callgrind_ir "--toggle-collect=backtrace --toggle-collect=__backtrace" backtrace 200)
 	b=$(callgrind_ir "--toggle-collect=backtrace --toggle-collect=__backtrace" backtrace 600)
 	printf '%-44s %14s\n' "glibc backtrace() (DWARF unwind)" "$(( (b - a) / 400 ))"

@@ -4,6 +4,10 @@
  *
  *   sampler_bench walk N            N frame-pointer walks of a 20-deep stack
  *   sampler_bench backtrace N       N glibc backtrace() of the same stack
+ *   sampler_bench jitwalk N         N walks of the stack under a fake JIT
+ *                                   frame (x86_64): from a function it
+ *                                   calls (tp_stack_walk_code), and from
+ *                                   the JIT code itself (tp_stack_walk_jit)
  *   sampler_bench handler SECONDS   sample a 20-deep CPU loop at 250 Hz
  *   sampler_bench loop HZ ITERS     CPU-bound loop, 20 deep, sampled at HZ
  *                                   (0: no sampler); prints CPU seconds
@@ -16,6 +20,7 @@
  */
 #include <execinfo.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +76,80 @@ leaf_walk(long n)
 								   &inserted);
 	printf("depth %d\n", depth);
 }
+
+#if defined(__x86_64__)
+/*
+ * The JIT code's shape the walks step over: no frame record, the frame
+ * register kept, entered through a function pointer; it calls leaf_jit.
+ */
+typedef void (*jit_fn) (long n);
+
+FRAMED static void
+leaf_jit(long n)
+{
+	const uintptr_t *frame = __builtin_frame_address(0);
+	uintptr_t	pcs[TP_SAMPLER_MAX_FRAMES];
+	tp_stack_regs regs;
+	tp_stack_regs jit;
+	bool		truncated;
+	uint64_t	inserted = 0;
+	int			depth_code = 0;
+	int			depth_jit = 0;
+	static tp_code_map map;
+
+	tp_code_map_read(&map);
+	regs.pc = (uintptr_t) leaf_jit;
+	regs.fp = (uintptr_t) frame;
+	regs.sp = (uintptr_t) frame;
+	/* As libunwind leaves the JIT frame: its PC, SP and frame register. */
+	jit.pc = frame[1];
+	jit.sp = (uintptr_t) (frame + 2);
+	jit.fp = frame[0];
+	for (long i = 0; i < n; i++)
+		depth_code = tp_stack_walk_code(&regs, &bounds, &map, pcs, TP_SAMPLER_MAX_FRAMES,
+										&truncated, &inserted);
+	for (long i = 0; i < n; i++)
+		depth_jit = tp_stack_walk_jit(&jit, &bounds, &map, pcs, TP_SAMPLER_MAX_FRAMES,
+									  &truncated, &inserted);
+	printf("depth %d jit_depth %d\n", depth_code, depth_jit);
+}
+
+static jit_fn
+jit_code(void)
+{
+	unsigned char code[32];
+	size_t		n = 0;
+	uintptr_t	callee = (uintptr_t) leaf_jit;
+	unsigned char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+							   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (page == MAP_FAILED)
+		return NULL;
+	code[n++] = 0x50;			/* push %rax */
+	code[n++] = 0x48;			/* movabs $leaf_jit, %rax */
+	code[n++] = 0xb8;
+	memcpy(code + n, &callee, 8);
+	n += 8;
+	code[n++] = 0xff;			/* call *%rax */
+	code[n++] = 0xd0;
+	code[n++] = 0x59;			/* pop %rcx */
+	code[n++] = 0xc3;			/* ret */
+	memcpy(page, code, n);
+	if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0)
+		return NULL;
+	return (jit_fn) (void *) page;
+}
+
+static jit_fn volatile jit_current;
+
+/* The JIT code's caller, a frame-pointer function as ExecAgg is. */
+FRAMED static void
+leaf_enters_jit(long n)
+{
+	jit_current(n);
+	sink++;
+}
+#endif
 
 FRAMED static void
 leaf_backtrace(long n)
@@ -185,6 +264,18 @@ main(int argc, char **argv)
 	tp_stack_bounds_current(&bounds);
 	if (strcmp(mode, "walk") == 0)
 		bench_level(DEPTH, leaf_walk, (long) arg);
+#if defined(__x86_64__)
+	else if (strcmp(mode, "jitwalk") == 0)
+	{
+		jit_current = jit_code();
+		if (jit_current == NULL)
+		{
+			fprintf(stderr, "sampler_bench: cannot map JIT code\n");
+			return 1;
+		}
+		bench_level(DEPTH, leaf_enters_jit, (long) arg);
+	}
+#endif
 	else if (strcmp(mode, "backtrace") == 0)
 		bench_level(DEPTH, leaf_backtrace, (long) arg);
 	else if (strcmp(mode, "handler") == 0 || strcmp(mode, "libc") == 0)
