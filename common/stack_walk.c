@@ -163,6 +163,32 @@ static bool jit_caller(const tp_stack_bounds *bounds, const tp_code_map *map,
 static bool outside_objects(const tp_code_map *map, uintptr_t pc);
 
 /*
+ * Both walks through JIT code end the same way once jit_caller found the
+ * JIT code's caller: the return address at slot goes into pcs[depth] (bit
+ * depth of *inserted marks it as found on the stack, for the drain), and
+ * the walk goes on from the caller's frame record, unless it has none
+ * (caller 0) or pcs is full.  Returns the new depth; *stop set (never
+ * cleared) when the walk ends here.
+ */
+static inline __attribute__((always_inline)) RAW_STACK_READS int
+insert_jit_caller(const tp_stack_bounds *bounds, uintptr_t slot, uintptr_t caller,
+				  uintptr_t *pcs, int depth, int max, bool *truncated,
+				  uint64_t *inserted, bool *stop)
+{
+	if (depth == max)
+	{
+		*truncated = true;
+		*stop = true;
+		return depth;
+	}
+	*inserted |= (uint64_t) 1 << (depth & 63);
+	pcs[depth++] = defined_word(bounds, *(const uintptr_t *) slot);
+	if (caller == 0)
+		*stop = true;
+	return depth;
+}
+
+/*
  * The frame record at fp returns to ret, outside the map's hot range.  If
  * that is JIT code, its frames, which have no record, lie right above this
  * record: insert their caller into pcs (returning the new depth) and set
@@ -188,16 +214,7 @@ step_over_jit(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t f
 					&slot, &caller) ||
 		slot == *next + sizeof(uintptr_t))
 		return depth;
-	if (depth == max)
-	{
-		*truncated = true;
-		*stop = true;
-		return depth;
-	}
-	*inserted |= (uint64_t) 1 << (depth & 63);
-	pcs[depth++] = defined_word(bounds, *(const uintptr_t *) slot);
-	if (caller == 0)
-		*stop = true;
+	depth = insert_jit_caller(bounds, slot, caller, pcs, depth, max, truncated, inserted, stop);
 	*next = caller;
 	return depth;
 }
@@ -310,24 +327,18 @@ tp_stack_walk_jit(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 	uintptr_t	last;
 	uintptr_t	slot;
 	uintptr_t	caller;
+	bool		stop = false;
 	int			depth = 0;
 
 	*truncated = false;
 	if (max <= 0)
 		return 0;
 	pcs[depth++] = regs->pc;
-	if (!stack_above_sp(regs, bounds, &last))
+	if (!stack_above_sp(regs, bounds, &last) ||
+		!jit_caller(bounds, map, regs->sp, regs->fp, true, last, &slot, &caller))
 		return depth;
-	if (!jit_caller(bounds, map, regs->sp, regs->fp, true, last, &slot, &caller))
-		return depth;
-	if (depth == max)
-	{
-		*truncated = true;
-		return depth;
-	}
-	*inserted |= (uint64_t) 1 << depth;
-	pcs[depth++] = defined_word(bounds, *(const uintptr_t *) slot);
-	if (caller == 0)
+	depth = insert_jit_caller(bounds, slot, caller, pcs, depth, max, truncated, inserted, &stop);
+	if (stop)
 		return depth;
 	return follow_chain(caller, last, bounds, map, true, pcs, depth, max, truncated, inserted);
 }
