@@ -20,14 +20,17 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <zlib.h>
 
 #include "http_retry.h"
 #include "http_url.h"
 #include "log.h"
+#include "pprof.pb-c.h"
 #include "pyroscope.h"
 #include "text.h"
 
@@ -555,13 +558,14 @@ typedef enum attempt_outcome
 {
 	ATTEMPT_DELIVERED,
 	ATTEMPT_RETRY,				/* throttled, unavailable, or the connection dropped */
+	ATTEMPT_TOO_LARGE,			/* 413: the body is over a limit; its samples may go in parts */
 	ATTEMPT_FAILED,
 } attempt_outcome;
 
 /* One upload request, and how its last attempt ended. */
 typedef struct request
 {
-	const tp_pyroscope_config *cfg;
+	tp_pyroscope_config *cfg;	/* its Retry-After is kept there */
 	const char *url;
 	const char *where;			/* the endpoint as messages show it */
 	struct curl_slist *headers;
@@ -632,7 +636,10 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 	else
 	{
 		describe_status(req->where, status, a, err, errlen);
-		outcome = tp_http_status_is_retryable(status) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
+		if (status == 413)
+			outcome = ATTEMPT_TOO_LARGE;
+		else
+			outcome = tp_http_status_is_retryable(status) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
 	}
 	curl_easy_cleanup(curl);
 	return outcome;
@@ -676,19 +683,400 @@ tp_pyroscope_retry_wait_ms(const tp_pyroscope_config *cfg)
 	return tp_retry_wait_left_ms(cfg->retry_not_before_ms);
 }
 
+/* One request of len bytes at req, retried within what is left until deadline_ms. */
+static attempt_outcome
+send_request(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
+			 char *err, size_t errlen)
+{
+	long		left = deadline_ms - tp_monotonic_ms();
+
+	req->pprof = pprof;
+	req->len = len;
+	req->outcome = ATTEMPT_FAILED;
+	if (!tp_retry_run(left > 0 ? left : 1, req->cfg->cancel, &req->cfg->retry_not_before_ms,
+					  attempt_upload, req, err, errlen))
+		snprintf(err, errlen, "%s: upload cancelled", req->where);
+	return req->outcome;
+}
+
+/* ---- a profile refused as too large goes again in parts ---- */
+
+/*
+ * The refused pprof, unpacked, and per table which entries the part being
+ * built uses.  A part keeps the header (sample types, period, time window:
+ * Pyroscope adds up profiles of the same series and window), a run of
+ * samples, and only the locations, functions and mappings they reference;
+ * strings no part member uses become "" so that no index moves.
+ */
+typedef struct split
+{
+	Traceprof__Pprof__Profile *profile;
+	bool	   *used_string;
+	Traceprof__Pprof__Location **locations;
+	Traceprof__Pprof__Function **functions;
+	Traceprof__Pprof__Mapping **mappings;
+	char	  **strings;
+	uint64_t	taken;			/* "samples" values the server took */
+	uint64_t	dropped;		/* refused even alone, or left after a failure */
+	bool		stopped;		/* a request failed: the rest is dropped */
+} split;
+
+static uint8_t *
+gunzip_bytes(const uint8_t *in, size_t len, size_t *outlen)
+{
+	z_stream	zs;
+	size_t		cap = len * 4 + 1024;
+	uint8_t    *out = malloc(cap);
+	int			rc = Z_OK;
+
+	memset(&zs, 0, sizeof(zs));
+	if (out == NULL || len > UINT_MAX || inflateInit2(&zs, 15 + 16) != Z_OK)
+	{
+		free(out);
+		return NULL;
+	}
+	zs.next_in = (Bytef *) in;
+	zs.avail_in = (uInt) len;
+	while (rc == Z_OK)
+	{
+		if (zs.total_out == cap)
+		{
+			uint8_t    *grown = cap < UINT_MAX / 2 ? realloc(out, cap * 2) : NULL;
+
+			if (grown == NULL)
+				break;
+			out = grown;
+			cap *= 2;
+		}
+		zs.next_out = out + zs.total_out;
+		zs.avail_out = (uInt) (cap - zs.total_out);
+		rc = inflate(&zs, Z_NO_FLUSH);
+	}
+	*outlen = zs.total_out;
+	inflateEnd(&zs);
+	if (rc != Z_STREAM_END)
+	{
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static uint8_t *
+gzip_bytes(const uint8_t *in, size_t len, size_t *outlen)
+{
+	z_stream	zs;
+	uint8_t    *out;
+	uLong		bound;
+
+	memset(&zs, 0, sizeof(zs));
+	if (len > UINT_MAX || deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+									   Z_DEFAULT_STRATEGY) != Z_OK)
+		return NULL;
+	bound = deflateBound(&zs, (uLong) len);
+	out = malloc(bound);
+	zs.next_in = (Bytef *) in;
+	zs.avail_in = (uInt) len;
+	zs.next_out = out;
+	zs.avail_out = (uInt) bound;
+	if (out != NULL && deflate(&zs, Z_FINISH) != Z_STREAM_END)
+	{
+		free(out);
+		out = NULL;
+	}
+	*outlen = zs.total_out;
+	deflateEnd(&zs);
+	return out;
+}
+
+static void
+use_string(split *sp, int64_t index)
+{
+	if (index > 0 && (size_t) index < sp->profile->n_string_table)
+		sp->used_string[index] = true;
+}
+
+/*
+ * The index of the entry with this id; n when absent.  Our writer numbers
+ * ids 1..n in order, so id - 1 is tried first.
+ */
+static size_t
+find_location(const Traceprof__Pprof__Profile *p, uint64_t id)
+{
+	if (id >= 1 && id <= p->n_location && p->location[id - 1]->id == id)
+		return id - 1;
+	for (size_t i = 0; i < p->n_location; i++)
+		if (p->location[i]->id == id)
+			return i;
+	return p->n_location;
+}
+
+static size_t
+find_function(const Traceprof__Pprof__Profile *p, uint64_t id)
+{
+	if (id >= 1 && id <= p->n_function && p->function[id - 1]->id == id)
+		return id - 1;
+	for (size_t i = 0; i < p->n_function; i++)
+		if (p->function[i]->id == id)
+			return i;
+	return p->n_function;
+}
+
+static size_t
+find_mapping(const Traceprof__Pprof__Profile *p, uint64_t id)
+{
+	if (id >= 1 && id <= p->n_mapping && p->mapping[id - 1]->id == id)
+		return id - 1;
+	for (size_t i = 0; i < p->n_mapping; i++)
+		if (p->mapping[i]->id == id)
+			return i;
+	return p->n_mapping;
+}
+
+/* The "samples" count (first value) of samples [first, first + count). */
+static uint64_t
+samples_in(const split *sp, size_t first, size_t count)
+{
+	uint64_t	total = 0;
+
+	for (size_t i = first; i < first + count; i++)
+		if (sp->profile->sample[i]->n_value > 0 && sp->profile->sample[i]->value[0] > 0)
+			total += (uint64_t) sp->profile->sample[i]->value[0];
+	return total;
+}
+
+/* Mark what samples [first, first + count) use, into the tables of the part. */
+static void
+mark_part(split *sp, Traceprof__Pprof__Profile *part, size_t first, size_t count)
+{
+	const Traceprof__Pprof__Profile *p = sp->profile;
+	bool	   *loc = calloc(p->n_location + 1, 1);
+	bool	   *fn = calloc(p->n_function + 1, 1);
+	bool	   *map = calloc(p->n_mapping + 1, 1);
+
+	memset(sp->used_string, 0, p->n_string_table);
+	part->n_location = part->n_function = part->n_mapping = 0;
+	if (loc == NULL || fn == NULL || map == NULL)
+		goto done;
+	for (size_t i = first; i < first + count; i++)
+	{
+		const Traceprof__Pprof__Sample *sample = p->sample[i];
+
+		for (size_t j = 0; j < sample->n_location_id; j++)
+			loc[find_location(p, sample->location_id[j])] = true;
+		for (size_t j = 0; j < sample->n_label; j++)
+		{
+			use_string(sp, sample->label[j]->key);
+			use_string(sp, sample->label[j]->str);
+			use_string(sp, sample->label[j]->num_unit);
+		}
+	}
+	for (size_t i = 0; i < p->n_location; i++)
+	{
+		if (!loc[i])
+			continue;
+		sp->locations[part->n_location++] = p->location[i];
+		map[find_mapping(p, p->location[i]->mapping_id)] = true;
+		for (size_t j = 0; j < p->location[i]->n_line; j++)
+			fn[find_function(p, p->location[i]->line[j]->function_id)] = true;
+	}
+	for (size_t i = 0; i < p->n_function; i++)
+		if (fn[i])
+		{
+			sp->functions[part->n_function++] = p->function[i];
+			use_string(sp, p->function[i]->name);
+			use_string(sp, p->function[i]->system_name);
+			use_string(sp, p->function[i]->filename);
+		}
+	for (size_t i = 0; i < p->n_mapping; i++)
+		if (map[i])
+		{
+			sp->mappings[part->n_mapping++] = p->mapping[i];
+			use_string(sp, p->mapping[i]->filename);
+			use_string(sp, p->mapping[i]->build_id);
+		}
+done:
+	free(loc);
+	free(fn);
+	free(map);
+}
+
+/* Samples [first, first + count) as a pprof of their own, gzip'd; NULL: no memory. */
+static uint8_t *
+encode_part(split *sp, size_t first, size_t count, size_t *len)
+{
+	const Traceprof__Pprof__Profile *p = sp->profile;
+	Traceprof__Pprof__Profile part = *p;
+	uint8_t    *packed;
+	uint8_t    *gz = NULL;
+	size_t		size;
+
+	part.sample = p->sample + first;
+	part.n_sample = count;
+	part.location = sp->locations;
+	part.function = sp->functions;
+	part.mapping = sp->mappings;
+	part.string_table = sp->strings;
+	mark_part(sp, &part, first, count);
+	for (size_t i = 0; i < p->n_sample_type; i++)
+	{
+		use_string(sp, p->sample_type[i]->type);
+		use_string(sp, p->sample_type[i]->unit);
+	}
+	if (p->period_type != NULL)
+	{
+		use_string(sp, p->period_type->type);
+		use_string(sp, p->period_type->unit);
+	}
+	use_string(sp, p->default_sample_type);
+	for (size_t i = 0; i < p->n_string_table; i++)
+		sp->strings[i] = sp->used_string[i] ? p->string_table[i] : (char *) "";
+	size = traceprof__pprof__profile__get_packed_size(&part);
+	packed = malloc(size);
+	if (packed != NULL)
+	{
+		traceprof__pprof__profile__pack(&part, packed);
+		gz = gzip_bytes(packed, size, len);
+	}
+	free(packed);
+	return gz;
+}
+
+/*
+ * Upload samples [first, first + count) in one request; refused as too
+ * large, in halves, down to single samples (a sample refused alone is
+ * dropped).  Each part has fewer samples than the one before, so this ends;
+ * all share the upload's one deadline.
+ */
+static void
+send_part(request *req, split *sp, size_t first, size_t count, long deadline_ms,
+		  char *err, size_t errlen)
+{
+	size_t		len = 0;
+	uint8_t    *body;
+	attempt_outcome outcome;
+
+	if (sp->stopped || tp_monotonic_ms() >= deadline_ms)
+	{
+		sp->stopped = true;
+		sp->dropped += samples_in(sp, first, count);
+		return;
+	}
+	body = encode_part(sp, first, count, &len);
+	if (body == NULL)
+	{
+		snprintf(err, errlen, "%s: out of memory while splitting a profile refused as too large", req->where);
+		outcome = ATTEMPT_FAILED;
+	}
+	else
+		outcome = send_request(req, body, len, deadline_ms, err, errlen);
+	free(body);
+	if (outcome == ATTEMPT_TOO_LARGE && count > 1)
+	{
+		send_part(req, sp, first, count / 2, deadline_ms, err, errlen);
+		send_part(req, sp, first + count / 2, count - count / 2, deadline_ms, err, errlen);
+		return;
+	}
+	if (outcome == ATTEMPT_DELIVERED)
+		sp->taken += samples_in(sp, first, count);
+	else
+		sp->dropped += samples_in(sp, first, count);
+	if (outcome != ATTEMPT_DELIVERED && outcome != ATTEMPT_TOO_LARGE)
+		sp->stopped = true;		/* not the size: the next parts would fail alike */
+}
+
+/*
+ * A profile refused as too large (413: a proxy's body limit) goes again
+ * as parts of its samples for the same series and window, which Pyroscope
+ * adds up.  Fills what was taken and dropped into *counts (may be NULL).
+ */
+static bool
+send_in_parts(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
+			  tp_pyroscope_counts *counts, char *err, size_t errlen)
+{
+	size_t		raw_len = 0;
+	uint8_t    *raw = gunzip_bytes(pprof, len, &raw_len);
+	split		sp = {0};
+	char		refusal[512];
+	bool		ok = false;
+
+	snprintf(refusal, sizeof(refusal), "%s", err);
+	sp.profile = raw ? traceprof__pprof__profile__unpack(NULL, raw_len, raw) : NULL;
+	if (sp.profile != NULL)
+	{
+		sp.used_string = calloc(sp.profile->n_string_table + 1, 1);
+		sp.strings = calloc(sp.profile->n_string_table + 1, sizeof(char *));
+		sp.locations = calloc(sp.profile->n_location + 1, sizeof(void *));
+		sp.functions = calloc(sp.profile->n_function + 1, sizeof(void *));
+		sp.mappings = calloc(sp.profile->n_mapping + 1, sizeof(void *));
+	}
+	if (sp.profile == NULL || sp.profile->n_sample < 2 || sp.used_string == NULL ||
+		sp.strings == NULL || sp.locations == NULL || sp.functions == NULL || sp.mappings == NULL)
+	{
+		/* One sample (or not ours to read): nothing smaller can be sent. */
+		if (counts != NULL && sp.profile != NULL)
+			counts->dropped = samples_in(&sp, 0, sp.profile->n_sample);
+	}
+	else
+	{
+		send_part(req, &sp, 0, sp.profile->n_sample / 2, deadline_ms, err, errlen);
+		send_part(req, &sp, sp.profile->n_sample / 2,
+				  sp.profile->n_sample - sp.profile->n_sample / 2, deadline_ms, err, errlen);
+		ok = sp.dropped == 0;
+		if (!ok && !sp.stopped)
+			snprintf(err, errlen, "%s (the profile went again in parts; samples refused even alone "
+					 "were dropped: %llu of %llu)", refusal, (unsigned long long) sp.dropped,
+					 (unsigned long long) (sp.taken + sp.dropped));
+		else if (!ok)
+		{
+			size_t		n = strlen(err);
+
+			snprintf(err + n, errlen - n, " (after a refusal as too large, in parts: %llu of %llu samples not uploaded)",
+					 (unsigned long long) sp.dropped, (unsigned long long) (sp.taken + sp.dropped));
+		}
+		if (counts != NULL)
+		{
+			counts->taken = sp.taken;
+			counts->dropped = sp.dropped;
+		}
+	}
+	if (sp.profile != NULL)
+		traceprof__pprof__profile__free_unpacked(sp.profile, NULL);
+	free(raw);
+	free(sp.used_string);
+	free(sp.strings);
+	free(sp.locations);
+	free(sp.functions);
+	free(sp.mappings);
+	return ok;
+}
+
 bool
 tp_pyroscope_ingest(tp_pyroscope_config *cfg,
 					const uint8_t *pprof, size_t len,
 					uint64_t from_ns, uint64_t until_ns,
 					char *err, size_t errlen)
 {
+	return tp_pyroscope_ingest_counted(cfg, pprof, len, from_ns, until_ns, NULL, err, errlen);
+}
+
+bool
+tp_pyroscope_ingest_counted(tp_pyroscope_config *cfg,
+							const uint8_t *pprof, size_t len,
+							uint64_t from_ns, uint64_t until_ns,
+							tp_pyroscope_counts *counts, char *err, size_t errlen)
+{
 	char	   *url = ingest_url(cfg, from_ns, until_ns);
 	char		where[512];
-	request		req = {.cfg = cfg, .pprof = pprof, .len = len, .outcome = ATTEMPT_FAILED};
+	request		req = {.cfg = cfg, .outcome = ATTEMPT_FAILED};
 	long		timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
+	long		deadline_ms = tp_monotonic_ms() + timeout;
 	long		wait_ms = tp_pyroscope_retry_wait_ms(cfg);
+	bool		ok;
 
 	err[0] = '\0';
+	if (counts != NULL)
+		memset(counts, 0, sizeof(*counts));
 	if (url == NULL)
 	{
 		snprintf(err, errlen, "out of memory");
@@ -716,12 +1104,13 @@ tp_pyroscope_ingest(tp_pyroscope_config *cfg,
 		return false;
 	}
 
-	/* Retries stay inside the one budget: the next upload must not wait. */
-	if (!tp_retry_run(timeout, cfg->cancel, &cfg->retry_not_before_ms, attempt_upload, &req, err, errlen))
-		snprintf(err, errlen, "%s: upload cancelled", where);
+	/* Retries, and parts, stay inside the one budget: the next upload must not wait. */
+	ok = send_request(&req, pprof, len, deadline_ms, err, errlen) == ATTEMPT_DELIVERED;
+	if (req.outcome == ATTEMPT_TOO_LARGE)
+		ok = send_in_parts(&req, pprof, len, deadline_ms, counts, err, errlen);
 	/* What libcurl or the server wrote may quote the path, and a token in it. */
 	tp_http_url_scrub(url, err, errlen);
 	curl_slist_free_all(req.headers);
 	free(url);
-	return req.outcome == ATTEMPT_DELIVERED;
+	return ok;
 }

@@ -81,7 +81,8 @@ char	   *tp_pyroscope_query_url_for(const tp_pyroscope_config *cfg,
 
 /*
  * Upload one pprof covering [from_ns, until_ns], retrying 429/502/503/504
- * (honouring Retry-After) and dropped connections, all within timeout_ms;
+ * (honouring Retry-After) and dropped connections, and sending it again in
+ * parts when it is refused as too large (413, below), all within timeout_ms;
  * *cancel ends it early.  A Retry-After beyond the budget is kept in cfg:
  * until it has passed, uploads fail at once without asking the server
  * (tp_pyroscope_retry_wait_ms says how long is left).  On failure returns
@@ -92,6 +93,27 @@ bool		tp_pyroscope_ingest(tp_pyroscope_config *cfg,
 								const uint8_t *pprof, size_t len,
 								uint64_t from_ns, uint64_t until_ns,
 								char *err, size_t errlen);
+
+/*
+ * What became of an upload that went in parts: a profile refused as too
+ * large (HTTP 413, a proxy's body limit) goes again as halves of its
+ * samples, for the same series and window (Pyroscope adds them up), down
+ * to single samples; a sample refused alone is dropped, and when a part
+ * fails otherwise, or the budget runs out, the parts not sent are too.
+ * Counted in the profile's first value ("samples"); both 0 when the
+ * upload went in one request (then all or nothing).
+ */
+typedef struct tp_pyroscope_counts
+{
+	uint64_t	taken;
+	uint64_t	dropped;
+} tp_pyroscope_counts;
+
+/* tp_pyroscope_ingest, saying in *counts (may be NULL) what went in parts. */
+bool		tp_pyroscope_ingest_counted(tp_pyroscope_config *cfg,
+										const uint8_t *pprof, size_t len,
+										uint64_t from_ns, uint64_t until_ns,
+										tp_pyroscope_counts *counts, char *err, size_t errlen);
 
 /* Milliseconds left of the server's last Retry-After; 0: upload at will. */
 long		tp_pyroscope_retry_wait_ms(const tp_pyroscope_config *cfg);

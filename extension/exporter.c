@@ -107,6 +107,7 @@ typedef struct PendingUpload
 	uint64		from_ns;
 	uint64		until_ns;
 	int			taken;			/* samples in the parts the server took */
+	int			dropped;		/* samples of parts taken only in part (413) */
 	uint8_t    *pprof[PARTS];	/* NULL: nothing (more) to send, or no memory */
 	size_t		len[PARTS];
 	int			counts[PARTS];	/* samples not taken yet, per part */
@@ -537,10 +538,32 @@ read_batch(void)
 	return made;
 }
 
-/* Send the pending parts not taken yet, in order, up to the first failure. */
+/*
+ * Of stored samples a part taken only in part dropped: its pprof counts
+ * weights (a sample stands for 1 + its timer overruns), so in proportion,
+ * and at least one.
+ */
+static int
+dropped_samples(int stored, const tp_pyroscope_counts *counts)
+{
+	double		share = (double) counts->dropped / (double) (counts->taken + counts->dropped);
+	int			dropped = (int) (stored * share + 0.5);
+
+	return Min(stored, Max(dropped, 1));
+}
+
+/*
+ * Send the pending parts not taken yet, in order, up to the first failure;
+ * a part taken only in part (refused as too large, then split) is settled,
+ * its dropped samples counted, and the next part goes.
+ */
 static bool
 send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 {
+	tp_pyroscope_counts counts;
+	int			dropped;
+	char		partial[1024] = "";	/* why a part was taken only in part */
+
 	for (int part = 0; part < PARTS; part++)
 	{
 		if (pending.counts[part] == 0)
@@ -550,15 +573,29 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 			strlcpy(err, "out of memory while encoding samples", errlen);
 			return false;
 		}
-		if (!tp_pyroscope_ingest(cfg, pending.pprof[part], pending.len[part],
-								 pending.from_ns, pending.until_ns, err, errlen))
-			return false;
+		if (!tp_pyroscope_ingest_counted(cfg, pending.pprof[part], pending.len[part],
+										 pending.from_ns, pending.until_ns, &counts, err, errlen))
+		{
+			if (counts.taken == 0)
+				return false;
+			/* Refused as too large, then taken in part: settled, never sent again. */
+			dropped = dropped_samples(pending.counts[part], &counts);
+			pending.taken += pending.counts[part] - dropped;
+			pending.dropped += dropped;
+			pending.counts[part] = 0;
+			free(pending.pprof[part]);
+			pending.pprof[part] = NULL;
+			strlcpy(partial, err, sizeof(partial));
+			continue;
+		}
 		pending.taken += pending.counts[part];
 		pending.counts[part] = 0;
 		free(pending.pprof[part]);
 		pending.pprof[part] = NULL;
 	}
-	return true;
+	if (partial[0] != '\0')
+		strlcpy(err, partial, errlen);
+	return partial[0] == '\0';
 }
 
 /*
@@ -572,7 +609,7 @@ upload_samples(tp_pyroscope_config *cfg)
 {
 	char		err[1024];
 	bool		ok;
-	int			refused = 0;
+	int			refused;
 
 	if (!pending.held && !read_batch())
 		return 0;
@@ -581,6 +618,7 @@ upload_samples(tp_pyroscope_config *cfg)
 	pgstat_report_wait_end();
 	if (!ok && interrupted)
 		return 0;				/* the parts not taken go in the next round */
+	refused = pending.dropped;
 	for (int part = 0; part < PARTS; part++)
 	{
 		refused += pending.counts[part];
@@ -588,6 +626,8 @@ upload_samples(tp_pyroscope_config *cfg)
 	}
 	pending.held = false;
 	sample_store_mark_exported(pending.upto, pending.taken);
+	if (ok && refused > 0)
+		sample_store_mark_rejected(pending.upto, refused);
 	if (ok)
 	{
 		if (pyroscope_failing && pending.taken > 0)

@@ -616,6 +616,71 @@ test('a 500 answer (not retried) or connections that keep dropping (retried with
 	assert.match(w[0], /profiles not uploaded to Pyroscope: http:\/\/127\.0\.0\.1:\d+\/ingest: \S/);
 });
 
+/** A body limit as a proxy's: 413 above limit bytes (null: the first upload's size less one). */
+function limitIngest(ingest, limit) {
+	const state = { limit };
+	ingest.answerBy = ({ body }) => {
+		if (state.limit === null)
+			state.limit = body.length - 1;
+		return body.length > state.limit ? { status: 413, body: '413 Request Entity Too Large' } : null;
+	};
+	return state;
+}
+
+/** "frames|labels" -> summed values, over the samples of decoded pprofs. */
+function sampleTotals(profiles) {
+	const totals = new Map();
+	for (const p of profiles)
+		for (const smp of p.samples) {
+			const k = `${smp.frames.join(';')}|${JSON.stringify(smp.labels)}`;
+			const v = totals.get(k) || [0, 0];
+			totals.set(k, [v[0] + smp.values[0], v[1] + smp.values[1]]);
+		}
+	return totals;
+}
+
+test('413: the profile goes again as parts of its samples for the same window, each sample once, no warning', async (t) => {
+	// A 413 was a failure like a 500: the whole profile was lost.
+	const { ingest, otlp } = await servers(t);
+	const state = limitIngest(ingest, null);
+	const g = await generate(pyroEnv(ingest, otlp), { records: BIG });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.deepEqual(unexpectedLines(g.res, 'generator'), [], 'every sample went: no warning');
+	const [whole, ...parts] = ingest.requests;
+	assert.equal(whole.behaviour.status, 413, 'the profile went whole first and was refused');
+	const first = decodePprof(whole.body);
+	assert.ok(first.samples.length >= 2, `a profile of several samples (${first.samples.length})`);
+	assert.ok(parts.length >= 2 && parts.length < 2 * first.samples.length, `${parts.length} requests after it`);
+	const taken = parts.filter((r) => r.behaviour.status === undefined);
+	for (const r of parts) {
+		assert.deepEqual([r.query.name, r.query.from, r.query.until, r.query.format],
+			[whole.query.name, whole.query.from, whole.query.until, whole.query.format], 'the same series and window');
+	}
+	for (const r of taken)
+		assert.ok(r.body.length <= state.limit, `a part taken is within the limit (${r.body.length} <= ${state.limit})`);
+	const decoded = taken.map((r) => decodePprof(r.body));
+	for (const p of decoded) {
+		assert.deepEqual({ ...p, samples: null }, { ...first, samples: null }, 'the same sample types, period and window');
+		assert.ok(p.samples.length < first.samples.length);
+	}
+	assert.deepEqual(sampleTotals(decoded), sampleTotals([first]), 'every sample of the profile once, with its values');
+});
+
+test('413 even for single samples: halved down to them, each refused alone dropped and counted in the warning', async (t) => {
+	const { ingest, otlp } = await servers(t);
+	limitIngest(ingest, 10);
+	const g = await generate(pyroEnv(ingest, otlp), { records: SOME });
+	assert.equal(g.res.code, 0, describe(g.res));
+	const first = decodePprof(ingest.requests[0].body);
+	const n = first.samples.length;
+	assert.ok(n >= 2, `a profile of several samples (${n})`);
+	assert.equal(ingest.requests.length, 2 * n - 1, 'halves down to single samples, each sent once: it ends');
+	const total = first.samples.reduce((a, smp) => a + smp.values[0], 0);
+	const w = warnings(g.res, 'generator');
+	assert.equal(w.length, 1, describe(g.res));
+	assert.match(w[0], new RegExp(`profiles not uploaded to Pyroscope: .*HTTP status 413: 413 Request Entity Too Large .*dropped: ${total} of ${total}\\)$`));
+});
+
 test('a 400 whose body is cut short (the connection closes): one attempt, the status in the warning', async (t) => {
 	// The status line was read: the server refused the profile, so it is
 	// not sent again (it was retried as a dropped connection until the

@@ -15,7 +15,9 @@
 //   {trickle: true}                      200, then one body byte a second, never ending
 //
 // setDefault(behaviour) changes what an empty queue means (e.g. hang every
-// upload).  pause() / resume() take the listener down (connection refused)
+// upload).  answerBy, when set to a function, sees each request's record
+// first: a behaviour it returns is answered instead of the queue's (e.g. a
+// body limit: {status: 413} above some size).  pause() / resume() take the listener down (connection refused)
 // and bring it back on the same port.  Times are performance.now()
 // milliseconds.
 
@@ -50,6 +52,7 @@ class IngestServer extends CaptureServer {
 	constructor() {
 		super('ingest');
 		this.port = 0;
+		this.answerBy = null;
 	}
 
 	/** "http://127.0.0.1:PORT", what PYROSCOPE_SERVER_ADDRESS is set to. */
@@ -93,7 +96,8 @@ class IngestServer extends CaptureServer {
 					seriesError = err.message;
 				}
 			}
-			const behaviour = this._next();
+			const body = Buffer.concat(chunks);
+			const behaviour = (this.answerBy && this.answerBy({ query, body })) || this._next();
 			this._record({
 				method: req.method,
 				url: req.url,
@@ -105,7 +109,7 @@ class IngestServer extends CaptureServer {
 				seriesError,
 				headers: { ...req.headers },
 				rawHeaders: req.rawHeaders.slice(),
-				body: Buffer.concat(chunks),
+				body,
 				time,
 				endTime: performance.now(),
 				wallTime: Date.now(),
