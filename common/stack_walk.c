@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 /*
  * The top-of-stack words we copy may never have been written, and code
@@ -65,6 +67,18 @@ defined_word(const tp_stack_bounds *bounds, uintptr_t word)
 
 /* Records of a stale chain followed to the JIT code's true caller. */
 #define JIT_CHAIN_STEPS 4
+
+/* JIT functions calling JIT functions recovered between JIT code and its caller. */
+#define JIT_NESTED_MAX 4
+
+/* JIT code calls JIT code of its own module: this close to it. */
+#define JIT_NEAR ((uintptr_t) 1 << 20)
+
+/* Reads of JIT code on pages not known to be mapped, per walk (system calls). */
+#define JIT_PROBES 4
+
+/* The smallest page size: an address's 4 KiB block lies in one page. */
+#define MIN_PAGE ((uintptr_t) 4096)
 
 /* Decoded call sites remembered (return address -> function called). */
 #define SITE_CACHE 1024
@@ -162,19 +176,113 @@ static bool jit_caller(const tp_stack_bounds *bounds, const tp_code_map *map,
 					   uintptr_t last, uintptr_t *slot, uintptr_t *caller);
 static bool outside_objects(const tp_code_map *map, uintptr_t pc);
 
+#if defined(__x86_64__)
+/*
+ * Copy the len bytes of code before ret into buf, where reading them
+ * cannot fault: on the page of known (code that runs, or that a frame
+ * returns to), else through process_vm_readv (a failed read is an error,
+ * not a fault; async-signal-safe, a plain system call), at most
+ * JIT_PROBES times a walk.
+ */
+static bool
+jit_code_before(uintptr_t ret, uintptr_t known, unsigned char *buf, size_t len,
+				int *probes)
+{
+	struct iovec local = {buf, len};
+	struct iovec remote = {(void *) (ret - len), len};
+
+	if (ret - len > ret)
+		return false;
+	if (((ret - len) & ~(MIN_PAGE - 1)) == (known & ~(MIN_PAGE - 1)) &&
+		((ret - 1) & ~(MIN_PAGE - 1)) == (known & ~(MIN_PAGE - 1)))
+	{
+		memcpy(buf, (const void *) (ret - len), len);
+		return true;
+	}
+	/*
+	 * LLVM starts functions at 16-byte boundaries, and a JIT prologue's
+	 * "push %rax" (8 bytes of stack) often pushes the function's own
+	 * address: no system call for those (a return address lands there
+	 * one time in 16).
+	 */
+	if (*probes >= JIT_PROBES || (ret & 15) == 0)
+		return false;
+	(*probes)++;
+	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t) len;
+}
+
+/*
+ * Is word (within JIT_NEAR of callee) the return address of a call from
+ * JIT code into the JIT function holding callee (a PC in it, or a return
+ * address into it)?  A direct call
+ * must target a start at or below callee; a call through a register (the
+ * large code model) is taken as it is.
+ */
+static bool
+returns_into_jit(const tp_code_map *map, uintptr_t word, uintptr_t callee, int *probes)
+{
+	unsigned char code[5];
+	int32_t		disp;
+	uintptr_t	target;
+
+	if (!outside_objects(map, word) ||
+		!jit_code_before(word, callee, code, sizeof(code), probes))
+		return false;
+	if (code[0] == 0xe8)		/* call rel32 */
+	{
+		memcpy(&disp, code + 1, sizeof(disp));
+		target = word + (intptr_t) disp;
+		return target <= callee && callee - target < JIT_NEAR;
+	}
+	/* call *%r64: ff d0+r, or 41 ff d0+r for r8..r15 */
+	return code[3] == 0xff && (code[4] & 0xf8) == 0xd0;
+}
+#endif
+
 /*
  * Both walks through JIT code end the same way once jit_caller found the
- * JIT code's caller: the return address at slot goes into pcs[depth] (bit
- * depth of *inserted marks it as found on the stack, for the drain), and
- * the walk goes on from the caller's frame record, unless it has none
- * (caller 0) or pcs is full.  Returns the new depth; *stop set (never
- * cleared) when the walk ends here.
+ * JIT code's caller.  First the JIT frames between: the JIT code at
+ * callee (the frame the walk is at) may have been called by other JIT
+ * code, whose return address then lies in [from, slot), above the
+ * callee's frame; up to JIT_NESTED_MAX such frames are inserted, innermost
+ * first.  Then the return address at slot goes into pcs (bits of
+ * *inserted mark what was found on the stack, for the drain), and the walk
+ * goes on from the caller's frame record, unless it has none (caller 0)
+ * or pcs is full.  Returns the new depth; *stop set (never cleared) when
+ * the walk ends here.
  */
 static inline __attribute__((always_inline)) RAW_STACK_READS int
-insert_jit_caller(const tp_stack_bounds *bounds, uintptr_t slot, uintptr_t caller,
-				  uintptr_t *pcs, int depth, int max, bool *truncated,
-				  uint64_t *inserted, bool *stop)
+insert_jit_caller(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t from,
+				  uintptr_t callee, uintptr_t slot, uintptr_t caller, uintptr_t *pcs,
+				  int depth, int max, bool *truncated, uint64_t *inserted, bool *stop)
 {
+#if defined(__x86_64__)
+	int			nested = 0;
+	int			probes = 0;
+
+	for (uintptr_t at = from; at < slot && nested < JIT_NESTED_MAX; at += sizeof(uintptr_t))
+	{
+		uintptr_t	word = defined_word(bounds, *(const uintptr_t *) at);
+
+		if ((word > callee ? word - callee : callee - word) >= JIT_NEAR ||
+			!returns_into_jit(map, word, callee, &probes))
+			continue;
+		if (depth == max)
+		{
+			*truncated = true;
+			*stop = true;
+			return depth;
+		}
+		*inserted |= (uint64_t) 1 << (depth & 63);
+		pcs[depth++] = word;
+		callee = word;
+		nested++;
+	}
+#else
+	(void) map;
+	(void) from;
+	(void) callee;
+#endif
 	if (depth == max)
 	{
 		*truncated = true;
@@ -214,7 +322,8 @@ step_over_jit(const tp_stack_bounds *bounds, const tp_code_map *map, uintptr_t f
 					&slot, &caller) ||
 		slot == *next + sizeof(uintptr_t))
 		return depth;
-	depth = insert_jit_caller(bounds, slot, caller, pcs, depth, max, truncated, inserted, stop);
+	depth = insert_jit_caller(bounds, map, fp + 2 * sizeof(uintptr_t), ret, slot, caller, pcs,
+							  depth, max, truncated, inserted, stop);
 	*next = caller;
 	return depth;
 }
@@ -337,7 +446,8 @@ tp_stack_walk_jit(const tp_stack_regs *regs, const tp_stack_bounds *bounds,
 	if (!stack_above_sp(regs, bounds, &last) ||
 		!jit_caller(bounds, map, regs->sp, regs->fp, true, last, &slot, &caller))
 		return depth;
-	depth = insert_jit_caller(bounds, slot, caller, pcs, depth, max, truncated, inserted, &stop);
+	depth = insert_jit_caller(bounds, map, regs->sp, regs->pc, slot, caller, pcs, depth, max,
+							  truncated, inserted, &stop);
 	if (stop)
 		return depth;
 	return follow_chain(caller, last, bounds, map, true, pcs, depth, max, truncated, inserted);

@@ -84,9 +84,14 @@ int			tp_stack_top_words(const tp_stack_regs *regs, const tp_stack_bounds *bound
  * it lies above that return address, else the copy the JIT code's prologue
  * pushed below it.  Only code with frame pointers (the main program, this
  * library: never unloaded) is read; the stack reads are bounds-checked as
- * in the plain walk.  Intermediate JIT frames (deform called from
- * evalexpr) are skipped.  x86_64 only; elsewhere the walks are the plain
- * one.
+ * in the plain walk.  JIT code called by JIT code (deform called from
+ * evalexpr) keeps its caller too: between the JIT frame and the JIT
+ * code's caller, a word within 1 MiB of that frame, outside every object,
+ * that follows a call into it (a direct call of a function starting at or
+ * below it, or a call through a register) is the outer JIT frame's return
+ * address; up to 4 levels.  The code before such a word is read only on
+ * the page of the JIT frame's own address, else through process_vm_readv
+ * (never a fault).  x86_64 only; elsewhere the walks are the plain one.
  */
 
 /* Executable segments of the loaded objects, readable inside a handler. */

@@ -1343,6 +1343,149 @@ TEST(jit_code_keeps_its_caller)
 		munmap((void *) page, 4096);
 	}
 }
+
+/*
+ * JIT code calling JIT code, as an LLVM-compiled expression calls the
+ * tuple deforming function compiled with it (PostgreSQL's evalexpr and
+ * deform, one module: a direct call, or through a register): the outer
+ * function A at the page's start, the inner one B at offset 128.  Both
+ * push the frame register (and overwrite it) or only align the stack.  B
+ * spins or calls jit_callee.
+ */
+static jit_fn
+jit_build_nested(bool calls, bool clobbers, bool direct)
+{
+	unsigned char code[256];
+	size_t		n = 0;
+	uint64_t	garbage = JIT_GARBAGE;
+	uintptr_t	callee = (uintptr_t) jit_callee;
+	const size_t inner = 128;
+	unsigned char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+							   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uintptr_t	inner_address = (uintptr_t) page + inner;
+
+	if (page == MAP_FAILED)
+		return NULL;
+	memset(code, 0xcc, sizeof(code));	/* int3 */
+	for (int f = 0; f < 2; f++)
+	{
+		n = f == 0 ? 0 : inner;
+		if (clobbers)
+		{
+			code[n++] = 0x55;	/* push %rbp */
+			code[n++] = 0x48;	/* movabs $garbage + f, %rbp */
+			code[n++] = 0xbd;
+			garbage += (uint64_t) f;
+			memcpy(code + n, &garbage, 8);
+			n += 8;
+		}
+		else
+			code[n++] = 0x50;	/* push %rax */
+		if (f == 0 && direct)
+		{
+			int32_t		disp;
+
+			code[n++] = 0xe8;	/* call B */
+			disp = (int32_t) (inner - (n + 4));
+			memcpy(code + n, &disp, 4);
+			n += 4;
+		}
+		else if (f == 0)
+		{
+			code[n++] = 0x48;	/* movabs $B, %rax */
+			code[n++] = 0xb8;
+			memcpy(code + n, &inner_address, 8);
+			n += 8;
+			code[n++] = 0xff;	/* call *%rax */
+			code[n++] = 0xd0;
+		}
+		else if (calls)
+		{
+			code[n++] = 0x48;	/* movabs $jit_callee, %rax */
+			code[n++] = 0xb8;
+			memcpy(code + n, &callee, 8);
+			n += 8;
+			code[n++] = 0xff;	/* call *%rax */
+			code[n++] = 0xd0;
+		}
+		else
+		{
+			code[n++] = 0x48;	/* 1: dec %rdi */
+			code[n++] = 0xff;
+			code[n++] = 0xcf;
+			code[n++] = 0x75;	/* jnz 1b */
+			code[n++] = 0xfb;
+		}
+		code[n++] = clobbers ? 0x5d : 0x59; /* pop %rbp, or pop %rcx */
+		code[n++] = 0xc3;		/* ret */
+	}
+	memcpy(page, code, sizeof(code));
+	if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0)
+	{
+		munmap(page, 4096);
+		return NULL;
+	}
+	return (jit_fn) (void *) page;
+}
+
+/*
+ * Samples in JIT code called by JIT code (or in what it calls): the inner
+ * JIT frame, then the outer one, then the outer one's caller and the rest
+ * of the chain.
+ */
+TEST(jit_code_called_from_jit_code_keeps_both_frames)
+{
+	for (int shape = 0; shape < 8; shape++)
+	{
+		bool		calls = shape & 1;
+		bool		clobbers = shape & 2;
+		bool		direct = shape & 4;
+		jit_fn		fn = jit_build_nested(calls, clobbers, direct);
+		uintptr_t	page = (uintptr_t) (void *) fn;
+		collected	c = {0};
+		size_t		in_inner = 0;
+		size_t		ok = 0;
+
+		CHECK(fn != NULL);
+		if (fn == NULL)
+			return;
+		jit_current = fn;
+		CHECK(start(250, TP_SAMPLER_CPU, 1024));
+		jit_outer(0.4);
+		tp_sampler_drain(collect, &c);
+		tp_sampler_stop();
+		for (size_t i = 0; i < c.count; i++)
+		{
+			const tp_sample *s = &c.items[i];
+			uint32_t	at = calls ? 1 : 0;	/* where the inner JIT frame is */
+
+			if (calls && strcmp(frame_name(s, 0), "jit_callee") != 0)
+				continue;
+			/* In B (or returning into it): past offset 128 of the page. */
+			if (s->depth <= at || s->pcs[at] - page >= 4096 || s->pcs[at] - page < 128)
+				continue;
+			in_inner++;
+			if (s->depth >= at + 4 && s->pcs[at + 1] - page < 128 &&
+				strcmp(frame_name(s, at + 2), "jit_caller") == 0 &&
+				strcmp(frame_name(s, at + 3), "jit_outer") == 0 && reaches_main(s, at + 4))
+				ok++;
+			else if (in_inner - ok <= 2)
+			{
+				printf("   [%u] %s%s:", at, (s->pcs[at + 1] - page < 128) ? "outer JIT frame next" : "no outer JIT frame", "");
+				print_stack(s);
+			}
+		}
+		printf("  inner JIT code %s, frame register %s, called %s: %zu of %zu samples with "
+			   "the outer JIT frame, jit_caller, jit_outer ... main under it\n",
+			   calls ? "calling a framed function" : "spinning",
+			   clobbers ? "overwritten" : "kept", direct ? "directly" : "through a register",
+			   ok, in_inner);
+		CHECK(in_inner >= 20);
+		CHECK(ok == in_inner);
+		collected_free(&c);
+		munmap((void *) page, 4096);
+	}
+}
 #endif
 
 int
@@ -1377,6 +1520,7 @@ main(void)
 	RUN_RETRY(sampling_a_thread, 3);
 #if defined(__x86_64__)
 	RUN_RETRY(jit_code_keeps_its_caller, 3);
+	RUN_RETRY(jit_code_called_from_jit_code_keeps_both_frames, 3);
 #endif
 	tp_symbols_free(symbols);
 	return unit_summary();
