@@ -547,11 +547,22 @@ add_unwind_table(const char *hdr, uint64_t avail, uint64_t hdr_vaddr, const char
 		return false;
 	image->names = names;
 
-	/* Second pass: append, each reaching to the next listed start. */
+	/*
+	 * Second pass: append, each reaching to the next listed start, the
+	 * last one to the end of its executable segment (the table says where
+	 * functions start, not where the last one ends; a symbol after it
+	 * still wins, lookups take the last start).
+	 */
 	for (uint32_t i = 0, n = (uint32_t) image->nfuncs; i < count; i++)
 	{
 		uint64_t	start = hdr_vaddr + (int64_t) read_i32(table + 8 * i);
 		uint64_t	next = i + 1 < count ? hdr_vaddr + (int64_t) read_i32(table + 8 * (i + 1)) : start + 1;
+
+		if (i + 1 == count)
+			for (size_t k = 0; k < image->nloads; k++)
+				if (image->loads[k].exec && start >= image->loads[k].vaddr &&
+					start - image->loads[k].vaddr < image->loads[k].filesz)
+					next = image->loads[k].vaddr + image->loads[k].filesz;
 		int			len;
 
 		if (tp_elf_find(image, start) != NULL)

@@ -250,6 +250,56 @@ TEST(stripped_library_named_from_debug_file)
 }
 
 /*
+ * In a stripped library, the function with the highest address in the
+ * unwind table is named like the others over its whole body, not only at
+ * its first byte: the table says where a function starts, not where the
+ * last one ends.
+ */
+TEST(stripped_library_names_its_last_function_whole)
+{
+	char		dir[] = "/tmp/traceprof-last-XXXXXX";
+	char		cmd[2048];
+	char		lib[512];
+	void	   *handle;
+	void	   *(*address_of_last) (void);
+	tp_symbols *symbols;
+	tp_symbol	sym;
+	tp_symbol	first;
+
+	CHECK(mkdtemp(dir) != NULL);
+	CHECK(build_split_library(dir, "liblast.so",
+							  "void *address_of_last(void);\n"
+							  "static int last_worker(int x);\n"
+							  "int (*volatile keep)(int) = last_worker;\n"
+							  "void *address_of_last(void) { return (void *) last_worker; }\n"
+							  "__attribute__((noinline, section(\".text.zz_last\"))) static int last_worker(int x)\n"
+							  "{ int s = 0; for (int i = 0; i < x; i++) s += i * keep(i - 1); return s; }\n",
+							  "strip --strip-all liblast.so", lib, sizeof(lib)));
+	handle = dlopen(lib, RTLD_NOW);
+	CHECK(handle != NULL);
+	if (handle == NULL)
+		return;
+	address_of_last = (void *(*) (void)) dlsym(handle, "address_of_last");
+	CHECK(address_of_last != NULL);
+	setenv("TRACEPROF_DEBUG_DIR", "/nonexistent", 1);
+	symbols = tp_symbols_load();
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) address_of_last(), false, &first));
+	CHECK(first.function != NULL && strstr(first.function, "liblast.so+0x") == first.function);
+	/* Past its first instructions: the same function. */
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) address_of_last() + 12, false, &sym));
+	CHECK(sym.function != NULL && first.function != NULL && strcmp(sym.function, first.function) == 0);
+	CHECK(sym.function_start == (uintptr_t) address_of_last());
+	if (sym.function == NULL)
+		printf("  %s+12: no name (module %s)\n", first.function ? first.function : "?",
+			   sym.module ? sym.module : "none");
+	tp_symbols_free(symbols);
+	unsetenv("TRACEPROF_DEBUG_DIR");
+	dlclose(handle);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
+/*
  * Open this process's /proc/self/map_files entry for the mapping holding
  * addr: what only CAP_SYS_ADMIN may do, unlike the postgres user.
  */
@@ -631,6 +681,7 @@ main(void)
 	RUN(libc_function);
 	RUN(address_in_no_module);
 	RUN(stripped_library_named_from_debug_file);
+	RUN(stripped_library_names_its_last_function_whole);
 	RUN(deleted_library_named_from_memory);
 	RUN(vdso);
 	RUN(refresh_picks_up_dlopen);
