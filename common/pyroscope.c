@@ -313,6 +313,14 @@ server_address(char *configured)
 	return address;
 }
 
+static volatile sig_atomic_t *env_cancel;
+
+void
+tp_pyroscope_set_env_cancel(volatile sig_atomic_t *cancel)
+{
+	env_cancel = cancel;
+}
+
 void
 tp_pyroscope_config_from_env(tp_pyroscope_config *cfg, const char *default_application)
 {
@@ -342,6 +350,7 @@ tp_pyroscope_config_from_env(tp_pyroscope_config *cfg, const char *default_appli
 	cfg->basic_auth_password = env_string("PYROSCOPE_BASIC_AUTH_PASSWORD");
 	cfg->ca_file = env_string("PYROSCOPE_CA_FILE");
 	env_timeout("PYROSCOPE_UPLOAD_TIMEOUT", &cfg->timeout_ms);
+	cfg->cancel = env_cancel;
 	free(app);
 	free(tags);
 }

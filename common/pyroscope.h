@@ -37,6 +37,12 @@ typedef struct tp_pyroscope_config
  */
 bool		tp_pyroscope_server_is_valid(const char *address);
 
+/*
+ * The cancel flag tp_pyroscope_config_from_env puts into the configurations
+ * it reads from then on (a host's signal flag; NULL: none).
+ */
+void		tp_pyroscope_set_env_cancel(volatile sig_atomic_t *cancel);
+
 /* Read the environment; malformed values are warned about, never fatal. */
 void		tp_pyroscope_config_from_env(tp_pyroscope_config *cfg,
 										 const char *default_application);

@@ -26,6 +26,12 @@ tp_tracer_init(const char *default_service)
 	initialized = true;
 }
 
+void
+tp_tracer_set_cancel(volatile sig_atomic_t *cancel)
+{
+	config.traces.cancel = cancel;
+}
+
 const char *
 tp_tracer_service_name(void)
 {
@@ -110,6 +116,18 @@ typedef struct export_state
 
 static void send_spans(size_t first, size_t count, export_state *state);
 
+/* The export was cut short by the host (a signal): say what is lost. */
+static bool
+export_cancelled(export_state *state)
+{
+	if (config.traces.cancel == NULL || *config.traces.cancel == 0)
+		return false;
+	tp_warn("traces not exported: interrupted: %zu span(s) of %zu not sent",
+			span_count - state->delivered - state->dropped, span_count);
+	state->stopped = true;
+	return true;
+}
+
 /* The first half, then, unless a request failed, the second. */
 static void
 send_halves(size_t first, size_t count, export_state *state)
@@ -135,6 +153,8 @@ send_spans(size_t first, size_t count, export_state *state)
 	tp_export_result result;
 	long		left = state->deadline_ms - tp_monotonic_ms();
 
+	if (export_cancelled(state))
+		return;
 	if (left <= 0)
 	{
 		tp_warn("traces not exported: %zu span(s) of %zu: OTEL_EXPORTER_OTLP_TIMEOUT (%ld ms) ran out "
@@ -161,6 +181,8 @@ send_spans(size_t first, size_t count, export_state *state)
 	result = tp_otlp_send(&config.traces, body, len, err, sizeof(err));
 	free(body);
 	tp_otlp_size_limit_learn(&state->size_limit, len, count, result);
+	if (result != TP_EXPORT_OK && export_cancelled(state))
+		return;
 	if (result == TP_EXPORT_TOO_LARGE && count > 1)
 	{
 		send_halves(first, count, state);

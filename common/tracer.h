@@ -11,6 +11,8 @@
 #ifndef TP_TRACER_H
 #define TP_TRACER_H
 
+#include <signal.h>
+
 #include "span.h"
 
 /*
@@ -40,6 +42,13 @@ void		tp_span_trace_id_hex(const tp_span *span, char *out);
 
 /* Hex span id of span into out[TP_SPAN_ID_HEX + 1]. */
 void		tp_span_id_hex(const tp_span *span, char *out);
+
+/*
+ * A flag that, once non-zero (a signal handler sets it), cuts the export of
+ * tp_tracer_shutdown() short: the request in flight is abandoned, the
+ * spans not yet sent are lost and a warning counts them.  NULL: none.
+ */
+void		tp_tracer_set_cancel(volatile sig_atomic_t *cancel);
 
 /*
  * End any open spans, export everything (bounded time; one warning if the

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "order_row.h"
 #include "progress.h"
+#include "pyroscope.h"
 #include "self_profiler.h"
 #include "stop_signal.h"
 #include "tracer.h"
@@ -465,6 +466,9 @@ main(int argc, char **argv)
 	ld.start = ld_now();
 	ld.in.fd = -1;
 	tp_tracer_init("traceprof.loader");
+	/* A signal once the run is over cuts its telemetry short (see below). */
+	tp_tracer_set_cancel(&ld_final_stop_requested);
+	tp_pyroscope_set_env_cancel(&ld_final_stop_requested);
 	ld.root = tp_span_start("loader.run", TP_SPAN_INTERNAL, NULL);
 	tp_span_trace_id_hex(ld.root, trace_id);
 	fprintf(stderr, "loader: trace_id=%s\n", trace_id);
@@ -475,12 +479,19 @@ main(int argc, char **argv)
 
 	rc = run(&ld);
 
+	/*
+	 * The run is over, connected or not: a SIGINT or SIGTERM from here on
+	 * stops the uploads of spans and profiles at once (a second one kills),
+	 * and the loader exits 130 saying so; what was sent and the
+	 * --profile-out file are kept.  It used to be the default action after
+	 * a connection (killed, no message, no --profile-out), and nothing
+	 * without one (a wait for the whole export timeout).
+	 */
+	ld_stop_final_phase();
 	if (cancel_handle != NULL)
 	{
 		PGcancel   *cancel = cancel_handle;
 
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
 		cancel_handle = NULL;
 		PQfreeCancel(cancel);
 	}
@@ -494,5 +505,10 @@ main(int argc, char **argv)
 	ld_copy_free(&ld.cs);
 	ld_input_close(&ld.in);
 	tp_tracer_shutdown();
+	if (ld_final_stop_requested)
+	{
+		tp_error("interrupted");
+		rc = LD_EXIT_INTERRUPTED;
+	}
 	return rc;
 }

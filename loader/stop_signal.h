@@ -28,4 +28,17 @@ bool		ld_stop_install(void (*on_stop) (void));
 /* The pipe's read end (readable once a signal came), or -1. */
 int			ld_stop_fd(void);
 
+/*
+ * Set by a SIGINT or SIGTERM that comes after ld_stop_final_phase(): the
+ * run is over and only its telemetry is being sent, which it cuts short.
+ */
+extern volatile sig_atomic_t ld_final_stop_requested;
+
+/*
+ * The run is over (connected or not): from here on, the first SIGINT or
+ * SIGTERM sets ld_final_stop_requested (and no longer runs on_stop), even
+ * when one already interrupted the run; the next one kills at once.
+ */
+void		ld_stop_final_phase(void);
+
 #endif

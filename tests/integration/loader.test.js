@@ -633,3 +633,52 @@ test('a signal that lands just before the wait for input still stops the loader 
 	assert.equal(await cluster.psql('SELECT string_agg(id::text, \',\') FROM signal_race'), '999999',
 		'the COPY was rolled back');
 });
+
+/**
+ * Run the loader with its spans going to a collector that never answers
+ * (OTEL_EXPORTER_OTLP_TIMEOUT 60 s), and send SIGINT once the final
+ * export's request has arrived.  Returns the run's result.
+ */
+async function interruptFinalExport(t, args) {
+	const r = await startReceiver({ grpc: false });
+	t.after(() => r.close());
+	r.setDefault({ hang: true });
+	let child;
+	const pending = load(args, {
+		timeout: 30000,
+		env: { OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint, OTEL_EXPORTER_OTLP_TIMEOUT: '60000' },
+		onSpawn: (c) => { child = c; },
+	});
+	await r.waitForRequests(1, 20000);
+	child.kill('SIGINT');
+	const res = await pending;
+	assert.equal(r.requests.length, 1, 'one export request, never answered');
+	return res;
+}
+
+test('SIGINT during the final export of a loader that never connected: it stops at once, exit 130, saying what was lost', async (t) => {
+	// The signal only set a flag nobody read: the loader waited for the
+	// whole OTEL_EXPORTER_OTLP_TIMEOUT (here 60 s) before exiting 4.
+	const port = await freePort();
+	const res = await interruptFinalExport(t, [`postgres://app@127.0.0.1:${port}/postgres`, jsonFile, '--table', 'never_connected']);
+	assert.equal(res.timedOut, false, `the loader waited for the export's timeout\n${describe(res)}`);
+	assert.equal(res.code, 130, describe(res));
+	assert.match(res.stderr, /^loader: error: cannot connect to /m, 'the run\'s own error is still told');
+	assert.match(res.stderr, /^loader: warning: traces not exported: interrupted: 2 span\(s\) of 2 not sent$/m, describe(res));
+	assert.match(res.stderr, /^loader: error: interrupted$/m, describe(res));
+});
+
+test('SIGINT during the final export of a loader that loaded: the same (not killed by the signal), the rows stay', async (t) => {
+	// A connected loader restored SIGINT's default action after its run:
+	// killed there, with no message (and a --profile-out not yet written).
+	const file = path.join(dir, 'final-export.json');
+	fs.writeFileSync(file, serialize(sampleRecords(50)));
+	const res = await interruptFinalExport(t, [cluster.url(), file, '--table', 'final_export']);
+	assert.equal(res.signal, null, `killed by the signal\n${describe(res)}`);
+	assert.equal(res.timedOut, false, describe(res));
+	assert.equal(res.code, 130, describe(res));
+	assert.match(res.stderr, /^loader: loaded 50 rows into final_export /m);
+	assert.match(res.stderr, /^loader: warning: traces not exported: interrupted: 4 span\(s\) of 4 not sent$/m, describe(res));
+	assert.match(res.stderr, /^loader: error: interrupted$/m, describe(res));
+	assert.equal(await cluster.psql('SELECT count(*) FROM final_export'), '50', 'the load was committed before');
+});
