@@ -19,7 +19,10 @@
  * (emit_log_hook), so that they are stored before the client hears of it.
  * Only ProcessUtility keeps a PG_TRY: a procedure's own ROLLBACK aborts the
  * transaction in the middle of a CALL, and the count of utility statements
- * under way is what tells that abort from an error's.
+ * under way is what tells that abort from an error's.  And, with track =
+ * all, the planning of a nested statement under a traced one: its span
+ * opens at ExecutorStart, so planning that fails would leave it none
+ * (plan_nested).
  */
 #include "postgres.h"
 
@@ -106,7 +109,10 @@ static struct
 	char		message[256];
 } raised;
 
-/* Our emit_log_hook is at work: an error is being reported, no catalog lookup. */
+/*
+ * Our emit_log_hook is at work (an error is being reported), or a failed
+ * planning's span is made (nested_planning_failed): no catalog lookup.
+ */
 static bool reporting_error;
 
 /*
@@ -1071,6 +1077,125 @@ call_planner(Query *parse, const char *query_string, int cursor_options,
 }
 
 /*
+ * What a nested statement's span needs if its planning fails, taken when
+ * the planning starts: the names come from the Query as it was, since the
+ * planner rewrites it in place, and no catalog is read once it failed.
+ */
+typedef struct NestedPlanning
+{
+	int			open_count;		/* spans open when it began: its parent on top */
+	int64		start_ns;
+	int64		cpu_start_ns;	/* -1: CPU time not tracked */
+	int64		shared_blks_hit_start;
+	int64		shared_blks_read_start;
+	uint64		wal_bytes_start;
+	const char *operation;
+	const char *collection;		/* NULL, or the name copied below */
+	char		collection_name[NAMEDATALEN];
+} NestedPlanning;
+
+static pg_noinline void
+nested_planning_starts(NestedPlanning *planning, Query *parse)
+{
+	const char *collection;
+
+	planning->open_count = open_count;
+	planning->start_ns = (int64) tp_unix_now_ns();
+	planning->cpu_start_ns = traceprof_track_cpu_time ? thread_cpu_ns() : -1;
+	planning->shared_blks_hit_start = pgBufferUsage.shared_blks_hit;
+	planning->shared_blks_read_start = pgBufferUsage.shared_blks_read;
+	planning->wal_bytes_start = pgWalUsage.wal_bytes;
+	planning->operation = statement_operation((Node *) parse);
+	/* A table's name is valid until the next lookup, which the planning may make. */
+	collection = statement_collection((Node *) parse);
+	planning->collection = NULL;
+	if (collection != NULL)
+	{
+		strlcpy(planning->collection_name, collection, sizeof(planning->collection_name));
+		planning->collection = planning->collection_name;
+	}
+}
+
+/*
+ * A nested statement's planning failed: the error is on its way to the
+ * exception block that catches it, or to its report.  The statement's span
+ * opens now, as from its planning's start, under the span it would have
+ * had, and is left open for that subtransaction's abort, or the report, to
+ * end with the error, as any nested statement that fails.  Spans opened
+ * while it was planned (statements of functions the planner folds) are
+ * still open above its parent: they failed with it, and end first, still
+ * children of that parent (as when the planning succeeds).
+ */
+static pg_noinline void
+nested_planning_failed(const NestedPlanning *planning, const Query *parse,
+					   const char *query_string)
+{
+	SpanParent	parent;
+	OpenSpan   *span;
+
+	/* Its parent ended meanwhile (nothing should end it): no place for its span. */
+	if (planning->open_count == 0 || open_count < planning->open_count)
+		return;
+	if (open_count > planning->open_count)
+	{
+		ErrorData  *error = CopyErrorData();
+
+		close_from(planning->open_count, -1, error->sqlerrcode, error_message(error));
+		FreeErrorData(error);
+	}
+	if (!choose_parent(false, query_string, parse->stmt_location, parse->stmt_len, &parent))
+		return;
+	reporting_error = true;		/* no lookup of the user's name */
+	span = open_span(&parent, SPAN_KIND_INTERNAL, NULL, planning->operation,
+					 planning->collection, parse->queryId, NULL);
+	reporting_error = false;
+	if (span == NULL)
+		return;
+	span->record->start_ns = planning->start_ns;
+	span->cpu_start_ns = planning->cpu_start_ns;
+	span->shared_blks_hit_start = planning->shared_blks_hit_start;
+	span->shared_blks_read_start = planning->shared_blks_read_start;
+	span->wal_bytes_start = planning->wal_bytes_start;
+}
+
+/*
+ * The planning of a nested statement, with a span open and track = all.
+ * Its span opens at ExecutorStart, after planning: a planning that fails
+ * (a constant folded to an error, "PERFORM 1/0") would leave the statement
+ * without one.  So it is caught, and only then is its span made: a plan
+ * made and never run (a PL/pgSQL simple expression, EXPLAIN, a plan saved
+ * for later) or whose run opens the span (a cached plan is not planned
+ * again) adds none.  The PG_TRY (a sigsetjmp that saves no signal mask),
+ * the clock and the names cost traced nested plannings only, a plan cache's
+ * few; the untraced and top-level paths are as before.
+ */
+static pg_noinline PlannedStmt *
+plan_nested(Query *parse, const char *query_string, int cursor_options,
+			ParamListInfo bound_params)
+{
+	NestedPlanning planning;
+	PlannedStmt *volatile result = NULL;
+	ErrorContextCallback watch;
+	bool		watching;
+
+	nested_planning_starts(&planning, parse);
+	watching = watch_errors(&watch);
+	PG_TRY();
+	{
+		result = call_planner(parse, query_string, cursor_options, bound_params);
+	}
+	PG_CATCH();
+	{
+		unwatch_errors(&watch, watching);
+		nested_planning_failed(&planning, parse, query_string);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	unwatch_errors(&watch, watching);
+	return result;
+}
+
+/*
  * The planner hook when a span is open or may open (traceprof_planner);
  * deciding is planner_decides(), as the hook found it.
  */
@@ -1078,32 +1203,43 @@ static pg_noinline PlannedStmt *
 plan_with_spans(Query *parse, const char *query_string, int cursor_options,
 				ParamListInfo bound_params, bool deciding)
 {
-	OpenSpan   *statement = NULL;
+	OpenSpan   *statement;
 	OpenSpan   *planning = NULL;
 	PlannedStmt *result;
 	ErrorContextCallback watch;
 	bool		watching;
 
-	if (deciding)
+	if (!deciding)
 	{
-		close_stale(false);
-		statement = open_statement_span(true, query_string, parse->stmt_location, parse->stmt_len,
-										(Node *) parse, parse->queryId);
-		if (statement != NULL)
-		{
-			statement->awaiting_executor = true;
-			statement->planned_in = decided_in_message;
-			if (traceprof_track_planning)
-				planning = open_planning_span(statement, parse->queryId);
-		}
+		/*
+		 * Not a client's statement to decide: a statement nested in ours,
+		 * a rule's further query, a plan made again.  Only the first may
+		 * get a span of its own.
+		 */
+		if (unlikely(traceprof_track == TRACK_ALL) && !at_top_level())
+			return plan_nested(parse, query_string, cursor_options, bound_params);
+		watching = watch_errors(&watch);
+		result = call_planner(parse, query_string, cursor_options, bound_params);
+		unwatch_errors(&watch, watching);
+		return result;
+	}
+
+	close_stale(false);
+	statement = open_statement_span(true, query_string, parse->stmt_location, parse->stmt_len,
+									(Node *) parse, parse->queryId);
+	if (statement != NULL)
+	{
+		statement->awaiting_executor = true;
+		statement->planned_in = decided_in_message;
+		if (traceprof_track_planning)
+			planning = open_planning_span(statement, parse->queryId);
 	}
 
 	watching = watch_errors(&watch);
 	result = call_planner(parse, query_string, cursor_options, bound_params);
 	unwatch_errors(&watch, watching);
 
-	if (deciding)
-		remember_decision(result, decided_in_message);	/* this message: set deciding */
+	remember_decision(result, decided_in_message);	/* this message: set deciding */
 	if (statement != NULL)
 		end_planning(statement, planning);
 	return result;

@@ -171,3 +171,54 @@ test('a statement bound and never executed reports no rows', async () => {
 	assert.equal(r.length, 1, dump(r));
 	assert.equal(r[0].attributes['db.response.returned_rows'], 0);
 });
+
+// With traceprof.track = all, a nested statement whose planning fails (a
+// constant the planner folds into an error) is a span of its own, as one
+// failing while it runs: a child of the statement that ran it, with its
+// own text, SQLSTATE and message, stored by the time the client hears of
+// the error.  Nested spans open at ExecutorStart: before, such a statement
+// had none, and the error showed on the client's statement only.
+test('a nested statement that fails while planned is a span with its error: trigger, SQL function, dynamic SQL', async () => {
+	await client.query(`CREATE TABLE planfail (n int);
+		CREATE FUNCTION planfail_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM 1 / 0; RETURN NEW; END $$;
+		CREATE TRIGGER planfail_before BEFORE INSERT ON planfail
+			FOR EACH ROW EXECUTE FUNCTION planfail_trigger();
+		CREATE FUNCTION planfail_sql() RETURNS int LANGUAGE sql AS 'SELECT 1; SELECT 1 / 0 AS sql_body';
+		CREATE FUNCTION planfail_dynamic() RETURNS int LANGUAGE plpgsql AS $$
+		BEGIN EXECUTE 'SELECT 1 / 0 AS dynamic'; RETURN 1; END $$`);
+	await client.query("SET traceprof.track = 'all'");
+	const cases = [
+		// The client's statement, its span's name, the failed statement's text (normalized).
+		['INSERT INTO planfail VALUES (1)', 'INSERT planfail', 'SELECT $1 / $2'],
+		['SELECT planfail_sql()', 'SELECT', 'SELECT $1 / $2 AS sql_body'],
+		['SELECT planfail_dynamic()', 'SELECT', 'SELECT $1 / $2 AS dynamic'],
+	];
+	try {
+		for (const [sql, name, nested] of cases) {
+			const ctx = newContext();
+			await assert.rejects(client.query(`${sql} ${comment(ctx)}`), (err) => err.code === '22012');
+			const r = await client.query(
+				`SELECT span_id, parent_span_id, kind, name, status, status_message, query,
+				        attributes->>'db.response.status_code' AS sqlstate
+				   FROM traceprof.spans WHERE trace_id = $1 ORDER BY start_time`, [ctx.traceId]);
+			const spans = r.rows;
+			assert.equal(spans.length, 2, `${sql}: its span and the failed statement's:\n  ${dump(spans)}`);
+			const [outer, inner] = spans;
+			assert.equal(outer.name, name);
+			assert.equal(outer.parent_span_id, ctx.spanId);
+			assert.equal(inner.kind, 'internal');
+			assert.equal(inner.name, 'SELECT');
+			assert.equal(inner.parent_span_id, outer.span_id, `${sql}: the failed statement is its child`);
+			assert.equal(inner.query, nested, dump(spans));
+			for (const span of spans) {
+				assert.equal(span.status, 'error', dump(spans));
+				assert.equal(span.sqlstate, '22012');
+				assert.equal(span.status_message, 'division by zero');
+			}
+		}
+	} finally {
+		await client.query('RESET traceprof.track');
+		await client.query(`DROP TABLE planfail; DROP FUNCTION planfail_trigger(), planfail_sql(), planfail_dynamic()`);
+	}
+});

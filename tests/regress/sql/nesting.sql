@@ -89,8 +89,13 @@ DROP TABLE nest_ctas;
 DROP MATERIALIZED VIEW nest_mv;
 
 -- A nested statement that fails while it is planned (1/z folded by the
--- planner), its error caught by an exception block: not yet a span (a
--- nested span opens at ExecutorStart, after planning).
+-- planner into a division by zero) is a span of its own, as one failing
+-- while it runs: the child of the statement that ran it, with its own
+-- text, the error's SQLSTATE and message.  Caught by an exception block,
+-- it ends when the block's subtransaction aborts; uncaught, when the error
+-- is reported.  A generic plan (plan_cache_mode) does not fold z: the same
+-- statement then fails while it runs, with the same span.  A plan that
+-- failed is not cached: the next call plans, and fails, again.
 CREATE FUNCTION nest_divide(z int) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM 1 / z;
@@ -98,12 +103,67 @@ BEGIN
 EXCEPTION WHEN division_by_zero THEN
   RETURN 'caught';
 END $$;
+CREATE FUNCTION nest_divide_uncaught(z int) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM 1 / z;
+  RETURN 'ok';
+END $$;
+CREATE FUNCTION nest_divide_generic(z int) RETURNS text LANGUAGE plpgsql
+  SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+  PERFORM 1 / z;
+  RETURN 'ok';
+END $$;
+-- Planned and not run by the executor (a simple expression), or planned
+-- well: no span is made at planning.
+CREATE FUNCTION nest_assign(z int) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE r int;
+BEGIN
+  r := z + 1;
+  RETURN r;
+END $$;
+-- A function the planner folds, failing while it runs: its statement's
+-- span, open when the planning fails, ends with the same error.  Run while
+-- a nested statement is planned, it is the enclosing span's child, as when
+-- the planning succeeds.
+CREATE FUNCTION nest_fail_folded() RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN (SELECT count(*) FROM nest_parent) / 0;
+END $$;
+CREATE FUNCTION nest_call_folded() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM nest_fail_folded();
+  RETURN 'ok';
+EXCEPTION WHEN division_by_zero THEN
+  RETURN 'caught';
+END $$;
 SELECT traceprof.reset();
 SET traceprof.track = 'all';
+SET traceprof.query_text = 'full';
 SET traceprof.traceparent = '00-6bf92f3577b34da6a3ce929d0e0e4736-60f067aa0ba902b7-01';
-SELECT nest_divide(0) AS divided;
+SELECT nest_divide(0) AS caught, nest_divide(0) AS again;
+SELECT nest_divide_uncaught(0) AS uncaught;
+SELECT nest_divide_generic(0) AS generic;
+SELECT nest_divide(1) AS divided;
+SELECT nest_assign(1) AS assigned;
+SELECT nest_call_folded() AS folded;
 SET traceprof.traceparent = '';
+RESET traceprof.query_text;
 RESET traceprof.track;
-SELECT kind, name, status, query FROM traceprof.spans WHERE name <> 'plan' ORDER BY start_time;
+SELECT c.kind, c.name, c.status, c.attributes->>'db.response.status_code' AS sqlstate,
+       c.status_message, c.query, coalesce(p.query, '(caller)') AS parent
+  FROM traceprof.spans c LEFT JOIN traceprof.spans p ON p.span_id = c.parent_span_id
+ WHERE c.name <> 'plan'
+ ORDER BY c.start_time;
+-- the failed spans lie within their parents', measured as the others
+SELECT bool_and(c.start_time >= p.start_time AND c.end_time <= p.end_time) AS inside_parent,
+       bool_and(c.cpu_time_ms IS NOT NULL) AS cpu_measured
+  FROM traceprof.spans c JOIN traceprof.spans p ON p.span_id = c.parent_span_id
+ WHERE c.name <> 'plan' AND c.status = 'error' AND c.kind = 'internal';
 DROP FUNCTION nest_divide(int);
+DROP FUNCTION nest_divide_uncaught(int);
+DROP FUNCTION nest_divide_generic(int);
+DROP FUNCTION nest_assign(int);
+DROP FUNCTION nest_call_folded();
+DROP FUNCTION nest_fail_folded();
 DROP TABLE nest_src;
