@@ -20,7 +20,13 @@
 //     halves: every span arrives, and only a span too large alone is
 //     dropped and counted (before: the whole batch was dropped); the
 //     size refused is remembered, so the next batch goes in requests
-//     under it without being refused again (6d).
+//     under it without being refused again (6d);
+//  7. the profile uploader behind a Pyroscope body limit (413): a profile
+//     goes again in parts of its samples (same series and window), every
+//     sample once; a part taken only in part counts its stored samples as
+//     exported and dropped in proportion to the weight that arrived; one
+//     refused even as single samples is dropped and the uploader goes on
+//     (its own cluster, so that the sample counters start at zero).
 //
 // One real PostgreSQL 15 cluster for the file (shared_preload_libraries =
 // 'traceprof', exporter every 100 ms), restarted by test 5; the
@@ -632,4 +638,198 @@ test('6d. the size a collector refused is remembered: the next batch goes in req
 	assert.equal(delivered.length, N);
 	assert.equal(after.spans_dropped, before.spans_dropped, 'nothing dropped');
 	assert.equal(after.export_failures, before.export_failures, 'no export failure');
+});
+
+// ---- 7: the profile uploader behind a body limit (413) -------------------
+
+/** "frames|labels" -> summed values, over the samples of decoded pprofs. */
+function sampleTotals(profiles) {
+	const totals = new Map();
+	for (const p of profiles)
+		for (const smp of p.samples) {
+			const k = `${smp.frames.join(';')}|${JSON.stringify(smp.labels)}`;
+			const v = totals.get(k) || smp.values.map(() => 0);
+			totals.set(k, v.map((x, i) => x + smp.values[i]));
+		}
+	return totals;
+}
+
+/** The "samples" weight (first value) of decoded pprofs, of the samples pred keeps. */
+const weightOf = (profiles, pred = () => true) =>
+	profiles.reduce((n, p) => n + p.samples.filter(pred).reduce((m, smp) => m + smp.values[0], 0), 0);
+
+/** The pprof of an ingest request, decoded; its samples' count when it cannot be. */
+const samplesIn = (body) => {
+	try {
+		return decodePprof(body).samples;
+	} catch {
+		return null;
+	}
+};
+
+test('7. the profile uploader behind a body limit (413): parts within it, each sample once, counted as what arrived; ' +
+	'samples refused even alone dropped and counted, and the uploader goes on', { timeout: 180000 }, async (t) => {
+	// Old behaviour caught (the extension's side of 48e62c7): a profile
+	// taken only in part (some samples refused even alone) made the whole
+	// part count as dropped, though most of its samples had arrived.
+	const ingest = await startIngest();
+	// Its own cluster: the sample counters start at zero, and nothing of
+	// the other tests waits in its ring.
+	const own = await startTraced({
+		'traceprof.pyroscope_url': ingest.url,
+		'traceprof.upload_interval': '1h',	// until the statements of 7b are stored
+		'traceprof.otlp_timeout': '60000',	// room for 2N - 1 requests
+	});
+	const admin = await connect(own);
+	t.after(async () => {
+		await admin.end().catch(() => {});
+		await own.stop();
+		await ingest.close();
+	});
+	const counters = async () => {
+		const r = (await admin.query('SELECT samples_stored, samples_dropped, samples_exported, upload_failures, last_error FROM traceprof.stats')).rows[0];
+		return { stored: Number(r.samples_stored), dropped: Number(r.samples_dropped), exported: Number(r.samples_exported),
+			failures: Number(r.upload_failures), lastError: r.last_error };
+	};
+	// Every stored sample exported or dropped: the batch is settled.
+	const settled = (what) => waitFor(() => `${what}: every stored sample settled`, async () => {
+		const s = await counters();
+		return s.exported + s.dropped === s.stored ? s : null;
+	}, 60000);
+	/** A CPU-bound statement of a new trace, sampled at 250 Hz; its context and stored samples. */
+	const statement = async () => {
+		const ctx = newContext();
+		const client = await connect(own);
+		try {
+			const s0 = await counters();
+			await client.query('SET traceprof.sample_hz = 250');
+			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await client.query('SELECT sum(g::numeric * g) AS s FROM generate_series(1, 600000) AS g');
+			await client.query('RESET traceprof.traceparent');
+			const s1 = await counters();
+			assert.ok(s1.stored > s0.stored, 'the statement was sampled');
+			return { ctx, rows: s1.stored - s0.stored };
+		} finally {
+			await client.end();
+		}
+	};
+	/** The requests since from, each with its decoded samples, and whether the server took it. */
+	const since = (from) => ingest.requests.slice(from).map((r) => ({ r, samples: samplesIn(r.body), taken: r.behaviour.status === undefined }));
+	/** The requests from `from` on all went for the first one's series and window; the taken ones keep its header. */
+	const checkParts = (reqs, limit) => {
+		const whole = decodePprof(reqs[0].r.body);
+		for (const { r } of reqs)
+			assert.deepEqual([r.query.name, r.query.from, r.query.until, r.query.format],
+				[reqs[0].r.query.name, reqs[0].r.query.from, reqs[0].r.query.until, reqs[0].r.query.format],
+				'the same series and window');
+		const taken = reqs.filter((q) => q.taken).map((q) => decodePprof(q.r.body));
+		for (const p of taken) {
+			assert.deepEqual({ ...p, samples: null }, { ...whole, samples: null }, 'the same sample types, period and window');
+			assert.ok(p.samples.length < whole.samples.length, 'a part has fewer samples than the whole');
+		}
+		if (limit !== undefined)
+			for (const q of reqs.filter((x) => x.taken))
+				assert.ok(q.r.body.length <= limit, `a part taken is within the limit (${q.r.body.length} <= ${limit})`);
+		return { whole, taken };
+	};
+
+	await t.test('7b. some samples refused even alone: the others arrive once, and count as exported in proportion', async () => {
+		// One profile of two statements' samples: those of `doomed` are
+		// too large for the proxy even alone, every request of more than
+		// one sample too.
+		const kept = await statement();
+		const doomed = await statement();
+		assert.equal(ingest.requests.length, 0, 'no upload before the interval is shortened');
+		const before = await counters();
+		ingest.answerBy = ({ body }) => {
+			const samples = samplesIn(body);
+			if (samples === null)
+				return { status: 400, body: 'not a pprof' };
+			return samples.length > 1 || samples[0].labels.trace_id === doomed.ctx.traceId
+				? { status: 413, body: '413 Request Entity Too Large' } : null;
+		};
+		await admin.query("ALTER SYSTEM SET traceprof.upload_interval = '200ms'");
+		await admin.query('SELECT pg_reload_conf()');
+		const after = await settled('7b');
+		const reqs = since(0);
+		const { whole, taken } = checkParts(reqs);
+		const n = whole.samples.length;
+		assert.ok(whole.samples.some((smp) => smp.labels.trace_id === kept.ctx.traceId) &&
+			whole.samples.some((smp) => smp.labels.trace_id === doomed.ctx.traceId), 'both statements in the one profile');
+		assert.equal(reqs.length, 2 * n - 1, 'halves down to single samples, each sent once');
+		assert.deepEqual(sampleTotals(taken), sampleTotals([{ samples: whole.samples.filter((smp) => smp.labels.trace_id === kept.ctx.traceId) }]),
+			'every sample of the kept statement arrived once, with its values; none of the doomed one');
+		// Stored samples count in proportion to the weight that arrived.
+		const takenWeight = weightOf(taken);
+		const totalWeight = weightOf([whole]);
+		const rows = kept.rows + doomed.rows;
+		assert.equal(after.stored, before.stored, 'nothing else was stored meanwhile');
+		assert.equal(before.stored, rows, 'the two statements\' samples are all the cluster stored');
+		const dropped = Math.min(rows, Math.max(1, Math.round(rows * (totalWeight - takenWeight) / totalWeight)));
+		assert.equal(after.dropped - before.dropped, dropped,
+			`samples_dropped counts the stored samples of the weight refused (${totalWeight - takenWeight} of ${totalWeight})`);
+		assert.equal(after.exported - before.exported, rows - dropped, 'samples_exported the stored samples of the weight that arrived');
+		assert.ok(after.exported > before.exported, 'samples taken count as exported');
+		assert.equal(after.failures - before.failures, 1, 'one upload failure: samples were lost');
+		assert.match(after.lastError, /HTTP status 413: 413 Request Entity Too Large .*dropped: \d+ of \d+\)/);
+		await sleep(1000);	// a negative: a part settled is never sent again
+		assert.equal(ingest.requests.length, reqs.length, 'nothing sent again');
+	});
+
+	await t.test('7a. a body limit that single samples fit: every sample arrives once, in parts within it, all exported', async () => {
+		const before = await counters();
+		const from = ingest.requests.length;
+		const state = { limit: null };
+		ingest.answerBy = ({ body }) => {
+			if (state.limit === null)
+				state.limit = body.length - 1;	// a part of one sample takes ~40% of the whole here: all fit
+			return body.length > state.limit ? { status: 413, body: '413 Request Entity Too Large' } : null;
+		};
+		const s = await statement();
+		const after = await settled('7a');
+		const reqs = since(from);
+		assert.equal(reqs[0].r.behaviour.status, 413, 'the profile went whole first and was refused');
+		const { whole, taken } = checkParts(reqs, state.limit);
+		assert.ok(whole.samples.length >= 2, `a profile of several samples (${whole.samples.length})`);
+		assert.ok(taken.length >= 2, `${taken.length} parts taken`);
+		assert.deepEqual(sampleTotals(taken), sampleTotals([whole]), 'every sample of the profile once, with its values');
+		assert.ok(whole.samples.every((smp) => smp.labels.trace_id === s.ctx.traceId), 'the statement\'s samples');
+		assert.equal(after.exported - before.exported, s.rows, 'every stored sample counts as exported');
+		assert.equal(after.dropped, before.dropped, 'none dropped');
+		assert.equal(after.failures, before.failures, 'no upload failure');
+		await sleep(1000);
+		assert.equal(ingest.requests.length, from + reqs.length, 'nothing sent again');
+	});
+
+	await t.test('7c. a proxy refusing even single samples: all dropped and counted once (2N - 1 requests), and later uploads go on', async () => {
+		const before = await counters();
+		const from = ingest.requests.length;
+		ingest.answerBy = () => ({ status: 413, body: '413 Request Entity Too Large' });
+		const s = await statement();
+		const after = await settled('7c');
+		const reqs = since(from);
+		const { whole, taken } = checkParts(reqs);
+		const n = whole.samples.length;
+		assert.ok(n >= 2, `a profile of several samples (${n})`);
+		assert.equal(taken.length, 0);
+		assert.equal(reqs.length, 2 * n - 1, `halves down to single samples, each refused once (${n} samples)`);
+		assert.equal(after.dropped - before.dropped, s.rows, 'every stored sample counts as dropped');
+		assert.equal(after.exported, before.exported, 'none as exported');
+		assert.equal(after.failures - before.failures, 1, 'one upload failure');
+		assert.match(after.lastError, /HTTP status 413: 413 Request Entity Too Large .*dropped: \d+ of \d+\)/);
+		await sleep(1000);	// a negative: no loop on what was refused
+		assert.equal(ingest.requests.length, from + reqs.length, 'the refused samples are not sent again');
+
+		// The server takes uploads again: the next statement's samples arrive, nothing of the refused ones.
+		ingest.answerBy = null;
+		const next = await statement();
+		const later = await settled('7c, after');
+		const sent = since(from + reqs.length);
+		assert.ok(sent.length >= 1 && sent.every((q) => q.taken), 'the next upload went, and was taken');
+		const arrived = sent.map((q) => decodePprof(q.r.body));
+		assert.equal(weightOf(arrived, (smp) => smp.labels.trace_id === s.ctx.traceId), 0, 'the refused samples are not sent again');
+		assert.ok(weightOf(arrived, (smp) => smp.labels.trace_id === next.ctx.traceId) > 0, 'the next statement\'s samples arrive');
+		assert.equal(later.exported - after.exported, next.rows, 'and count as exported');
+		assert.equal(later.dropped, after.dropped);
+	});
 });
