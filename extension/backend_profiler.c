@@ -20,6 +20,7 @@
 
 #include "access/parallel.h"
 #include "access/twophase.h"
+#include "access/xact.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
@@ -705,15 +706,21 @@ profiler_parallel_plan_starts(void)
 }
 
 /*
+ * traceprof.utility_sampling was set on by a statement that has not reset
+ * it: one under way, or one that failed.
+ */
+bool		profiler_utility_sampling_set;
+
+/*
  * The same for a utility statement that may launch workers while the timer
  * runs (a btree build, VACUUM's index passes).  Those workers run no hook of
  * ours: the one moment our code runs in them is when they restore their
  * leader's settings, so traceprof.utility_sampling is on among them.  It is
  * set for the session, not saved for the statement: VACUUM and CREATE INDEX
  * CONCURRENTLY commit transactions of their own, which would pop a saved
- * value mid-statement.  An error after such a commit leaves it on; then the
- * workers of a later parallel plan only read an entry that says the leader
- * does not sample.
+ * value mid-statement.  An error after such a commit leaves it on (the
+ * abort goes back to what that commit kept), until the session's next
+ * commit outside such a statement (profiler_utility_sampling_reset).
  */
 void
 profiler_utility_workers_may_start(void)
@@ -721,6 +728,7 @@ profiler_utility_workers_may_start(void)
 	profiler_parallel_plan_starts();
 	(void) set_config_option("traceprof.utility_sampling", "on", PGC_SUSET, PGC_S_SESSION,
 							 GUC_ACTION_SET, true, 0, false);
+	profiler_utility_sampling_set = true;
 }
 
 /* The utility statement ended: its workers are gone, the setting goes back to its default. */
@@ -729,6 +737,24 @@ profiler_utility_workers_done(void)
 {
 	(void) set_config_option("traceprof.utility_sampling", NULL, PGC_SUSET, PGC_S_SESSION,
 							 GUC_ACTION_SET, true, 0, false);
+	profiler_utility_sampling_set = false;
+}
+
+/*
+ * A transaction is about to commit, no utility statement under way, and
+ * the setting may have been left on (profiler_utility_sampling_left).  It goes back to its default, and the commit keeps that; an
+ * abort could not, it undoes the reset with the rest of its transaction.
+ * An error here (before the commit) fails the transaction as any would; in
+ * parallel mode no setting may change.
+ */
+void
+profiler_utility_sampling_reset(void)
+{
+	if (IsInParallelMode())
+		return;
+	(void) set_config_option("traceprof.utility_sampling", NULL, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SET, true, 0, false);
+	profiler_utility_sampling_set = false;
 }
 
 /* A worker's copy of its leader's entry: false if the leader is not sampling. */

@@ -1990,6 +1990,13 @@ traceprof_emit_log(ErrorData *edata)
 	reporting_error = false;
 }
 
+/* A procedure's own COMMIT or ROLLBACK: the CALL goes on (traceprof_xact_callback). */
+static inline bool
+in_procedure(void)
+{
+	return utility_depth > 0 && !proc_exit_inprogress;
+}
+
 /*
  * A transaction's end.  An abort ends the spans still open with the error
  * that caused it (their statements' hooks catch nothing) and starts the
@@ -2003,8 +2010,6 @@ traceprof_emit_log(ErrorData *edata)
 static void
 traceprof_xact_callback(XactEvent event, void *arg)
 {
-	bool		in_procedure = utility_depth > 0 && !proc_exit_inprogress;
-
 	switch (event)
 	{
 		case XACT_EVENT_ABORT:
@@ -2014,7 +2019,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 			/* A ROLLBACK ends well; a statement planned but not run failed with the rest. */
 			while (open_count > 0 && open_spans[open_count - 1].awaiting_xact_end)
 				close_innermost(-1, 0, NULL);
-			if (in_procedure)
+			if (in_procedure())
 			{
 				error_raised = false;
 				break;
@@ -2024,13 +2029,18 @@ traceprof_xact_callback(XactEvent event, void *arg)
 			nesting_level = plan_nesting = utility_depth = 0;
 			profiler_flush();	/* the failed statement's samples, now */
 			break;
+		case XACT_EVENT_PRE_COMMIT:
+			/* Not one of VACUUM's or CREATE INDEX CONCURRENTLY's own commits. */
+			if (unlikely(profiler_utility_sampling_left()) && utility_depth == 0)
+				profiler_utility_sampling_reset();
+			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:
 			decided.pending = false;
 			close_stale(true);
 			error_raised = false;
 			last_top_level_span = NULL;
-			if (!in_procedure)
+			if (!in_procedure())
 				nesting_level = plan_nesting = 0;
 			/* A worker's one plain commit ends its start, after it began to sample (traceprof.c). */
 			if (open_count == 0 && !IsParallelWorker())

@@ -337,6 +337,8 @@ extern void profiler_parallel_plan_starts(void);
 extern void profiler_worker_statement_start(void);
 extern void profiler_utility_workers_may_start(void);
 extern void profiler_utility_workers_done(void);
+extern bool profiler_utility_sampling_set;
+extern void profiler_utility_sampling_reset(void);
 
 /*
  * Profile off and the timer never started in this backend: the profiler's
@@ -380,6 +382,16 @@ profiler_flush(void)
 {
 	if (profiler_state == SAMPLER_RUNNING || profiler_state == SAMPLER_PAUSED)
 		profiler_store_samples();
+}
+
+/*
+ * traceprof.utility_sampling may be on with no statement to reset it (one
+ * failed): a commit outside a utility statement resets it.
+ */
+static inline bool
+profiler_utility_sampling_left(void)
+{
+	return profiler_utility_sampling_set;
 }
 
 /* Where a hook was called from, when the hook alone can tell. */

@@ -763,6 +763,31 @@ describe('profiles in SQL (one cluster)', () => {
 		});
 	});
 
+	test('9b. a traced CREATE INDEX CONCURRENTLY that fails after its first commit leaves traceprof.utility_sampling on until the next commit only', async () => {
+		// Set for the session (CONCURRENTLY and VACUUM commit transactions of
+		// their own), the setting was left on for the rest of the session by
+		// an error after such a commit: the abort went back to what that
+		// commit kept.  Now the session's next commit resets it.
+		const c = await connect(cluster);
+		try {
+			await c.query('CREATE TABLE cic_dup AS SELECT g % 10 AS n FROM generate_series(1, 1000) AS g');
+			await assertRejectsWith(traced(c, newContext(), 'CREATE UNIQUE INDEX CONCURRENTLY cic_dup_n ON cic_dup (n)'),
+				'23505', /could not create unique index/);
+			// The build failed after the index's entry was committed: invalid, left behind.
+			assert.equal((await c.query(
+				"SELECT indisvalid FROM pg_index WHERE indexrelid = 'cic_dup_n'::regclass")).rows[0].indisvalid, false);
+			assert.equal((await c.query("SELECT current_setting('traceprof.utility_sampling') AS v")).rows[0].v, 'off',
+				'the setting is back to its default once a transaction committed after the failure');
+			// A traced CONCURRENTLY build that succeeds resets it itself.
+			await c.query('DROP INDEX cic_dup_n');
+			await traced(c, newContext(), 'CREATE INDEX CONCURRENTLY cic_dup_n ON cic_dup (n)');
+			assert.equal((await c.query("SELECT current_setting('traceprof.utility_sampling') AS v")).rows[0].v, 'off');
+		} finally {
+			await c.query('DROP TABLE IF EXISTS cic_dup').catch(() => {});
+			await closeAll(c);
+		}
+	});
+
 	test('10. traceprof.backend_samples set after the backend first sampled sizes its ring from then on', async () => {
 		// The ring was sized once, when the sampler first started: a SET
 		// later in the session (PGC_SUSET, for one long statement) did nothing.
