@@ -56,6 +56,19 @@ tp_parse_retry_after(const char *value)
 }
 
 long
+tp_retry_delay_ms(uint64_t seconds, uint32_t nanos)
+{
+	long		ms;
+
+	if (seconds >= (uint64_t) MAX_RETRY_AFTER_S)
+		return MAX_RETRY_AFTER_S * 1000;
+	ms = (long) seconds * 1000 + (long) (nanos / 1000000);
+	if (nanos % 1000000 != 0)
+		ms++;
+	return ms < MAX_RETRY_AFTER_S * 1000 ? ms : MAX_RETRY_AFTER_S * 1000;
+}
+
+long
 tp_backoff_ms(int attempt_number)
 {
 	long		full = BACKOFF_FIRST_MS << (attempt_number - 1);

@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #define TP_RETRY_MAX_ATTEMPTS 5
 
@@ -25,6 +26,13 @@ void		tp_sleep_ms(long ms, volatile sig_atomic_t *cancel);
  * milliseconds from now, or -1 when it is neither.
  */
 long		tp_parse_retry_after(const char *value);
+
+/*
+ * A delay a server asked for as seconds and nanoseconds (gRPC's RetryInfo,
+ * a google.protobuf.Duration) in milliseconds, rounded up (a wait cut short
+ * would come back too early), and cut to a day like a Retry-After.
+ */
+long		tp_retry_delay_ms(uint64_t seconds, uint32_t nanos);
 
 /* The wait before attempt n + 1 when no Retry-After came: a random delay in [full/2, full]. */
 long		tp_backoff_ms(int attempt_number);

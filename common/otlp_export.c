@@ -40,6 +40,7 @@ typedef struct response
 	long		retry_after_ms; /* -1: no usable Retry-After */
 	int			grpc_status;	/* -1: none seen */
 	char		grpc_message[256];
+	long		grpc_retry_delay_ms;	/* RetryInfo's delay; -1: no RetryInfo */
 	uint8_t    *body;
 	size_t		body_len;
 	int64_t		rejected_spans; /* a partial success's count */
@@ -68,6 +69,285 @@ grpc_message_decode(const char *value, char *out, size_t outlen)
 	tp_make_printable(out);
 }
 
+/* ---- google.rpc.RetryInfo in a gRPC status's details ---- */
+
+/*
+ * grpc-status-details-bin carries a google.rpc.Status, base64: longer than
+ * the other header lines we read (a message, several details), but a
+ * RetryInfo worth reading is a few dozen bytes.
+ */
+#define GRPC_DETAILS_HEADER "grpc-status-details-bin:"
+#define MAX_GRPC_DETAILS_CHARS (16 * 1024)
+
+/* Protobuf wire types. */
+#define WIRE_VARINT 0
+#define WIRE_FIXED64 1
+#define WIRE_LEN 2
+#define WIRE_FIXED32 5
+
+/* The bytes of a message not read yet. */
+typedef struct pb_reader
+{
+	const uint8_t *p;
+	const uint8_t *end;
+} pb_reader;
+
+/* One field: its number, wire type, varint value or bytes. */
+typedef struct pb_field
+{
+	uint64_t	number;
+	int			wire;
+	uint64_t	value;
+	pb_reader	bytes;
+} pb_field;
+
+static bool
+pb_read_varint(pb_reader *r, uint64_t *value)
+{
+	uint64_t	v = 0;
+
+	for (int shift = 0; shift < 64; shift += 7)
+	{
+		uint8_t		b;
+
+		if (r->p >= r->end)
+			return false;
+		b = *r->p++;
+		if (shift == 63 && b > 1)
+			return false;		/* more than 64 bits */
+		v |= (uint64_t) (b & 0x7f) << shift;
+		if ((b & 0x80) == 0)
+		{
+			*value = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * The next field of r: 1 read, 0 at the message's end, -1 malformed (a
+ * length past the end, a group, an unknown wire type, field number 0).
+ * Fixed-size fields are skipped, checked to fit.
+ */
+static int
+pb_next(pb_reader *r, pb_field *f)
+{
+	uint64_t	key;
+	uint64_t	len;
+
+	if (r->p == r->end)
+		return 0;
+	if (!pb_read_varint(r, &key) || (key >> 3) == 0 || (key >> 3) > 0x1fffffff)
+		return -1;
+	f->number = key >> 3;
+	f->wire = (int) (key & 7);
+	switch (f->wire)
+	{
+		case WIRE_VARINT:
+			return pb_read_varint(r, &f->value) ? 1 : -1;
+		case WIRE_FIXED64:
+		case WIRE_FIXED32:
+			len = f->wire == WIRE_FIXED64 ? 8 : 4;
+			if (len > (uint64_t) (r->end - r->p))
+				return -1;
+			r->p += len;
+			return 1;
+		case WIRE_LEN:
+			if (!pb_read_varint(r, &len) || len > (uint64_t) (r->end - r->p))
+				return -1;
+			f->bytes.p = r->p;
+			f->bytes.end = r->p + len;
+			r->p += len;
+			return 1;
+		default:
+			return -1;
+	}
+}
+
+/*
+ * google.protobuf.Duration{seconds = 1 (int64), nanos = 2 (int32)} in ms;
+ * -1 when malformed, negative, or nanos out of [0, 999999999].
+ */
+static long
+duration_ms(pb_reader r)
+{
+	pb_field	f;
+	int			rc;
+	uint64_t	seconds = 0;
+	int64_t		nanos = 0;
+
+	while ((rc = pb_next(&r, &f)) > 0)
+	{
+		if ((f.number == 1 || f.number == 2) && f.wire != WIRE_VARINT)
+			return -1;
+		if (f.number == 1)
+			seconds = f.value;
+		else if (f.number == 2)
+			nanos = (int64_t) f.value;	/* an int32 goes sign-extended to 64 bits */
+	}
+	if (rc < 0 || (int64_t) seconds < 0 || nanos < 0 || nanos > 999999999)
+		return -1;
+	return tp_retry_delay_ms(seconds, (uint32_t) nanos);
+}
+
+/*
+ * google.rpc.RetryInfo{retry_delay = 1 (Duration)}: its delay in ms, 0 when
+ * it names none; -1 when malformed.
+ */
+static long
+retry_info_ms(pb_reader r)
+{
+	pb_field	f;
+	int			rc;
+	long		ms = 0;
+
+	while ((rc = pb_next(&r, &f)) > 0)
+		if (f.number == 1)
+		{
+			if (f.wire != WIRE_LEN || (ms = duration_ms(f.bytes)) < 0)
+				return -1;
+		}
+	return rc < 0 ? -1 : ms;
+}
+
+/*
+ * A google.protobuf.Any{type_url = 1, value = 2} holding a RetryInfo: its
+ * delay; -1 for another type, or malformed.  The type is named by what
+ * follows the URL's last '/' (type.googleapis.com/google.rpc.RetryInfo).
+ */
+static long
+any_retry_ms(pb_reader r)
+{
+	static const char type[] = "google.rpc.RetryInfo";
+	pb_field	f;
+	int			rc;
+	pb_reader	url = {NULL, NULL};
+	pb_reader	value = {NULL, NULL};
+	const uint8_t *name;
+
+	while ((rc = pb_next(&r, &f)) > 0)
+	{
+		if ((f.number == 1 || f.number == 2) && f.wire != WIRE_LEN)
+			return -1;
+		if (f.number == 1)
+			url = f.bytes;
+		else if (f.number == 2)
+			value = f.bytes;
+	}
+	if (rc < 0 || url.p == NULL)
+		return -1;
+	name = url.end;
+	while (name > url.p && name[-1] != '/')
+		name--;
+	if ((size_t) (url.end - name) != sizeof(type) - 1 || memcmp(name, type, sizeof(type) - 1) != 0)
+		return -1;
+	if (value.p == NULL)
+		return 0;				/* an empty RetryInfo: its fields all default */
+	return retry_info_ms(value);
+}
+
+/*
+ * The first RetryInfo among a google.rpc.Status's details (field 3,
+ * repeated Any); -1 when there is none, or the Status is malformed
+ * anywhere (what else it says cannot be trusted).
+ */
+static long
+status_retry_ms(const uint8_t *bytes, size_t len)
+{
+	pb_reader	r = {bytes, bytes + len};
+	pb_field	f;
+	int			rc;
+	long		found = -1;
+
+	while ((rc = pb_next(&r, &f)) > 0)
+		if (f.number == 3)
+		{
+			if (f.wire != WIRE_LEN)
+				return -1;
+			if (found < 0)
+				found = any_retry_ms(f.bytes);
+		}
+	return rc < 0 ? -1 : found;
+}
+
+static int
+base64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/*
+ * Standard base64, padded or not (gRPC's binary header values may be
+ * either); NULL when it is not that, or memory ran out.
+ */
+static uint8_t *
+base64_decode(const char *in, size_t len, size_t *outlen)
+{
+	size_t		pads = 0;
+	uint8_t    *out;
+	uint32_t	acc = 0;
+	int			bits = 0;
+	size_t		n = 0;
+
+	while (len > 0 && in[len - 1] == '=' && pads < 2)
+	{
+		len--;
+		pads++;
+	}
+	if (len % 4 == 1 || (pads > 0 && (len + pads) % 4 != 0))
+		return NULL;
+	out = malloc(len / 4 * 3 + 3);
+	if (out == NULL)
+		return NULL;
+	for (size_t i = 0; i < len; i++)
+	{
+		int			v = base64_value(in[i]);
+
+		if (v < 0)
+		{
+			free(out);
+			return NULL;
+		}
+		acc = (acc << 6) | (uint32_t) v;
+		bits += 6;
+		if (bits >= 8)
+		{
+			bits -= 8;
+			out[n++] = (uint8_t) (acc >> bits);
+		}
+	}
+	*outlen = n;
+	return out;
+}
+
+long
+tp_grpc_retry_delay_ms(const char *value, size_t len)
+{
+	size_t		n = 0;
+	uint8_t    *bytes;
+	long		ms;
+
+	if (len == 0 || len > MAX_GRPC_DETAILS_CHARS)
+		return -1;
+	bytes = base64_decode(value, len, &n);
+	if (bytes == NULL)
+		return -1;
+	ms = status_retry_ms(bytes, n);
+	free(bytes);
+	return ms;
+}
+
 static size_t
 on_header(char *data, size_t size, size_t n, void *userdata)
 {
@@ -76,6 +356,22 @@ on_header(char *data, size_t size, size_t n, void *userdata)
 	char		line[512];
 	char	   *value;
 
+	if (len > strlen(GRPC_DETAILS_HEADER) &&
+		strncasecmp(data, GRPC_DETAILS_HEADER, strlen(GRPC_DETAILS_HEADER)) == 0)
+	{
+		const char *v = data + strlen(GRPC_DETAILS_HEADER);
+		size_t		vlen = len - strlen(GRPC_DETAILS_HEADER);
+
+		while (vlen > 0 && (*v == ' ' || *v == '\t'))
+		{
+			v++;
+			vlen--;
+		}
+		while (vlen > 0 && strchr(" \t\r\n", v[vlen - 1]) != NULL)
+			vlen--;
+		r->grpc_retry_delay_ms = tp_grpc_retry_delay_ms(v, vlen);
+		return len;
+	}
 	if (len >= sizeof(line))
 		return len;
 	memcpy(line, data, len);
@@ -348,6 +644,26 @@ classify_answer(const tp_otlp_target *target, response *r, char *err, size_t err
 					 r->grpc_message[0] ? ": " : "", r->grpc_message);
 			if (grpc_status_is_too_large(r->grpc_status, r->grpc_message))
 				return ATTEMPT_TOO_LARGE;
+
+			/*
+			 * A RetryInfo says when to come back (OTLP): it makes a
+			 * RESOURCE_EXHAUSTED (a quota, memory) worth another attempt, and
+			 * on any retryable code its delay is waited like a Retry-After,
+			 * within the same budget.  Without a delay, the usual backoff.
+			 */
+			if (r->grpc_retry_delay_ms >= 0 &&
+				(r->grpc_status == GRPC_RESOURCE_EXHAUSTED || grpc_status_is_retryable(r->grpc_status)))
+			{
+				if (r->grpc_retry_delay_ms > 0)
+				{
+					size_t		used = strlen(err);
+
+					r->retry_after_ms = r->grpc_retry_delay_ms;
+					snprintf(err + used, errlen - used, " (its RetryInfo asks to retry in %ld ms)",
+							 r->grpc_retry_delay_ms);
+				}
+				return ATTEMPT_RETRY;
+			}
 			return grpc_status_is_retryable(r->grpc_status) ? ATTEMPT_RETRY : ATTEMPT_REJECTED;
 		}
 		if (message_len < GRPC_FRAME_HEADER)
@@ -471,7 +787,7 @@ static bool
 attempt_export(void *arg, long timeout_ms, long *retry_after_ms, char *err, size_t errlen)
 {
 	export_attempt *x = arg;
-	response	r = {.retry_after_ms = -1, .grpc_status = -1};
+	response	r = {.retry_after_ms = -1, .grpc_status = -1, .grpc_retry_delay_ms = -1};
 
 	x->outcome = attempt(x->target, x->payload, x->payload_len, timeout_ms, &r, err, errlen);
 	x->target->rejected_spans = r.rejected_spans;

@@ -30,8 +30,9 @@ typedef enum tp_export_result
 
 /*
  * POST body to target, retrying 429/502/503/504 (gRPC: UNAVAILABLE and
- * friends) and dropped connections with backoff, jitter and Retry-After,
- * within target->timeout_ms.  On anything but TP_EXPORT_OK, err holds one
+ * friends, and a RESOURCE_EXHAUSTED that carries a RetryInfo) and dropped
+ * connections with backoff, jitter and Retry-After (gRPC: RetryInfo's
+ * delay), within target->timeout_ms.  On anything but TP_EXPORT_OK, err holds one
  * line saying what went wrong (never header values, never the password of
  * the URL).  A partial success is TP_EXPORT_OK with the rejection described
  * in err and the spans it refused in target->rejected_spans.  A 413, or
@@ -43,6 +44,17 @@ typedef enum tp_export_result
 tp_export_result tp_otlp_send(tp_otlp_target *target,
 							  const uint8_t *body, size_t len,
 							  char *err, size_t errlen);
+
+/*
+ * The delay a gRPC status asks for in a google.rpc.RetryInfo among its
+ * details, from a grpc-status-details-bin value (base64, padded or not, of
+ * a google.rpc.Status): milliseconds, rounded up and cut to a day; 0 for a
+ * RetryInfo without a delay; -1 when there is no RetryInfo, or the value
+ * is malformed (then nothing in it is believed).  tp_otlp_send retries a
+ * RESOURCE_EXHAUSTED that carries one, and waits its delay, like a
+ * Retry-After, on any retryable code.
+ */
+long		tp_grpc_retry_delay_ms(const char *value, size_t len);
 
 /*
  * What refusals for size (TP_EXPORT_TOO_LARGE) taught about a collector's

@@ -18,6 +18,7 @@ const { startCluster, freePort } = require('./lib/cluster');
 const { startReceiver, GRPC_PATH } = require('./lib/receiver');
 const { decodeTraces, encodeTraceResponse, SpanKind, StatusCode } = require('./lib/otlp');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
+const protobuf = require('protobufjs');
 
 const RECORDS = 300;
 let dir;
@@ -594,6 +595,102 @@ test('gRPC RESOURCE_EXHAUSTED for the message size splits like a 413; other RESO
 	const w = exportWarnings(l.res);
 	assert.equal(w.length, 1, describe(l.res));
 	assert.match(w[0], /rejected by the collector: .*gRPC status 8: memory limiter: data refused$/);
+});
+
+/*
+ * google.rpc.Status with its details (google/rpc/status.proto: code = 1,
+ * message = 2, details = 3 repeated google.protobuf.Any{type_url = 1,
+ * value = 2}), RetryInfo{retry_delay = 1} (google/rpc/error_details.proto)
+ * and google.protobuf.Duration{seconds = 1, nanos = 2}, encoded by
+ * protobufjs from these public field numbers.
+ */
+const rpc = protobuf.Root.fromJSON({ nested: { google: { nested: {
+	rpc: { nested: {
+		Status: { fields: { code: { type: 'int32', id: 1 }, message: { type: 'string', id: 2 },
+			details: { rule: 'repeated', type: 'google.protobuf.Any', id: 3 } } },
+		RetryInfo: { fields: { retryDelay: { type: 'google.protobuf.Duration', id: 1 } } },
+		ErrorInfo: { fields: { reason: { type: 'string', id: 1 }, domain: { type: 'string', id: 2 } } },
+	} },
+	protobuf: { nested: {
+		Any: { fields: { typeUrl: { type: 'string', id: 1 }, value: { type: 'bytes', id: 2 } } },
+		Duration: { fields: { seconds: { type: 'int64', id: 1 }, nanos: { type: 'int32', id: 2 } } },
+	} },
+} } } });
+
+/** An Any holding the message of type name (google.rpc.X) made of fields. */
+function anyOf(name, fields) {
+	const type = rpc.lookupType(`google.rpc.${name}`);
+	return { typeUrl: `type.googleapis.com/google.rpc.${name}`, value: type.encode(type.create(fields)).finish() };
+}
+
+/** The grpc-status-details-bin value (base64, unpadded as grpc-go sends it) of a Status with these details. */
+function statusDetails(code, message, details) {
+	const Status = rpc.lookupType('google.rpc.Status');
+	const Any = rpc.lookupType('google.protobuf.Any');
+	const bytes = Status.encode(Status.create({ code, message, details: details.map((d) => Any.create(d)) })).finish();
+	return Buffer.from(bytes).toString('base64').replace(/=+$/, '');
+}
+
+/** A RetryInfo detail asking for ms milliseconds. */
+const retryInfo = (ms) => anyOf('RetryInfo', {
+	retryDelay: rpc.lookupType('google.protobuf.Duration').create({ seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1e6 }),
+});
+
+test('gRPC RetryInfo: RESOURCE_EXHAUSTED carrying one is retried after its delay, UNAVAILABLE waits it; without one (or malformed) as before', async (t) => {
+	// Before, grpc-status-details-bin was not read: RESOURCE_EXHAUSTED was
+	// refused whatever it carried (the spans lost), and UNAVAILABLE came
+	// back after the backoff (at most 250 ms), not when the server asked.
+	const DELAY_MS = 1500;
+	const r = await receiver(t);
+	const env = { OTEL_EXPORTER_OTLP_ENDPOINT: r.grpcEndpoint };
+	const waited = (reqs) => reqs[1].time - reqs[0].endTime;
+
+	// In the trailers, after the response's headers.
+	r.enqueue({ grpcStatus: 8, grpcMessage: 'rate limited',
+		trailers: { 'grpc-status-details-bin': statusDetails(8, 'rate limited', [anyOf('ErrorInfo', { reason: 'RATE_LIMIT' }), retryInfo(DELAY_MS)]) } });
+	let l = await loadWith(env);
+	assert.equal(l.res.code, 0, describe(l.res));
+	assert.deepEqual(exportWarnings(l.res), [], 'delivered in the end: no warning');
+	assert.equal(r.requests.length, 2, 'RESOURCE_EXHAUSTED with RetryInfo, then delivered');
+	assert.ok(r.requests[1].body.equals(r.requests[0].body), 'the same request again');
+	assert.ok(waited(r.requests) >= DELAY_MS - 50, `sent again ${waited(r.requests).toFixed(0)} ms after the refusal, before RetryInfo's ${DELAY_MS} ms`);
+	assertLoaderSpans(spansOf([r.requests[1]]), l);
+
+	// UNAVAILABLE (retried anyway) in the Trailers-Only form: RetryInfo's delay, not the backoff.
+	r.reset();
+	r.enqueue({ grpcStatus: 14, grpcMessage: 'overloaded', trailersOnly: true,
+		trailers: { 'grpc-status-details-bin': statusDetails(14, 'overloaded', [retryInfo(DELAY_MS)]) } });
+	l = await loadWith(env);
+	assert.equal(l.res.code, 0, describe(l.res));
+	assert.deepEqual(exportWarnings(l.res), []);
+	assert.equal(r.requests.length, 2);
+	assert.ok(waited(r.requests) >= DELAY_MS - 50, `sent again ${waited(r.requests).toFixed(0)} ms after UNAVAILABLE, before RetryInfo's ${DELAY_MS} ms`);
+	assertLoaderSpans(spansOf([r.requests[1]]), l);
+
+	// Details without a RetryInfo, or not a Status at all: refused as before.
+	for (const details of [statusDetails(8, 'quota', [anyOf('ErrorInfo', { reason: 'QUOTA' })]),
+		statusDetails(8, 'quota', [retryInfo(DELAY_MS)]).slice(0, -6),	// cut short
+		'not base64!']) {
+		r.reset();
+		r.enqueue({ grpcStatus: 8, grpcMessage: 'quota', trailers: { 'grpc-status-details-bin': details } });
+		l = await loadWith(env);
+		assert.equal(l.res.code, 0, describe(l.res));
+		assert.equal(r.requests.length, 1, `not retried: details ${details}`);
+		const w = exportWarnings(l.res);
+		assert.equal(w.length, 1, describe(l.res));
+		assert.match(w[0], /rejected by the collector: .*gRPC status 8: quota$/);
+	}
+
+	// A delay beyond the export's budget: it gives up at once, as for a Retry-After.
+	r.reset();
+	r.enqueue({ grpcStatus: 8, grpcMessage: 'quota',
+		trailers: { 'grpc-status-details-bin': statusDetails(8, 'quota', [retryInfo(600000)]) } });
+	l = await loadWith({ ...env, OTEL_EXPORTER_OTLP_TIMEOUT: '3000' });
+	assert.equal(l.res.code, 0, describe(l.res));
+	assert.equal(r.requests.length, 1, 'not sent again within the budget');
+	const w = exportWarnings(l.res);
+	assert.equal(w.length, 1, describe(l.res));
+	assert.match(w[0], /gRPC status 8: quota \(its RetryInfo asks to retry in 600000 ms\) \(gave up after 1 attempt\)/);
 });
 
 test('partial success: one request, a warning with the rejection, exit 0', async (t) => {

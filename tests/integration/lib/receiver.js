@@ -14,6 +14,8 @@
 //                                        200 + ExportTraceServiceResponse.partial_success
 //   {grpcStatus: 14, grpcMessage: 'x'}   gRPC: :status 200, empty body, trailers grpc-status
 //   {grpcStatus: 14, trailersOnly: true} gRPC: the Trailers-Only form
+//   {grpcStatus: 8, trailers: {...}}     gRPC: more trailers (or headers, Trailers-Only),
+//                                        e.g. 'grpc-status-details-bin'
 //   {delayMs: 1000, ...}                 HTTP/1.1: the rest of the behaviour, delayMs later
 //                                        (a slow collector; the request is recorded on arrival)
 //
@@ -207,6 +209,7 @@ class Receiver extends CaptureServer {
 			const trailers = { 'grpc-status': String(b.grpcStatus) };
 			if (b.grpcMessage)
 				trailers['grpc-message'] = encodeURIComponent(b.grpcMessage);
+			Object.assign(trailers, b.trailers || {});
 			if (b.trailersOnly) {
 				stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...trailers, ...(b.headers || {}) },
 					{ endStream: true });
