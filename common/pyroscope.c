@@ -728,6 +728,9 @@ typedef struct split
 	uint64_t	taken;			/* "samples" values the server took */
 	uint64_t	dropped;		/* refused even alone, or left after a failure */
 	bool		stopped;		/* a request failed: the rest is dropped */
+	bool		keep_rest_allowed;	/* a caller that can send the rest later */
+	bool		keep_rest;		/* cancelled, the caller takes what is left */
+	size_t		rest_first;		/* then: samples [rest_first, n) were not sent */
 } split;
 
 static uint8_t *
@@ -968,7 +971,8 @@ send_part(request *req, split *sp, size_t first, size_t count, long deadline_ms,
 	if (sp->stopped || tp_monotonic_ms() >= deadline_ms)
 	{
 		sp->stopped = true;
-		sp->dropped += samples_in(sp, first, count);
+		if (!sp->keep_rest)
+			sp->dropped += samples_in(sp, first, count);
 		return;
 	}
 	body = encode_part(sp, first, count, &len);
@@ -984,6 +988,19 @@ send_part(request *req, split *sp, size_t first, size_t count, long deadline_ms,
 	{
 		send_part(req, sp, first, count / 2, deadline_ms, err, errlen);
 		send_part(req, sp, first + count / 2, count - count / 2, deadline_ms, err, errlen);
+		return;
+	}
+	if (outcome != ATTEMPT_DELIVERED && outcome != ATTEMPT_TOO_LARGE && sp->keep_rest_allowed &&
+		req->cfg->cancel != NULL && *req->cfg->cancel)
+	{
+		/*
+		 * Cancelled (a reload, a shutdown), not refused: parts go in order,
+		 * so this one and all after it are what is left, for the caller to
+		 * send later; dropping them would lose samples no server refused.
+		 */
+		sp->keep_rest = true;
+		sp->rest_first = first;
+		sp->stopped = true;
 		return;
 	}
 	if (outcome == ATTEMPT_DELIVERED)
@@ -1028,11 +1045,31 @@ send_in_parts(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
 	}
 	else
 	{
+		sp.keep_rest_allowed = counts != NULL;
 		send_part(req, &sp, 0, sp.profile->n_sample / 2, deadline_ms, err, errlen);
 		send_part(req, &sp, sp.profile->n_sample / 2,
 				  sp.profile->n_sample - sp.profile->n_sample / 2, deadline_ms, err, errlen);
-		ok = sp.dropped == 0;
-		if (!ok && !sp.stopped)
+		if (sp.keep_rest)
+		{
+			size_t		n = sp.profile->n_sample - sp.rest_first;
+
+			counts->rest_samples = samples_in(&sp, sp.rest_first, n);
+			counts->rest = encode_part(&sp, sp.rest_first, n, &counts->rest_len);
+			if (counts->rest == NULL)
+			{
+				sp.dropped += counts->rest_samples;
+				counts->rest_samples = 0;
+			}
+		}
+		ok = sp.dropped == 0 && !sp.keep_rest;
+		if (sp.keep_rest && sp.dropped == 0)
+		{
+			size_t		n = strlen(err);
+
+			snprintf(err + n, errlen - n, " (after a refusal as too large, in parts: %llu samples not sent yet)",
+					 (unsigned long long) counts->rest_samples);
+		}
+		else if (!ok && !sp.stopped)
 			snprintf(err, errlen, "%s (the profile went again in parts; samples refused even alone "
 					 "were dropped: %llu of %llu)", refusal, (unsigned long long) sp.dropped,
 					 (unsigned long long) (sp.taken + sp.dropped));

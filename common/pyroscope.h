@@ -113,6 +113,17 @@ typedef struct tp_pyroscope_counts
 {
 	uint64_t	taken;
 	uint64_t	dropped;
+
+	/*
+	 * When *cfg->cancel stopped the parts (a reload, a shutdown), the
+	 * samples not sent yet, neither taken nor dropped: a pprof of their
+	 * own for the same window (gzip'd, malloc'd: the caller frees it), to
+	 * be sent later in place of the whole, whose other samples must not go
+	 * twice.  NULL, 0 otherwise.
+	 */
+	uint8_t    *rest;
+	size_t		rest_len;
+	uint64_t	rest_samples;
 } tp_pyroscope_counts;
 
 /* tp_pyroscope_ingest, saying in *counts (may be NULL) what went in parts. */

@@ -539,17 +539,16 @@ read_batch(void)
 }
 
 /*
- * Of stored samples a part taken only in part dropped: its pprof counts
- * weights (a sample stands for 1 + its timer overruns), so in proportion,
- * and at least one.
+ * Of stored samples, those of part (of total) when a pprof went only in
+ * part: the pprof counts weights (a sample stands for 1 + its timer
+ * overruns), so in proportion, and at least one.
  */
 static int
-dropped_samples(int stored, const tp_pyroscope_counts *counts)
+share_of(int stored, uint64 part, uint64 total)
 {
-	double		share = (double) counts->dropped / (double) (counts->taken + counts->dropped);
-	int			dropped = (int) (stored * share + 0.5);
+	int			n = (int) (stored * ((double) part / (double) total) + 0.5);
 
-	return Min(stored, Max(dropped, 1));
+	return Min(stored, Max(n, 1));
 }
 
 /*
@@ -562,6 +561,7 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 {
 	tp_pyroscope_counts counts;
 	int			dropped;
+	int			rest;
 	char		partial[1024] = "";	/* why a part was taken only in part */
 
 	for (int part = 0; part < PARTS; part++)
@@ -577,9 +577,34 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 										 pending.from_ns, pending.until_ns, &counts, err, errlen))
 		{
 			if (counts.taken == 0)
+			{
+				free(counts.rest);	/* nothing went: the whole goes again */
 				return false;
+			}
+			if (counts.rest != NULL)
+			{
+				/*
+				 * Interrupted while it went in parts: what was taken counts
+				 * as exported, and only the samples not sent yet go in the
+				 * next round (the others would count twice).
+				 */
+				uint64		total = counts.taken + counts.dropped + counts.rest_samples;
+
+				rest = Min(share_of(pending.counts[part], counts.rest_samples, total),
+						   pending.counts[part] - 1);
+				dropped = counts.dropped == 0 ? 0 :
+					Min(share_of(pending.counts[part], counts.dropped, total),
+						pending.counts[part] - rest - 1);
+				pending.taken += pending.counts[part] - rest - dropped;
+				pending.dropped += dropped;
+				pending.counts[part] = rest;
+				free(pending.pprof[part]);
+				pending.pprof[part] = counts.rest;
+				pending.len[part] = counts.rest_len;
+				return false;
+			}
 			/* Refused as too large, then taken in part: settled, never sent again. */
-			dropped = dropped_samples(pending.counts[part], &counts);
+			dropped = share_of(pending.counts[part], counts.dropped, counts.taken + counts.dropped);
 			pending.taken += pending.counts[part] - dropped;
 			pending.dropped += dropped;
 			pending.counts[part] = 0;

@@ -714,7 +714,8 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		}
 	};
 	/** The requests since from, each with its decoded samples, and whether the server took it. */
-	const since = (from) => ingest.requests.slice(from).map((r) => ({ r, samples: samplesIn(r.body), taken: r.behaviour.status === undefined }));
+	const since = (from) => ingest.requests.slice(from).map((r) => ({ r, samples: samplesIn(r.body),
+		taken: r.behaviour.status === undefined && !r.behaviour.hang }));
 	/** The requests from `from` on all went for the first one's series and window; the taken ones keep its header. */
 	const checkParts = (reqs, limit) => {
 		const whole = decodePprof(reqs[0].r.body);
@@ -799,6 +800,37 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		assert.equal(after.failures, before.failures, 'no upload failure');
 		await sleep(1000);
 		assert.equal(ingest.requests.length, from + reqs.length, 'nothing sent again');
+	});
+
+	await t.test('7d. a reload while the parts go: the samples not sent yet go in the next round, each once, none dropped', async () => {
+		// Before, the part being split was settled when the reload cut its
+		// requests short: the samples not sent yet were counted as dropped
+		// (an upload failure) and never sent, though no server refused them.
+		const before = await counters();
+		const from = ingest.requests.length;
+		let taken = 0;
+		ingest.answerBy = ({ body }) => {
+			if (taken >= 2)
+				return { hang: true };	// until the reload
+			if (samplesIn(body).length > 1)
+				return { status: 413, body: '413 Request Entity Too Large' };
+			taken++;
+			return null;
+		};
+		const s = await statement();
+		await ingest.waitFor(() => ingest.hung.length === 1, 20000, 'a request hanging after two single samples were taken');
+		ingest.answerBy = null;
+		await admin.query('SELECT pg_reload_conf()');	// SIGHUP: the hanging request ends
+		const after = await settled('7d');
+		const reqs = since(from);
+		const { whole, taken: parts } = checkParts(reqs);
+		assert.ok(whole.samples.length >= 4, `a profile of several samples (${whole.samples.length})`);
+		const hungAt = reqs.findIndex((q) => q.r.behaviour.hang);
+		assert.ok(reqs.slice(hungAt + 1).some((q) => q.taken), 'more went after the reload');
+		assert.deepEqual(sampleTotals(parts), sampleTotals([whole]), 'every sample of the profile once, with its values');
+		assert.equal(after.exported - before.exported, s.rows, 'every stored sample counts as exported');
+		assert.equal(after.dropped, before.dropped, 'none dropped');
+		assert.equal(after.failures, before.failures, 'an interrupted upload is no failure');
 	});
 
 	await t.test('7c. a proxy refusing even single samples: all dropped and counted once (2N - 1 requests), and later uploads go on', async () => {
