@@ -73,7 +73,8 @@ typedef struct OpenSpan
 	uint64		rows_run;		/* es_processed summed over its runs (pages) */
 	/* When its work last paused (an Execute's run ended, a Bind planned it), in which message. */
 	int64		paused_at_ns;	/* 0: not paused */
-	TimestampTz paused_in;		/* the message's statement_timestamp() */
+	/* The message's statement_timestamp(); not paused: the message it last opened or ran in. */
+	TimestampTz paused_in;
 	/* The three counters a span reports, not the whole usage structs. */
 	int64		shared_blks_hit_start;
 	int64		shared_blks_read_start;
@@ -529,15 +530,53 @@ typedef struct SpanParent
 {
 	tp_span_context context;
 	bool		remote;			/* the caller's span, not one of ours */
-	bool		nested;			/* under our innermost open span */
+	bool		nested;			/* under the open span at work (parent_at_work) */
+	TraceprofSpan *root;		/* nested: that span's top-level span */
 	const char *source;			/* the statement's source text, or NULL */
 	int			location;		/* the statement within it, as in a Query */
 	int			len;
 } SpanParent;
 
 /*
+ * Whether the top-level span whose record is root belongs to the statement
+ * at work in this message: opened, run or paused in it.  A portal kept
+ * open after its last run, a Bind's statement waiting for its Execute,
+ * stay open while later messages run other statements; and a Close or
+ * Sync runs no statement (as in ended_in_earlier_message).
+ */
+static bool
+root_at_work(const TraceprofSpan *root, TimestampTz message)
+{
+	if (ActivePortal == NULL && debug_query_string == NULL)
+		return false;
+	for (int i = open_count - 1; i >= 0; i--)
+		if (open_spans[i].record == root)
+			return open_spans[i].top_level && !open_spans[i].ended &&
+				open_spans[i].paused_in == message;
+	return false;
+}
+
+/*
+ * The index of the span a nested statement starting now belongs under, -1
+ * if none: the innermost open span of the top-level statement at work.
+ * Not merely the innermost: a kept portal's span may stand above the
+ * statement at work, or be all that is open while an untraced statement
+ * runs, and what they run is not the portal's.
+ */
+static int
+parent_at_work(void)
+{
+	TimestampTz message = GetCurrentStatementStartTimestamp();
+
+	for (int i = open_count - 1; i >= 0; i--)
+		if (!open_spans[i].ended && root_at_work(open_spans[i].root, message))
+			return i;
+	return -1;
+}
+
+/*
  * Is the statement traced, and under which parent?  top_level: the caller's
- * context (or a new root); otherwise the innermost open span.  Cheap, so
+ * context (or a new root); otherwise the span at work (parent_at_work).  Cheap, so
  * that untraced statements pay for nothing else (catalog lookups for names
  * come after).
  */
@@ -549,12 +588,14 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 		return false;
 	if (!top_level)
 	{
+		int			index = parent_at_work();
 		const TraceprofSpan *innermost;
 
-		if (open_count == 0)
+		if (index < 0)
 			return false;
-		innermost = open_spans[open_count - 1].record;
+		innermost = open_spans[index].record;
 		parent->nested = true;
+		parent->root = open_spans[index].root;
 		memcpy(parent->context.trace_id, innermost->trace_id, TP_TRACE_ID_BYTES);
 		memcpy(parent->context.span_id, innermost->span_id, TP_SPAN_ID_BYTES);
 		parent->context.flags = innermost->flags;
@@ -672,12 +713,13 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	*p = '\0';					/* the message, which only errors have */
 
 	span->top_level = !parent->nested;
-	span->root = parent->nested ? open_spans[open_count - 1].root : r;
+	span->root = parent->nested ? parent->root : r;
 	span->ended = false;
 	span->subid = GetCurrentSubTransactionId();
 	span->query_desc = NULL;
 	span->rows_run = 0;
 	span->paused_at_ns = 0;
+	span->paused_in = decided_in_message;	/* a top-level span's: this message's */
 	span->awaiting_executor = false;
 	span->awaiting_xact_end = false;
 	span->shared_blks_hit_start = pgBufferUsage.shared_blks_hit;
@@ -1440,7 +1482,15 @@ start_with_spans(QueryDesc *query_desc, int eflags)
 		}
 	}
 	if (span != NULL)
+	{
 		span->query_desc = query_desc;
+		/*
+		 * At work in this message (parent_at_work), which may be later than
+		 * its planning's: an Execute of a write its Bind planned.
+		 */
+		if (top_level)
+			span->paused_in = GetCurrentStatementStartTimestamp();
+	}
 	watching = watch_errors(&watch);
 	call_ExecutorStart(query_desc, eflags);
 	unwatch_errors(&watch, watching);
@@ -1527,6 +1577,8 @@ run_starts(const QueryDesc *query_desc)
 	if (owner < 0)
 		return NULL;
 	open_spans[owner].paused_at_ns = 0;
+	/* At work in this message (parent_at_work): set by top_level_run_starts. */
+	open_spans[owner].paused_in = decided_in_message;
 	return &open_spans[owner];
 }
 
@@ -1583,10 +1635,11 @@ run_with_spans(QueryDesc *query_desc, ScanDirection direction, uint64 count,
 {
 	ErrorContextCallback watch;
 	bool		watching = watch_errors(&watch);
-	OpenSpan   *span = run_starts(query_desc);
+	OpenSpan   *span;
 
 	if (nesting_level == 0)
 		top_level_run_starts(query_desc);
+	span = run_starts(query_desc);
 	call_ExecutorRun(query_desc, direction, count, execute_once);
 	unwatch_errors(&watch, watching);
 	if (span != NULL)

@@ -222,3 +222,71 @@ test('a nested statement that fails while planned is a span with its error: trig
 		await client.query(`DROP TABLE planfail; DROP FUNCTION planfail_trigger(), planfail_sql(), planfail_dynamic()`);
 	}
 });
+
+// With traceprof.track = all, a nested statement is a child of the
+// statement that runs it, or untraced with it.  A top-level portal kept
+// open through the extended protocol (a named one read in pages, or the
+// unnamed SELECT portal of a transaction block, kept until the next
+// unnamed Bind) stays on the extension's stack of open spans while later
+// statements run: before, their nested statements (and a nested planning
+// that fails) became children of the kept portal's span, as the innermost
+// one open, and a named portal read again had its nested statements put
+// under another portal opened since.
+test('a portal kept open parents none of a later statement\'s nested statements (track = all)', async () => {
+	await client.query(`CREATE FUNCTION kept_nested(n int) RETURNS int LANGUAGE plpgsql AS $$
+		DECLARE r int; BEGIN SELECT n + 1 AS kept_inner INTO r; RETURN r; END $$;
+		CREATE FUNCTION kept_planfail() RETURNS int LANGUAGE plpgsql AS $$
+		BEGIN PERFORM 1 / 0; RETURN 1; EXCEPTION WHEN division_by_zero THEN RETURN 0; END $$`);
+	const kept = newContext();
+	const unnamed = newContext();
+	const later = newContext();
+	const other = newContext();
+	const w = await connectWire(cluster, 'postgres', 'app');
+	try {
+		await w.query("SET traceprof.track = 'all'");
+		await w.query('BEGIN');
+		// A named portal, one row of three read: kept open, its span too.
+		w.send(serialize.parse({ name: 'k', text: `SELECT kept_nested(g) FROM generate_series(1, 3) g ${comment(kept)}` }),
+			serialize.bind({ statement: 'k', portal: 'k' }), serialize.execute({ portal: 'k', rows: 1 }), serialize.sync());
+		await w.until('readyForQuery');
+		// Untraced statements: one runs a nested statement, one a nested planning that fails (caught).
+		await w.query('SELECT kept_nested(10)');
+		await w.query('SELECT kept_planfail()');
+		// Traced under another parent: its nested statement is its own.
+		await w.query(`SELECT kept_nested(20) ${comment(later)}`);
+		// Another portal opened and read, then the first read again: each runs its own.
+		w.send(serialize.parse({ name: 'm', text: `SELECT kept_nested(g) FROM generate_series(100, 102) g ${comment(other)}` }),
+			serialize.bind({ statement: 'm', portal: 'm' }), serialize.execute({ portal: 'm', rows: 1 }),
+			serialize.execute({ portal: 'k', rows: 1 }), serialize.sync());
+		await w.until('readyForQuery');
+		// The unnamed SELECT portal, run to its end and kept; then an untraced statement through a named portal.
+		w.send(serialize.parse({ text: `SELECT kept_nested(g) FROM generate_series(1, 2) g ${comment(unnamed)}` }),
+			serialize.bind({}), serialize.execute({}), serialize.sync());
+		await w.until('readyForQuery');
+		w.send(serialize.parse({ name: 'u', text: 'SELECT kept_nested(30), kept_planfail()' }),
+			serialize.bind({ statement: 'u', portal: 'u' }), serialize.execute({ portal: 'u' }), serialize.sync());
+		await w.until('readyForQuery');
+		await w.query('COMMIT');
+	} finally {
+		w.end();
+		await client.query('DROP FUNCTION kept_nested(int), kept_planfail()');
+	}
+	// Its server span and one child per row it ran, nothing else.
+	const expect = async (ctx, rows, what) => {
+		const spans = await spansOf(ctx.traceId);
+		const server = spans.filter((s) => s.kind === 'server');
+		assert.equal(server.length, 1, `${what}: one server span:\n  ${dump(spans)}`);
+		assert.equal(server[0].parent_span_id, ctx.spanId);
+		const children = spans.filter((s) => s.kind !== 'server');
+		assert.equal(children.length, rows, `${what}: ${rows} nested statements:\n  ${dump(spans)}`);
+		for (const child of children) {
+			assert.equal(child.parent_span_id, server[0].span_id, `${what}: its own children:\n  ${dump(spans)}`);
+			assert.notEqual(child.status, 'error', dump(spans));
+		}
+	};
+	await expect(kept, 2, 'the named portal read twice');
+	await expect(later, 1, 'the traced later statement');
+	await expect(other, 1, 'the second named portal');
+	await expect(unnamed, 2, 'the unnamed portal kept');
+});
+
