@@ -392,36 +392,46 @@ set_database_name(TraceprofSpan *record, char *p)
 	return p + database_name_len + 1;
 }
 
+/*
+ * The name of the role last current, looked up once per switch (a
+ * SECURITY DEFINER function's owner, SET ROLE).
+ */
+static Oid	cached_user = InvalidOid;
+static char cached_user_name[NAMEDATALEN];
+static uint8 cached_user_name_len;
+
+/* Look up the current user's name if it is not the cached one; false where no lookup belongs. */
+static pg_noinline bool
+cache_user_name(void)
+{
+	char	   *name;
+
+	if (!IsTransactionState() || reporting_error)
+		return false;
+	name = GetUserNameFromId(GetUserId(), true);
+	cached_user_name_len = copy_string(cached_user_name, name ? name : "", sizeof(cached_user_name));
+	cached_user = GetUserId();
+	return true;
+}
+
 /* The current user's name packed at p; returns the byte after it. */
 static char *
 set_user_name(TraceprofSpan *record, char *p)
 {
-	static Oid	cached_user = InvalidOid;
-	static char cached_name[NAMEDATALEN];
-	static uint8 cached_len;
-
-	StaticAssertStmt(sizeof(cached_name) <= sizeof(record->username), "username size");
-	if (unlikely(cached_user != GetUserId()))
+	StaticAssertStmt(sizeof(cached_user_name) <= sizeof(record->username), "username size");
+	if (unlikely(cached_user != GetUserId()) && !cache_user_name())
 	{
-		char	   *name;
+		/* No lookup: a client's own role has the name it logged in with. */
+		bool		own = MyProcPort != NULL && GetUserId() == GetAuthenticatedUserId();
 
-		if (!IsTransactionState() || reporting_error)
-		{
-			/* No lookup: a client's own role has the name it logged in with. */
-			bool		own = MyProcPort != NULL && GetUserId() == GetAuthenticatedUserId();
-
-			record->userid = GetUserId();
-			record->username_len = copy_string(p, own ? MyProcPort->user_name : "", NAMEDATALEN);
-			return p + record->username_len + 1;
-		}
-		name = GetUserNameFromId(GetUserId(), true);
-		cached_len = copy_string(cached_name, name ? name : "", sizeof(cached_name));
-		cached_user = GetUserId();
+		record->userid = GetUserId();
+		record->username_len = copy_string(p, own ? MyProcPort->user_name : "", NAMEDATALEN);
+		return p + record->username_len + 1;
 	}
 	record->userid = cached_user;
-	memcpy(p, cached_name, sizeof(cached_name));
-	record->username_len = cached_len;
-	return p + cached_len + 1;
+	memcpy(p, cached_user_name, sizeof(cached_user_name));
+	record->username_len = cached_user_name_len;
+	return p + cached_user_name_len + 1;
 }
 
 /*
@@ -1147,6 +1157,13 @@ nested_planning_starts(NestedPlanning *planning, Query *parse)
 	planning->shared_blks_hit_start = pgBufferUsage.shared_blks_hit;
 	planning->shared_blks_read_start = pgBufferUsage.shared_blks_read;
 	planning->wal_bytes_start = pgWalUsage.wal_bytes;
+	/*
+	 * Its span, made if the planning fails, is the current user's: a
+	 * SECURITY DEFINER function's owner may be new to the session, and no
+	 * catalog is read once it failed.
+	 */
+	if (unlikely(cached_user != GetUserId()))
+		cache_user_name();
 	planning->operation = statement_operation((Node *) parse);
 	/* A table's name is valid until the next lookup, which the planning may make. */
 	collection = statement_collection((Node *) parse);

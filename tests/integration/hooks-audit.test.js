@@ -290,3 +290,28 @@ test('a portal kept open parents none of a later statement\'s nested statements 
 	await expect(unnamed, 2, 'the unnamed portal kept');
 });
 
+// A SECURITY DEFINER function runs as its owner: its nested statements'
+// spans name the owner.  The name is looked up once per role switch, and
+// no catalog is read once a planning failed: a session's first span under
+// the owner, for a statement failing while planned, had an empty name.
+test('a SECURITY DEFINER function\'s statement failing while planned names its owner, the first time too', async () => {
+	await client.query(`CREATE ROLE definer_owner;
+		CREATE FUNCTION definer_planfail() RETURNS int LANGUAGE plpgsql SECURITY DEFINER AS $$
+		BEGIN PERFORM 1 / 0; RETURN 1; END $$;
+		ALTER FUNCTION definer_planfail() OWNER TO definer_owner`);
+	const ctx = newContext();
+	// A new session: it has never looked the owner's name up.
+	const w = await connectWire(cluster, 'postgres', 'app');
+	try {
+		await w.query("SET traceprof.track = 'all'");
+		await assert.rejects(w.query(`SELECT definer_planfail() ${comment(ctx)}`), (err) => err.code === '22012');
+	} finally {
+		w.end();
+		await client.query('DROP FUNCTION definer_planfail(); DROP ROLE definer_owner');
+	}
+	const r = await client.query(
+		`SELECT kind, name, status, username, query FROM traceprof.spans
+		  WHERE trace_id = $1 ORDER BY start_time`, [ctx.traceId]);
+	assert.deepEqual(r.rows.map((s) => [s.kind, s.status, s.username]),
+		[['server', 'error', 'postgres'], ['internal', 'error', 'definer_owner']], JSON.stringify(r.rows));
+});
