@@ -1275,7 +1275,7 @@ plan_with_spans(Query *parse, const char *query_string, int cursor_options,
 		 * a rule's further query, a plan made again.  Only the first may
 		 * get a span of its own.
 		 */
-		if (unlikely(traceprof_track == TRACK_ALL) && !at_top_level())
+		if (unlikely(traceprof_track == TRACK_ALL) && !at_top_level() && parse->canSetTag)
 			return plan_nested(parse, query_string, cursor_options, bound_params);
 		watching = watch_errors(&watch);
 		result = call_planner(parse, query_string, cursor_options, bound_params);
@@ -1489,7 +1489,13 @@ start_with_spans(QueryDesc *query_desc, int eflags)
 		/* Planned by its Bind, and another Bind planned since (pipelined). */
 		if (top_level && open_count > 0 && ActivePortal != NULL)
 			span = planned_span(ActivePortal->creation_time);
-		if (span == NULL && (top_level ? is_clients_run() : traceprof_track == TRACK_ALL))
+		/*
+		 * Nested, a rule's further query (canSetTag false) is no statement
+		 * of its own either: its work is the statement's parent's (SPI runs
+		 * it apart from the statement, with no portal to find it by).
+		 */
+		if (span == NULL &&
+			(top_level ? is_clients_run() : traceprof_track == TRACK_ALL && stmt->canSetTag))
 		{
 			span = open_statement_span(top_level, query_desc->sourceText, stmt->stmt_location,
 									   stmt->stmt_len, (Node *) stmt, stmt->queryId);
@@ -1833,8 +1839,8 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	bool		transparent = IsA(stmt, ExecuteStmt) || IsA(stmt, PrepareStmt) ||
 		IsA(stmt, DeallocateStmt);
 
-	/* A rule's NOTIFY (canSetTag false) is part of its statement's span. */
-	if (top_level && unlikely(!pstmt->canSetTag))
+	/* A rule's NOTIFY (canSetTag false) is part of its statement's span, nested too. */
+	if (unlikely(!pstmt->canSetTag))
 		transparent = true;
 	else if (top_level)
 		close_stale(false);

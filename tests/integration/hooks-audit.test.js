@@ -315,3 +315,33 @@ test('a SECURITY DEFINER function\'s statement failing while planned names its o
 	assert.deepEqual(r.rows.map((s) => [s.kind, s.status, s.username]),
 		[['server', 'error', 'postgres'], ['internal', 'error', 'definer_owner']], JSON.stringify(r.rows));
 });
+
+// A statement a rule rewrites into several queries is one span, named and
+// counted as the statement it is, at the top level and, with track = all,
+// nested in a function: before, a nested INSERT with a DO ALSO rule was two
+// spans, the rule's query named after the table it writes with the
+// INSERT's text ("INSERT rule_nested_log" for "INSERT INTO rule_nested
+// ..."), and a rule's NOTIFY a span of its own.
+test('a nested statement a rule rewrites into several queries is one span (track = all)', async () => {
+	await client.query(`CREATE TABLE rule_nested (id int); CREATE TABLE rule_nested_log (id int);
+		CREATE RULE rule_nested_also AS ON INSERT TO rule_nested
+			DO ALSO (INSERT INTO rule_nested_log VALUES (new.id); NOTIFY rule_nested_chan);
+		CREATE FUNCTION rule_nested_insert(n int) RETURNS void LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO rule_nested VALUES (n); END $$`);
+	const ctx = newContext();
+	try {
+		await client.query("SET traceprof.track = 'all'");
+		await client.query(`SELECT rule_nested_insert(7) ${comment(ctx)}`);
+	} finally {
+		await client.query('RESET traceprof.track');
+	}
+	const logged = await client.query('SELECT id FROM rule_nested_log');
+	await client.query('DROP FUNCTION rule_nested_insert(int); DROP TABLE rule_nested, rule_nested_log');
+	assert.deepEqual(logged.rows, [{ id: 7 }], 'the rule ran');
+	const spans = await spansOf(ctx.traceId);
+	assert.deepEqual(spans.map((s) => [s.kind, s.name, s.query]),
+		[['server', 'SELECT', 'SELECT rule_nested_insert($1)'], ['internal', 'INSERT rule_nested', 'INSERT INTO rule_nested VALUES (n)']],
+		dump(spans));
+	assert.equal(spans[1].parent_span_id, spans[0].span_id);
+	assert.equal(spans[1].attributes['traceprof.rows_affected'], 1, JSON.stringify(spans[1].attributes));
+});
