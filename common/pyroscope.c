@@ -149,9 +149,9 @@ tag_problem(const char *key, const char *value)
 	if (key[0] == '\0')
 		return "empty key";
 	if (strlen(key) > TP_PYROSCOPE_MAX_TAG_KEY)
-		return "the key is longer than Pyroscope accepts (1024 characters)";
+		return "the key is longer than Pyroscope accepts (1024 bytes)";
 	if (strlen(value) > TP_PYROSCOPE_MAX_TAG_VALUE)
-		return "the value is longer than Pyroscope accepts (2048 characters)";
+		return "the value is longer than Pyroscope accepts (2048 bytes)";
 	for (const char *p = key; *p; p++)
 		if (!is_label_name_char(*p))
 			return "the key has a character outside A-Z a-z 0-9 _ .";
