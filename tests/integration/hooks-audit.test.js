@@ -345,3 +345,41 @@ test('a nested statement a rule rewrites into several queries is one span (track
 	assert.equal(spans[1].parent_span_id, spans[0].span_id);
 	assert.equal(spans[1].attributes['traceprof.rows_affected'], 1, JSON.stringify(spans[1].attributes));
 });
+
+// A write its Bind planned runs its executor at Execute: an error there
+// (permission denied, checked at ExecutorStart) is the statement's own,
+// one span with the error, as any statement failing while it runs.  Its
+// span was planned in the Bind's message: taken for a statement that had
+// ended with its planning, it ended OK, and the error became a second,
+// 'postgresql' span.  Also when another Bind is pipelined ahead of the
+// Execute: that one's span ends well, with its planning.
+test('an Execute of a write its Bind planned, failing in ExecutorStart, is one span with the error', async () => {
+	await client.query(`CREATE ROLE audit_noperm LOGIN; CREATE TABLE audit_perm (n int);
+		GRANT SELECT ON audit_perm TO audit_noperm`);
+	const alone = newContext();
+	const piped = newContext();
+	const n = await connectWire(cluster, 'audit_noperm', 'app');
+	try {
+		n.send(serialize.parse({ text: `INSERT INTO audit_perm VALUES (1) ${comment(alone)}` }),
+			serialize.bind({}), serialize.execute({}), serialize.sync());
+		await assert.rejects(n.until('readyForQuery'), (err) => err.code === '42501');
+		await n.until('readyForQuery');
+		// Bind a, Bind b, Execute a: a fails, b never runs.
+		n.send(serialize.parse({ name: 'a', text: `UPDATE audit_perm SET n = 2 ${comment(piped)}` }),
+			serialize.parse({ name: 'b', text: `SELECT n FROM audit_perm ${comment(piped)}` }),
+			serialize.bind({ statement: 'a', portal: 'a' }), serialize.bind({ statement: 'b', portal: 'b' }),
+			serialize.execute({ portal: 'a' }), serialize.execute({ portal: 'b' }), serialize.sync());
+		await assert.rejects(n.until('readyForQuery'), (err) => err.code === '42501');
+		await n.until('readyForQuery');
+	} finally {
+		n.end();
+		await client.query('DROP TABLE audit_perm; DROP ROLE audit_noperm');
+	}
+	const brief = (spans) => spans.map((s) => [s.name, s.status, s.attributes['db.response.status_code'] || null]);
+	const a = await spansOf(alone.traceId);
+	assert.deepEqual(brief(a), [['INSERT audit_perm', 'error', '42501']], dump(a));
+	const message = await client.query('SELECT status_message FROM traceprof.spans WHERE span_id = $1', [a[0].span_id]);
+	assert.equal(message.rows[0].status_message, 'permission denied for table audit_perm');
+	const p = await spansOf(piped.traceId);
+	assert.deepEqual(brief(p), [['UPDATE audit_perm', 'error', '42501'], ['SELECT audit_perm', 'unset', null]], dump(p));
+});
