@@ -6,8 +6,10 @@
  * fork, so every backend arms its own.  With traceprof.profile = traced the
  * timer runs only while a traced span is open and is disarmed otherwise
  * (zero cost when idle).  Samples carry the trace_id and span_id of the
- * innermost open span (or of the local root span with
- * traceprof.profile_root_span_only).
+ * span at work, the innermost open span of the statement running (or of
+ * its local root span with traceprof.profile_root_span_only); none while
+ * only portals kept open from earlier messages are, with the timer then
+ * disarmed as outside spans.
  *
  * When the outermost span closes, the samples taken meanwhile are drained,
  * symbolized here (addresses of libraries loaded after fork are only valid

@@ -75,6 +75,7 @@ typedef struct OpenSpan
 	int64		paused_at_ns;	/* 0: not paused */
 	/* The message's statement_timestamp(); not paused: the message it last opened or ran in. */
 	TimestampTz paused_in;
+	bool		paused_sampling;	/* the timer ran when its work paused */
 	/* The three counters a span reports, not the whole usage structs. */
 	int64		shared_blks_hit_start;
 	int64		shared_blks_read_start;
@@ -83,6 +84,14 @@ typedef struct OpenSpan
 
 static OpenSpan open_spans[MAX_OPEN_SPANS];
 TP_HOT static int	open_count;
+
+/*
+ * The open span whose ids the samples carry: the span at work
+ * (label_at_work), NULL outside every one (an untraced statement, a kept
+ * portal's pause).  While the profiler is dormant it sets no label: the
+ * one asked for is set when it wakes (statement_labels).
+ */
+TP_HOT static const OpenSpan *labelled_span;
 TP_HOT static int	nesting_level;		/* executor and utility nesting */
 TP_HOT static int	plan_nesting;
 TP_HOT static int	utility_depth;		/* ProcessUtility calls under way */
@@ -584,6 +593,57 @@ parent_at_work(void)
 	return -1;
 }
 
+/* parent_at_work, at once when nothing is open. */
+static inline const OpenSpan *
+span_at_work(void)
+{
+	int			index = open_count > 0 ? parent_at_work() : -1;
+
+	return index >= 0 ? &open_spans[index] : NULL;
+}
+
+/* Samples from now on carry span's ids (NULL: none, and with traceprof.profile = traced no timer). */
+static void
+label_samples(const OpenSpan *span)
+{
+	labelled_span = span;
+	if (span != NULL)
+		profiler_set_span(span->record, span->root);
+	else
+		profiler_set_span(NULL, NULL);
+}
+
+/*
+ * Samples carry the span at work (parent_at_work), not merely the innermost
+ * open: a portal kept open, a Bind's statement waiting for its Execute, do
+ * no work while later statements run, and what those run is not theirs.
+ */
+static inline void
+label_at_work(void)
+{
+	const OpenSpan *span = span_at_work();
+
+	if (span != labelled_span)
+		label_samples(span);
+}
+
+/*
+ * A client's statement starts: its samples carry its span, or none when it
+ * is untraced (not a kept portal's; the timer is then disarmed with
+ * traceprof.profile = traced).
+ */
+static inline void
+statement_labels(const OpenSpan *span)
+{
+	if (span == NULL)
+		span = span_at_work();
+	/* A sampler not started yet holds no label: one that starts now gets this one. */
+	if (span != labelled_span ||
+		(unlikely(profiler_state == SAMPLER_NOT_STARTED) && traceprof_profile != PROFILE_OFF))
+		label_samples(span);
+	profiler_statement_start(span != NULL ? span->record : NULL);
+}
+
 /*
  * Is the statement traced, and under which parent?  top_level: the caller's
  * context (or a new root); otherwise the span at work (parent_at_work).  Cheap, so
@@ -747,14 +807,8 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 		span->cpu_start_ns = traceprof_track_cpu_time ? thread_cpu_ns() : -1;
 	}
 	open_count++;
-	profiler_set_span(r, span->root);
+	label_samples(span);
 	return span;
-}
-
-static TraceprofSpan *
-innermost_record(void)
-{
-	return open_count > 0 ? open_spans[open_count - 1].record : NULL;
 }
 
 /*
@@ -810,6 +864,7 @@ pause_work(OpenSpan *span, int64 end_ns, bool cpu)
 {
 	span->paused_at_ns = end_ns;
 	span->paused_in = GetCurrentStatementStartTimestamp();
+	span->paused_sampling = profiler_is_sampling();
 	measure_work(span, cpu);
 }
 
@@ -824,7 +879,11 @@ end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
 	 * counted then (run_ended); a later statement's error is not its own.
 	 */
 	if (unlikely(ended_in_earlier_message(span)))
+	{
 		r->end_ns = span->paused_at_ns;
+		/* Its samples were taken up to then; the timer may have stopped since. */
+		r->profiled = span->paused_sampling;
+	}
 	else
 	{
 		measure_work(span, true);
@@ -832,9 +891,9 @@ end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
 		r->rows = rows;
 		if (unlikely(message != NULL))
 			set_error(r, sqlerrcode, message);
+		r->profiled = profiler_is_sampling();
 	}
 	/* Grafana finds a span's profile through the span_id its samples carry. */
-	r->profiled = profiler_is_sampling();
 	if (r->profiled)
 		memcpy(r->profile_span_id, (traceprof_profile_root_span_only ? span->root : r)->span_id,
 			   TP_SPAN_ID_BYTES);
@@ -856,7 +915,7 @@ close_innermost(int64 rows, int sqlerrcode, const char *message)
 	do
 		open_count--;
 	while (unlikely(open_count > 0 && open_spans[open_count - 1].ended));
-	profiler_set_span(innermost_record(), open_count > 0 ? open_spans[open_count - 1].root : NULL);
+	label_at_work();
 }
 
 /* Close every span from index up, innermost first. */
@@ -889,6 +948,7 @@ close_statement(int index, int64 rows)
 	for (int i = end - 1; i >= index; i--)
 		if (!open_spans[i].ended)
 			end_span(&open_spans[i], i == index ? rows : -1, 0, NULL);
+	label_at_work();
 }
 
 /* The message a failed span carries: an error raised without one still fails. */
@@ -1293,6 +1353,8 @@ plan_with_spans(Query *parse, const char *query_string, int cursor_options,
 		if (traceprof_track_planning)
 			planning = open_planning_span(statement, parse->queryId);
 	}
+	else
+		label_at_work();		/* an untraced statement's planning: not a kept portal's */
 
 	watching = watch_errors(&watch);
 	result = call_planner(parse, query_string, cursor_options, bound_params);
@@ -1475,11 +1537,10 @@ start_with_spans(QueryDesc *query_desc, int eflags)
 	ErrorContextCallback watch;
 	bool		watching;
 	bool		top_level = at_top_level();
+	bool		worker = top_level && unlikely(IsParallelWorker());
 
-	if (top_level && unlikely(IsParallelWorker()))
+	if (worker)
 		profiler_worker_statement_start();
-	else if (top_level)
-		profiler_statement_start(innermost_record());
 	if (top_level && unlikely(!stmt->canSetTag))
 		span = span_of_rule_query(query_desc);
 	else if (top_level && was_decided_by_planner(stmt))
@@ -1514,6 +1575,8 @@ start_with_spans(QueryDesc *query_desc, int eflags)
 		if (top_level)
 			span->paused_in = GetCurrentStatementStartTimestamp();
 	}
+	if (top_level && !worker)
+		statement_labels(span);
 	watching = watch_errors(&watch);
 	call_ExecutorStart(query_desc, eflags);
 	unwatch_errors(&watch, watching);
@@ -1605,6 +1668,23 @@ run_starts(const QueryDesc *query_desc)
 	return &open_spans[owner];
 }
 
+/* An Execute's run ended: its work pauses until the portal runs again, or ends. */
+static pg_noinline void
+execute_run_ended(OpenSpan *span, const QueryDesc *query_desc)
+{
+	pause_work(span, (int64) tp_unix_now_ns(), true);
+	count_rows(span, query_desc);
+	/*
+	 * A SELECT's portal does nothing more in this message (its end, when
+	 * dropped, is this pause): what the backend does until a later Execute
+	 * runs it again is not its work.  A write's ExecutorFinish (its AFTER
+	 * triggers) and ExecutorEnd follow at once, still its own.
+	 */
+	if (nesting_level == 0 && ActivePortal != NULL && ActivePortal->strategy == PORTAL_ONE_SELECT &&
+		labelled_span == span)
+		label_samples(NULL);
+}
+
 static pg_noinline void
 run_ended(OpenSpan *span, const QueryDesc *query_desc)
 {
@@ -1614,8 +1694,7 @@ run_ended(OpenSpan *span, const QueryDesc *query_desc)
 		span->rows_run += query_desc->estate->es_processed;
 	if (query_desc->dest->mydest != DestRemoteExecute)
 		return;
-	pause_work(span, (int64) tp_unix_now_ns(), true);
-	count_rows(span, query_desc);
+	execute_run_ended(span, query_desc);
 }
 
 /* The protocol's static caller of a top-level statement, for the profiler. */
@@ -1651,6 +1730,19 @@ call_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 count,
 	nesting_level--;
 }
 
+/*
+ * A client's run starts: a portal run again by an Execute (another may
+ * have been labelled since), or an untraced one's while others are kept.
+ */
+static inline void
+run_labels(const OpenSpan *span)
+{
+	if (span == NULL)
+		span = span_at_work();
+	if (span != labelled_span)
+		label_samples(span);
+}
+
 /* The ExecutorRun hook with spans open (traceprof_ExecutorRun). */
 static pg_noinline void
 run_with_spans(QueryDesc *query_desc, ScanDirection direction, uint64 count,
@@ -1661,8 +1753,13 @@ run_with_spans(QueryDesc *query_desc, ScanDirection direction, uint64 count,
 	OpenSpan   *span;
 
 	if (nesting_level == 0)
+	{
 		top_level_run_starts(query_desc);
-	span = run_starts(query_desc);
+		span = run_starts(query_desc);
+		run_labels(span);
+	}
+	else
+		span = run_starts(query_desc);
 	call_ExecutorRun(query_desc, direction, count, execute_once);
 	unwatch_errors(&watch, watching);
 	if (span != NULL)
@@ -1851,11 +1948,11 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 			decided_in_message = GetCurrentStatementStartTimestamp();
 		transparent = true;
 	}
-	if (!transparent && top_level)
-		profiler_statement_start(innermost_record());
 	if (!transparent && (top_level || traceprof_track == TRACK_ALL))
 		span = open_statement_span(top_level, query_string, pstmt->stmt_location, pstmt->stmt_len,
 								   stmt, pstmt->queryId);
+	if (!transparent && top_level)
+		statement_labels(span);
 	if (top_level && context == PROCESS_UTILITY_TOPLEVEL && profiler_is_sampling() &&
 		ActivePortal != NULL)
 		learn_utility_callers(dest);

@@ -368,7 +368,7 @@ profiler_statement_start(const TraceprofSpan *innermost)
 		profiler_arm_for_statement(innermost);
 }
 
-/* The span samples are labelled with: the innermost open one, or none. */
+/* The span samples are labelled with: the one at work (statement_spans.c), or none. */
 static inline void
 profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root)
 {

@@ -29,6 +29,7 @@ const { sleep, hex, newContext, waitFor, startTraced: startTracedCluster, connec
 const { startReceiver } = require('./lib/receiver');
 const { SpanKind, StatusCode } = require('./lib/otlp');
 const { startIngest } = require('./lib/ingest');
+const { connectWire, serialize } = require('./lib/wire');
 
 /** A traced cluster whose exporter runs every 100 ms. */
 const startTraced = (settings = {}) => startTracedCluster({ 'traceprof.export_interval': '100', ...settings });
@@ -848,6 +849,95 @@ describe('profiles in SQL (one cluster)', () => {
 				`self_percent of ${f.function} is its share of the self time: ${JSON.stringify(f)}`);
 		for (let i = 1; i < top.length; i++)
 			assert.ok(top[i - 1].self_ns >= top[i].self_ns, `ranked by self time: ${top[i - 1].function}, ${top[i].function}`);
+	});
+
+	test('12. a portal kept open labels no sample of a later statement: untraced ones sample nothing, traced ones their own span', async () => {
+		// A top-level portal kept open through the extended protocol (a
+		// named one read in pages, the unnamed SELECT portal of a
+		// transaction block) stays on the stack of open spans while later
+		// statements run.  Before, a later untraced statement started the
+		// timer with the kept portal's labels (its CPU in the portal's
+		// profile), and a named portal read again had its run labelled with
+		// another portal opened since, as had a SELECT bound ahead of its
+		// Execute with a later Bind's (pipelined).  Told apart by their stacks: burn()
+		// runs under plpgsql_call_handler, the untraced statements either
+		// aggregate with no PL/pgSQL or fold repeat() and sha256() while
+		// planned.
+		const HZ = 250;
+		const N = 1000000;
+		const comment = (ctx) => `/*traceparent='${ctx.header}'*/`;
+		const kept = newContext();
+		const later = newContext();
+		const other = newContext();
+		const unnamed = newContext();
+		const piped = newContext();
+		const pipedOther = newContext();
+		const planTimeSql = "SELECT length(sha256(repeat('x', 20000000)::bytea)) AS n";
+		const w = await connectWire(cluster, 'postgres', 'app');
+		try {
+			await w.query(`SET traceprof.sample_hz = ${HZ}`);
+			await w.query('BEGIN');
+			// k: a named portal that burns per row, one row of two read; kept open.
+			w.send(serialize.parse({ name: 'k', text: `SELECT burn(${N}) AS b FROM generate_series(1, 2) g ${comment(kept)}` }),
+				serialize.bind({ statement: 'k', portal: 'k' }), serialize.execute({ portal: 'k', rows: 1 }), serialize.sync());
+			await w.until('readyForQuery');
+			// Untraced: CPU while run, and while planned.
+			await w.query(cpuSql(N));
+			await w.query(planTimeSql);
+			// Traced under another parent.
+			await w.query(`SELECT burn(${N}) AS b ${comment(later)}`);
+			// m: another named portal, read once; then k's second row.
+			w.send(serialize.parse({ name: 'm', text: `SELECT g FROM generate_series(1, 3) g ${comment(other)}` }),
+				serialize.bind({ statement: 'm', portal: 'm' }), serialize.execute({ portal: 'm', rows: 1 }),
+				serialize.execute({ portal: 'k', rows: 1 }), serialize.sync());
+			await w.until('readyForQuery');
+			// The unnamed SELECT portal, run to its end and kept; then untraced statements through named portals.
+			w.send(serialize.parse({ text: `SELECT g FROM generate_series(1, 2) g ${comment(unnamed)}` }),
+				serialize.bind({}), serialize.execute({}), serialize.sync());
+			await w.until('readyForQuery');
+			w.send(serialize.parse({ name: 'u', text: cpuSql(N) }),
+				serialize.bind({ statement: 'u', portal: 'u' }), serialize.execute({ portal: 'u' }),
+				serialize.parse({ name: 'v', text: planTimeSql }),
+				serialize.bind({ statement: 'v', portal: 'v' }), serialize.execute({ portal: 'v' }), serialize.sync());
+			await w.until('readyForQuery');
+			await w.query('COMMIT');
+			// Binds pipelined ahead of their Executes: a's run comes after b's Bind.
+			w.send(serialize.parse({ name: 'pa', text: `SELECT burn(${N}) AS b ${comment(piped)}` }),
+				serialize.parse({ name: 'pb', text: `SELECT 1 AS one ${comment(pipedOther)}` }),
+				serialize.bind({ statement: 'pa', portal: 'pa' }), serialize.bind({ statement: 'pb', portal: 'pb' }),
+				serialize.execute({ portal: 'pa' }), serialize.execute({ portal: 'pb' }), serialize.sync());
+			await w.until('readyForQuery');
+		} finally {
+			w.end();
+		}
+		const burnt = (r) => r.frames.includes('plpgsql_call_handler');
+		// Only the untraced statements aggregate outside burn(), or fold repeat() and sha256() while planned.
+		const untracedRun = (r) => r.frames.includes('ExecAgg') && !burnt(r);
+		const untracedPlan = (r) => r.frames.includes('evaluate_expr') &&
+			r.frames.some((f) => f === 'repeat' || /sha256|cryptohash/i.test(f));
+		// Every mismatch of the four traces at once, with its stacks.
+		const wrong = [];
+		const check = async (ctx, what, burns) => {
+			const spans = await spansOf(reader, ctx.traceId);
+			assert.equal(spans.filter((s) => s.kind === 'server').length, 1, `${what}: one server span`);
+			const rows = await profile(reader, ctx.traceId);
+			const found = [
+				[weightWhere(rows, untracedRun), 'samples of an untraced statement\'s run (ExecAgg outside burn())'],
+				[weightWhere(rows, untracedPlan), 'samples of an untraced statement\'s planning (folding repeat, sha256)'],
+				[burns ? 0 : weightWhere(rows, burnt), 'samples of another statement\'s burn()'],
+			].filter(([n]) => n > 0);
+			if (burns && weightWhere(rows, burnt) === 0)
+				found.push([0, 'samples of its own burn()']);
+			if (found.length > 0)
+				wrong.push(`${what}: ${found.map(([n, which]) => `${n} ${which}`).join(', ')}\n${showRows(rows)}`);
+		};
+		await check(kept, 'the named portal k, read twice', true);
+		await check(later, 'the traced later statement', true);
+		await check(other, 'the named portal m, read once while k was open', false);
+		await check(unnamed, 'the unnamed portal kept', false);
+		await check(piped, 'a SELECT bound, then another, then executed', true);
+		await check(pipedOther, 'the SELECT bound after it', false);
+		assert.deepEqual(wrong, [], wrong.join('\n'));
 	});
 });
 
