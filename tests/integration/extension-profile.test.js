@@ -859,10 +859,11 @@ describe('profiles in SQL (one cluster)', () => {
 		// timer with the kept portal's labels (its CPU in the portal's
 		// profile), and a named portal read again had its run labelled with
 		// another portal opened since, as had a SELECT bound ahead of its
-		// Execute with a later Bind's (pipelined).  Told apart by their stacks: burn()
-		// runs under plpgsql_call_handler, the untraced statements either
-		// aggregate with no PL/pgSQL or fold repeat() and sha256() while
-		// planned.
+		// Execute with a later Bind's (pipelined), and the timer ran on with
+		// a kept portal's labels through later messages (a Parse).  Told
+		// apart by their stacks: burn() runs under plpgsql_call_handler, the
+		// untraced statements either aggregate with no PL/pgSQL or fold
+		// repeat() and sha256() while planned, a Parse parses.
 		const HZ = 250;
 		const N = 1000000;
 		const comment = (ctx) => `/*traceparent='${ctx.header}'*/`;
@@ -880,6 +881,10 @@ describe('profiles in SQL (one cluster)', () => {
 			// k: a named portal that burns per row, one row of two read; kept open.
 			w.send(serialize.parse({ name: 'k', text: `SELECT burn(${N}) AS b FROM generate_series(1, 2) g ${comment(kept)}` }),
 				serialize.bind({ statement: 'k', portal: 'k' }), serialize.execute({ portal: 'k', rows: 1 }), serialize.sync());
+			await w.until('readyForQuery');
+			// A message that runs no statement: a Parse whose parsing takes CPU.
+			const inList = Array.from({ length: 200000 }, (_, i) => i).join(',');
+			w.send(serialize.parse({ name: 'big', text: `SELECT 1 AS big WHERE 1 IN (${inList})` }), serialize.sync());
 			await w.until('readyForQuery');
 			// Untraced: CPU while run, and while planned.
 			await w.query(cpuSql(N));
@@ -915,6 +920,8 @@ describe('profiles in SQL (one cluster)', () => {
 		const untracedRun = (r) => r.frames.includes('ExecAgg') && !burnt(r);
 		const untracedPlan = (r) => r.frames.includes('evaluate_expr') &&
 			r.frames.some((f) => f === 'repeat' || /sha256|cryptohash/i.test(f));
+		// Every statement's span opens once it is parsed: no trace holds a parse.
+		const parsing = (r) => r.frames.includes('pg_parse_query') || r.frames.includes('pg_analyze_and_rewrite_fixedparams');
 		// Every mismatch of the four traces at once, with its stacks.
 		const wrong = [];
 		const check = async (ctx, what, burns) => {
@@ -925,6 +932,7 @@ describe('profiles in SQL (one cluster)', () => {
 				[weightWhere(rows, untracedRun), 'samples of an untraced statement\'s run (ExecAgg outside burn())'],
 				[weightWhere(rows, untracedPlan), 'samples of an untraced statement\'s planning (folding repeat, sha256)'],
 				[burns ? 0 : weightWhere(rows, burnt), 'samples of another statement\'s burn()'],
+				[weightWhere(rows, parsing), 'samples of a later message\'s parsing'],
 			].filter(([n]) => n > 0);
 			if (burns && weightWhere(rows, burnt) === 0)
 				found.push([0, 'samples of its own burn()']);
