@@ -48,17 +48,31 @@ struct ShmRing
 	Size		slot_data;		/* bytes of record per slot */
 	Size		max_record;
 	pg_atomic_uint64 exported_upto; /* positions below were exported */
-	pg_atomic_uint64 view_base;		/* positions below were reset away */
 	PaddedCounter next_write;	/* next position to claim */
 	pg_atomic_uint64 dropped;
 	pg_atomic_uint64 exported;
-	/* Slots claimed past records' first: written records = positions - these. */
+
+	/*
+	 * Records written since the last reset = positions claimed since then
+	 * (from its base) - positions that are no record's first.  extra_slots
+	 * holds the reset's generation (EXTRA_GEN) and those positions since
+	 * it (48 bits, 2^48 since a reset; the 16 of the generation wrap
+	 * harmlessly); base[generation % RESET_BASES] is the position where it
+	 * started.  See count_extra_slots and shm_ring_reset.
+	 */
 	pg_atomic_uint64 extra_slots;
+	pg_atomic_uint64 base[4];
+	pg_atomic_uint32 resetting; /* a reset is under way */
 	/* The exporter's alone: since when positions below stuck_end hold it up. */
 	TimestampTz stuck_since;	/* 0: not held up */
 	uint64		stuck_end;
 	char		slots[FLEXIBLE_ARRAY_MEMBER] pg_attribute_aligned(PG_CACHE_LINE_SIZE);
 };
+
+#define RESET_BASES lengthof(((ShmRing *) NULL)->base)
+#define EXTRA_GEN_SHIFT 48
+#define EXTRA_GEN(word) ((word) >> EXTRA_GEN_SHIFT)
+#define EXTRA_SLOTS(word) ((word) & ((UINT64CONST(1) << EXTRA_GEN_SHIFT) - 1))
 
 StaticAssertDecl(offsetof(ShmRing, next_write) % PG_CACHE_LINE_SIZE == 0 &&
 				 offsetof(ShmRing, dropped) - offsetof(ShmRing, next_write) == PG_CACHE_LINE_SIZE,
@@ -100,10 +114,12 @@ shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record)
 	ring->max_record = max_record;
 	pg_atomic_init_u64(&ring->next_write.value, 0);
 	pg_atomic_init_u64(&ring->exported_upto, 0);
-	pg_atomic_init_u64(&ring->view_base, 0);
 	pg_atomic_init_u64(&ring->dropped, 0);
 	pg_atomic_init_u64(&ring->exported, 0);
 	pg_atomic_init_u64(&ring->extra_slots, 0);
+	for (int i = 0; i < RESET_BASES; i++)
+		pg_atomic_init_u64(&ring->base[i], 0);
+	pg_atomic_init_u32(&ring->resetting, 0);
 	ring->stuck_since = 0;
 	ring->stuck_end = 0;
 	for (int i = 0; i < capacity; i++)
@@ -136,6 +152,33 @@ take_slot(RingSlot *slot, uint64 position)
 }
 
 /*
+ * Count n positions of the record claimed at position as no record's first
+ * (slots past its first, or a record given up), in the period of the reset
+ * whose base is at or below position.  Rare: records longer than a slot,
+ * and writers a lap behind.  A writer counts after its claim, so a reset
+ * can come in between in either order (shm_ring_reset): if the reset read
+ * the ring's end after this claim (its base is above position), but
+ * started its period before this count, the record belongs to the period
+ * before and its n positions are taken out of the new one again (unless a
+ * later reset ended that one too, which zeroed them).  Kept out of line:
+ * the one-slot write never comes here.
+ */
+static pg_noinline void
+count_extra_slots(ShmRing *ring, uint64 position, uint64 n)
+{
+	uint64		word = pg_atomic_fetch_add_u64(&ring->extra_slots, n) + n;
+	uint64		gen = EXTRA_GEN(word);
+
+	/* The base was written before its generation was published. */
+	if (position >= pg_atomic_read_u64(&ring->base[gen % RESET_BASES]))
+		return;
+	/* On failure, word is updated to the current value. */
+	while (EXTRA_GEN(word) == gen &&
+		   !pg_atomic_compare_exchange_u64(&ring->extra_slots, &word, word - n))
+		;
+}
+
+/*
  * Claim nslots positions at *position and take their slots; false when the
  * record is dropped (counted): keep_unexported and the ring is full, or a
  * slot is not this writer's to take.  A slot taken before one that is not
@@ -161,7 +204,7 @@ claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
 	}
 	/* Rare (long texts), and before the copy: see publish. */
 	if (unlikely(nslots > 1))
-		pg_atomic_fetch_add_u64(&ring->extra_slots, nslots - 1);
+		count_extra_slots(ring, *position, nslots - 1);
 	for (uint32 i = 0; i < nslots; i++)
 	{
 		if (likely(take_slot(slot_at(ring, *position + i), *position + i)))
@@ -175,7 +218,7 @@ claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
 			pg_atomic_write_u64(&taken->seq, *position + k + 1);
 		}
 		/* Its positions hold no record: not counted as written. */
-		pg_atomic_fetch_add_u64(&ring->extra_slots, 1);
+		count_extra_slots(ring, *position, 1);
 		pg_atomic_fetch_add_u64(&ring->dropped, 1);
 		return false;
 	}
@@ -296,13 +339,43 @@ read_record(ShmRing *ring, uint64 position, void *buf, uint64 *next)
 	return (int) len;
 }
 
+/*
+ * The last reset's base (positions below it were reset away) and the end;
+ * *extra gets the positions since the base that are no record's first.
+ */
+static void
+read_period(ShmRing *ring, uint64 *base, uint64 *end, uint64 *extra)
+{
+	uint64		word = pg_atomic_read_u64(&ring->extra_slots);
+
+	for (;;)
+	{
+		uint64		again;
+
+		pg_read_barrier();
+		*base = pg_atomic_read_u64(&ring->base[EXTRA_GEN(word) % RESET_BASES]);
+		*end = pg_atomic_read_u64(&ring->next_write.value);
+		pg_read_barrier();
+		again = pg_atomic_read_u64(&ring->extra_slots);
+		/* Resets went round the bases meanwhile: read again. */
+		if (EXTRA_GEN(again) == EXTRA_GEN(word))
+			break;
+		word = again;
+	}
+	*extra = EXTRA_SLOTS(word);
+}
+
 void
 shm_ring_scan_retained(ShmRing *ring, void *buf, ShmRingVisitor visit, void *arg)
 {
-	uint64		end = pg_atomic_read_u64(&ring->next_write.value);
-	uint64		start = end > (uint64) ring->capacity ? end - ring->capacity : 0;
+	uint64		base;
+	uint64		end;
+	uint64		extra;
+	uint64		start;
 
-	start = Max(start, pg_atomic_read_u64(&ring->view_base));
+	read_period(ring, &base, &end, &extra);
+	start = end > (uint64) ring->capacity ? end - ring->capacity : 0;
+	start = Max(start, base);
 	for (uint64 position = start, next; position < end; position = next)
 	{
 		int			len;
@@ -405,15 +478,18 @@ shm_ring_count_dropped(ShmRing *ring, uint64 count)
 void
 shm_ring_counts(ShmRing *ring, bool keep_unexported, ShmRingCounts *counts)
 {
-	uint64		end = pg_atomic_read_u64(&ring->next_write.value);
+	uint64		base;
+	uint64		end;
+	uint64		extra;
 	uint64		exported_upto = pg_atomic_read_u64(&ring->exported_upto);
 
 	/*
 	 * Every claimed position was written: no counter shared by all writers
-	 * but the rare one of records longer than a slot.
+	 * but the rare one of records longer than a slot.  A writer between its
+	 * claim and its count adds slots for a moment (none below 0).
 	 */
-	counts->written = tp_ring_between(pg_atomic_read_u64(&ring->view_base) +
-									  pg_atomic_read_u64(&ring->extra_slots), end);
+	read_period(ring, &base, &end, &extra);
+	counts->written = tp_ring_between(base + extra, end);
 	counts->dropped = pg_atomic_read_u64(&ring->dropped);
 	counts->exported = pg_atomic_read_u64(&ring->exported);
 	counts->pending = keep_unexported ?
@@ -421,11 +497,51 @@ shm_ring_counts(ShmRing *ring, bool keep_unexported, ShmRingCounts *counts)
 	counts->capacity = ring->capacity;
 }
 
+/*
+ * Publish the period that starts at base, unless extra_slots is no longer
+ * *seen (then *seen gets its value).  Out of line, so that a test can hold
+ * a reset here, between reading the end and publishing.
+ */
+static pg_noinline bool
+start_period(ShmRing *ring, uint64 *seen, uint64 base)
+{
+	uint64		next = (EXTRA_GEN(*seen) + 1) << EXTRA_GEN_SHIFT;
+
+	pg_atomic_write_u64(&ring->base[EXTRA_GEN(next) % RESET_BASES], base);
+	return pg_atomic_compare_exchange_u64(&ring->extra_slots, seen, next);
+}
+
+/*
+ * A new period starts at the ring's end: a new generation in extra_slots
+ * with no positions counted, its base written before it is published.  The
+ * end and the count must agree: a writer that claimed below the end but
+ * counts its extra slots after the reset takes them out again
+ * (count_extra_slots); a writer that claimed at or past the end and
+ * counted before the new generation would have them zeroed, so the reset
+ * publishes only if extra_slots did not change since before it read the
+ * end, and reads again otherwise.  Writers never wait for a reset; a reset
+ * waits only for another reset.
+ */
 void
 shm_ring_reset(ShmRing *ring)
 {
-	pg_atomic_write_u64(&ring->view_base, pg_atomic_read_u64(&ring->next_write.value));
+	uint64		seen;
+
+	/* One at a time: each writes the base of the generation it publishes. */
+	while (pg_atomic_exchange_u32(&ring->resetting, 1) != 0)
+	{
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(1000L);
+	}
+	/* Nothing here may raise an error: resetting would stay set. */
+	seen = pg_atomic_read_u64(&ring->extra_slots);
+	for (;;)
+	{
+		pg_memory_barrier();
+		if (start_period(ring, &seen, pg_atomic_read_u64(&ring->next_write.value)))
+			break;
+	}
 	pg_atomic_write_u64(&ring->dropped, 0);
 	pg_atomic_write_u64(&ring->exported, 0);
-	pg_atomic_write_u64(&ring->extra_slots, 0);
+	pg_atomic_write_u32(&ring->resetting, 0);
 }

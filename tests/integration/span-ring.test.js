@@ -19,6 +19,18 @@
 //    position only so long (5 s), then goes on; before, it waited for ever,
 //    and since writers never lap the exporter, every later span was dropped.
 //
+// 4. A traceprof.reset() that lands while a backend writes a span longer
+//    than a slot, between its claim of the positions and the count of the
+//    slots past the first (gdb holds it there): spans_created after the
+//    reset counts exactly the spans traceprof.spans shows.  Before the fix
+//    the held span's extra slots were subtracted from the new period:
+//    created was 2 short (the span takes 3 slots), or 0 instead of 1.
+//
+// 5. The other way round: the reset held after it read the ring's end,
+//    before it zeroed that count, while another backend writes a span of 3
+//    slots.  Before the fix the count was zeroed under the span, whose 3
+//    positions then counted as 3 spans.
+//
 // A real PostgreSQL 15 cluster (shared_preload_libraries = 'traceprof',
 // max_spans at its minimum, 128) and gdb attached to one backend.
 
@@ -57,18 +69,19 @@ after(async () => {
 });
 
 /**
- * gdb attached to pid, stopped at the first shm_ring_end_write; it lets
- * the backend go on once release() is called.
+ * gdb attached to pid, stopped at the first time it reaches where (a
+ * function, or file:line); it lets the backend go on once release() is
+ * called.
  */
 let holds = 0;
 
-function holdAtPublish(pid) {
+function holdAt(pid, where) {
 	const hold = ++holds;
 	const file = (name) => path.join(dir, `${name}-${hold}`);
 	const gdb = spawn(GDB, ['-p', String(pid), '-batch', '-nx',
 		// PostgreSQL's own signals (latches, timeouts) must not stop it early.
 		'-ex', 'handle SIGUSR1 SIGUSR2 SIGALRM SIGPROF SIGINT SIGTERM SIGQUIT SIGPIPE nostop noprint pass',
-		'-ex', 'break shm_ring_end_write',
+		'-ex', `break ${where}`,
 		'-ex', `shell touch ${file('armed')}`,
 		'-ex', 'continue',
 		'-ex', `shell touch ${file('held')}`,
@@ -80,14 +93,26 @@ function holdAtPublish(pid) {
 	gdb.stderr.on('data', (d) => { output += d; });
 	const exited = new Promise((resolve) => gdb.on('exit', resolve));
 	return {
-		armed: () => waitFor(() => `gdb to attach: ${output}`, () => fs.existsSync(file('armed')), 30000),
-		held: () => waitFor(() => `the backend at shm_ring_end_write: ${output}`, () => fs.existsSync(file('held')), 30000),
+		armed: async () => {
+			await waitFor(() => `gdb to attach: ${output}`, () => fs.existsSync(file('armed')), 30000);
+			// A location gdb cannot place would let the backend run on.
+			assert.doesNotMatch(output, /No line|not defined|No symbol/, `gdb: break ${where}: ${output}`);
+		},
+		held: () => waitFor(() => `the backend at ${where}: ${output}`, () => fs.existsSync(file('held')), 30000),
 		release: async () => {
 			fs.writeFileSync(file('go'), '');
+			// Never reached: gdb quits on SIGTERM, detaching (its SIGINT
+			// would go to the backend, as a cancel).
+			if (!fs.existsSync(file('held')))
+				gdb.kill('SIGTERM');
 			const code = await exited;
 			assert.equal(code, 0, `gdb: ${output}`);
 		},
 	};
+}
+
+function holdAtPublish(pid) {
+	return holdAt(pid, 'shm_ring_end_write');
 }
 
 /**
@@ -236,5 +261,87 @@ test('positions given up while export was off do not stop export once an endpoin
 		await admin.query('SELECT pg_reload_conf()').catch(() => {});
 		await Promise.all([held, others, admin].map((c) => c.end().catch(() => {})));
 		await receiver.close();
+	}
+});
+
+/** A span of several slots: a query text of ~1,000 bytes (slots hold 488). */
+const LONG_SPAN_SQL = `SELECT '${'x'.repeat(1000)}' AS long_text`;
+
+/** spans_created and the rows of traceprof.spans, read by client. */
+async function createdAndShown(client) {
+	const stats = (await client.query('SELECT spans_created FROM traceprof.stats')).rows[0];
+	const shown = (await client.query('SELECT count(*) AS n FROM traceprof.spans')).rows[0];
+	return { created: Number(stats.spans_created), shown: Number(shown.n) };
+}
+
+async function fiveShortSpans(client) {
+	await client.query(`SET traceprof.traceparent = '${newContext().header}'`);
+	for (let i = 0; i < 5; i++)
+		await client.query(`SELECT ${i} AS after_reset`);
+	await client.query('RESET traceprof.traceparent');
+}
+
+test('a reset while a backend claims a span of several slots: spans_created counts the spans shown', async () => {
+	const held = await connect(cluster);
+	const others = await connect(cluster);
+	const reader = await connect(cluster);
+	let gdb;
+	try {
+		const pid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+		await reader.query('SELECT traceprof.reset()');
+		await held.query(`SET traceprof.traceparent = '${newContext().header}'`);
+		// After the claim's compare-and-swap, before the slots past the
+		// first are counted.
+		gdb = holdAt(pid, 'count_extra_slots');
+		await gdb.armed();
+		const heldQuery = held.query(LONG_SPAN_SQL);
+		heldQuery.catch(() => { /* reported by the await below */ });
+		await gdb.held();
+		await reader.query('SELECT traceprof.reset()');
+		await gdb.release();
+		gdb = null;
+		await heldQuery;
+		// The held span was claimed before the reset: not shown, not counted.
+		assert.deepEqual(await createdAndShown(reader), { created: 0, shown: 0 });
+		await fiveShortSpans(others);
+		assert.deepEqual(await createdAndShown(reader), { created: 5, shown: 5 });
+	} finally {
+		if (gdb)
+			await gdb.release().catch(() => {});
+		await Promise.all([held, others, reader].map((c) => c.end().catch(() => {})));
+	}
+});
+
+test('a span of several slots written while a reset is under way counts as one span', async () => {
+	const writer = await connect(cluster);
+	const resetter = await connect(cluster);
+	const reader = await connect(cluster);
+	let gdb;
+	try {
+		const pid = (await resetter.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+		// After the reset read the ring's end, before it settles the count
+		// of slots past records' first.
+		gdb = holdAt(pid, 'start_period');
+		await gdb.armed();
+		const resetQuery = resetter.query('SELECT traceprof.reset()');
+		resetQuery.catch(() => { /* reported by the await below */ });
+		await gdb.held();
+		await writer.query(`SET traceprof.traceparent = '${newContext().header}'`);
+		await writer.query(LONG_SPAN_SQL);
+		await writer.query('RESET traceprof.traceparent');
+		await gdb.release();
+		gdb = null;
+		await resetQuery;
+		// The long span is on either side of the reset, shown and counted
+		// as one span, or neither.
+		const { created, shown } = await createdAndShown(reader);
+		assert.ok(shown <= 1, `${shown} spans shown`);
+		assert.equal(created, shown, 'spans_created counts the spans shown');
+		await fiveShortSpans(writer);
+		assert.deepEqual(await createdAndShown(reader), { created: shown + 5, shown: shown + 5 });
+	} finally {
+		if (gdb)
+			await gdb.release().catch(() => {});
+		await Promise.all([writer, resetter, reader].map((c) => c.end().catch(() => {})));
 	}
 });
