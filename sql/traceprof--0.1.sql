@@ -27,6 +27,35 @@ BEGIN
 END
 $$;
 
+-- Nor one that lets a role that is not a superuser create objects in it
+-- through membership: privileges granted to a role (a superuser role too:
+-- its grants are inherited, its superuser status is not) are its members',
+-- a member may SET ROLE to it, and a member of the owner may grant itself
+-- CREATE.  (Kept apart from the check above, whose errors name the grant.)
+DO $$
+DECLARE
+    members text;
+BEGIN
+    SELECT string_agg(format('%s (a member of %s)', m.rolname, via), ', ' ORDER BY m.rolname) INTO members
+      FROM pg_roles m,
+           LATERAL (SELECT string_agg(g.rolname, ', ' ORDER BY g.rolname) AS via
+                      FROM pg_namespace n
+                      JOIN pg_roles g
+                        ON g.oid = n.nspowner
+                        OR g.oid IN (SELECT a.grantee FROM aclexplode(n.nspacl) a
+                                      WHERE a.privilege_type = 'CREATE')
+                     WHERE n.nspname = 'traceprof' AND g.oid <> m.oid
+                       AND pg_has_role(m.oid, g.oid, 'MEMBER')) AS v
+     WHERE NOT m.rolsuper AND v.via IS NOT NULL;
+    IF members IS NOT NULL THEN
+        RAISE EXCEPTION 'schema "traceprof" already exists and roles that are not superusers may create objects in it through membership: %', members
+            USING HINT = 'Whoever owns the schema or may create objects in it could replace the '
+                         'extension''s functions.  Drop or rename that schema (CREATE EXTENSION '
+                         'traceprof creates its own), or revoke those memberships.';
+    END IF;
+END
+$$;
+
 CREATE FUNCTION spans_internal(
     OUT trace_id text,
     OUT span_id text,

@@ -8,13 +8,16 @@
 //     failures and drops are counted, and export resumes by itself;
 //  2. the exporter background worker killed (SIGKILL: PostgreSQL's crash
 //     restart) or terminated (SIGTERM: a clean exit);
-//  3. a backend killed with SIGKILL while its sampler runs at 250 Hz.
+//  3. a backend killed with SIGKILL while its sampler runs at 250 Hz;
+//  4. the SQL API against a demanding user: CREATE EXTENSION in a schema
+//     that a role that is not a superuser may create objects in through
+//     role membership, bad and NULL arguments, unprivileged readers.
 //
 // Real PostgreSQL 15 clusters (shared_preload_libraries = 'traceprof'),
 // pgbench, the capture receivers of lib/ (decoded with otlp-transformer's
 // root and pprof-format).  Waits poll a condition with a deadline.
 
-const { test } = require('node:test');
+const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -22,6 +25,7 @@ const path = require('node:path');
 const { sleep, newContext, waitFor, startTraced, connect: connectTraced, traced } = require('./lib/traced');
 const { PG_BIN, requireExecutable } = require('./lib/paths');
 const { run, describe: describeRun } = require('./lib/run');
+const { startCluster } = require('./lib/cluster');
 const { startReceiver } = require('./lib/receiver');
 const { decodeTraces, SpanKind } = require('./lib/otlp');
 const { decodePprof } = require('./lib/pprof');
@@ -556,4 +560,79 @@ test('3. backends SIGKILLed while sampling at 250 Hz (profile = all, in a long s
 	const crashes = crashLines(cluster).filter((l) => /terminated by signal/.test(l));
 	assert.equal(crashes.length, killed.length, `one "terminated by signal" line per kill:\n${crashes.join('\n')}`);
 	assert.doesNotMatch(cluster.readLog(), /PANIC|TRAP:/);
+});
+
+// ---- 4. the SQL API against a demanding user ------------------------------
+
+describe('4. SQL API', () => {
+	let cluster;
+
+	before(async () => {
+		cluster = await startCluster({
+			settings: { shared_preload_libraries: 'traceprof', 'traceprof.profile': 'off' },
+		});
+	});
+
+	after(async () => {
+		if (cluster)
+			await cluster.stop();
+	});
+
+	test('4a. CREATE EXTENSION refuses a schema a role that is not a superuser may create objects in ' +
+		'through membership (of a superuser role granted CREATE, or of a superuser owner)', async () => {
+		// Before the fix the check looked at the grantees and the owner only:
+		// a superuser role granted CREATE (or owning the schema) passed, and
+		// its members, which are not superusers, could create objects there.
+		const admin = await connectTraced(cluster, 'postgres', 'postgres');
+		const refused = async (re) => {
+			await assert.rejects(admin.query('CREATE EXTENSION traceprof'), (e) => {
+				assert.match(e.message, re);
+				assert.match(e.hint, /Whoever owns the schema or may create objects in it/);
+				return true;
+			});
+			assert.equal((await admin.query("SELECT count(*)::int AS n FROM pg_extension WHERE extname = 'traceprof'")).rows[0].n, 0);
+		};
+		try {
+			await admin.query('CREATE ROLE traceprof_root SUPERUSER NOLOGIN');
+			await admin.query('CREATE ROLE traceprof_mallory LOGIN');
+			await admin.query('CREATE ROLE traceprof_eve LOGIN NOINHERIT');
+			await admin.query('CREATE SCHEMA traceprof');
+			await admin.query('GRANT CREATE ON SCHEMA traceprof TO traceprof_root');
+			await admin.query('GRANT traceprof_root TO traceprof_mallory');
+			// What the check is for: mallory creates in the schema as itself.
+			const mallory = await connectTraced(cluster, 'traceprof_mallory', 'postgres');
+			try {
+				await mallory.query('CREATE FUNCTION traceprof.planted() RETURNS int LANGUAGE sql AS $$SELECT 1$$');
+				const owner = (await mallory.query(
+					"SELECT proowner::regrole::text AS o FROM pg_proc WHERE proname = 'planted'")).rows[0].o;
+				assert.equal(owner, 'traceprof_mallory');
+			} finally {
+				await mallory.end();
+			}
+			await admin.query('DROP FUNCTION traceprof.planted()');
+			await refused(/schema "traceprof" already exists and roles that are not superusers may create objects in it through membership: traceprof_mallory \(a member of traceprof_root\)/);
+
+			// A member that does not inherit may still SET ROLE to the grantee.
+			await admin.query('REVOKE traceprof_root FROM traceprof_mallory');
+			await admin.query('GRANT traceprof_root TO traceprof_eve');
+			await refused(/through membership: traceprof_eve \(a member of traceprof_root\)/);
+
+			// The owner's members: a superuser role owning the schema.
+			await admin.query('REVOKE traceprof_root FROM traceprof_eve');
+			await admin.query('REVOKE CREATE ON SCHEMA traceprof FROM traceprof_root');
+			await admin.query('ALTER SCHEMA traceprof OWNER TO traceprof_root');
+			await admin.query('GRANT traceprof_root TO traceprof_mallory');
+			await refused(/through membership: traceprof_mallory \(a member of traceprof_root\)/);
+
+			// Nobody but superusers: accepted.
+			await admin.query('REVOKE traceprof_root FROM traceprof_mallory');
+			await admin.query('CREATE EXTENSION traceprof');
+			await admin.query('DROP EXTENSION traceprof');
+		} finally {
+			await admin.query('DROP SCHEMA IF EXISTS traceprof CASCADE').catch(() => {});
+			for (const role of ['traceprof_mallory', 'traceprof_eve', 'traceprof_root'])
+				await admin.query(`DROP ROLE IF EXISTS ${role}`).catch(() => {});
+			await admin.end();
+		}
+	});
 });
