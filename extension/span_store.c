@@ -239,26 +239,40 @@ typedef struct SpanVisit
 	SpanVisitor visit;
 	void	   *arg;
 	TraceprofSpan *span;		/* unpacked here */
+	MemoryContext per_span;		/* what unpacking and visiting one span allocate */
 } SpanVisit;
 
-/* Copies that raced a writer were rejected by the ring; bound reads anyway. */
+/*
+ * Copies that raced a writer were rejected by the ring; bound reads anyway.
+ * What one span allocates (its texts converted, a row's values and jsonb)
+ * is freed before the next: kept until the scan ended, it grew with the
+ * ring (~6 kB a span, gigabytes for the largest ring).  A visitor keeps
+ * what it wants in memory of its own (a tuplestore).
+ */
 static bool
 visit_span(const void *record, Size len, uint64 next, void *arg)
 {
 	SpanVisit  *v = arg;
+	MemoryContext caller = MemoryContextSwitchTo(v->per_span);
+	bool		more = true;
 
-	if (!span_unpack(record, len, v->span, GetDatabaseEncoding()))
-		return true;
-	return v->visit(v->span, v->arg);
+	if (span_unpack(record, len, v->span, GetDatabaseEncoding()))
+		more = v->visit(v->span, v->arg);
+	MemoryContextSwitchTo(caller);
+	MemoryContextReset(v->per_span);
+	return more;
 }
 
 void
 span_store_scan_retained(SpanVisitor visit, void *arg)
 {
-	SpanVisit	v = {visit, arg, palloc(TraceprofSpanSize())};
+	SpanVisit	v = {visit, arg, palloc(TraceprofSpanSize()), NULL};
 	void	   *buf = palloc(TraceprofSpanSize());
 
+	v.per_span = AllocSetContextCreate(CurrentMemoryContext, "traceprof span",
+									   ALLOCSET_DEFAULT_SIZES);
 	shm_ring_scan_retained(ring, buf, visit_span, &v);
+	MemoryContextDelete(v.per_span);
 	pfree(buf);
 	pfree(v.span);
 }

@@ -12,7 +12,10 @@
 // one backend's fields with another's query text).
 //
 // 2. A scan of a full ring of 65,536 slots can be cancelled: a 20 ms
-//    statement_timeout stops it long before its end.
+//    statement_timeout stops it long before its end.  And it holds one
+//    row's memory at a time: before the fix every row's texts and jsonb
+//    stayed allocated until the scan ended (a backend's peak virtual size
+//    grew by ~7 kB a span: gigabytes for the largest ring).
 //
 // 3. The lapping spans of 1 gave their positions up: nobody will publish
 //    them.  When an endpoint is set next, the exporter waits for such a
@@ -200,6 +203,20 @@ test('a scan of traceprof.spans over 65,536 slots stops at statement_timeout, no
 		const shown = Number((await client.query('SELECT count(*) AS n FROM traceprof.spans')).rows[0].n);
 		const whole = performance.now() - start;
 		assert.ok(shown > 65000, `a full ring to scan (${shown} spans)`);
+
+		// The rows go to a tuplestore (work_mem, then disk); nothing else
+		// may grow with the ring.
+		const reader = await connect(big);
+		try {
+			const pid = (await reader.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+			const peakKb = () => Number(/^VmPeak:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
+			const before = peakKb();
+			await reader.query('SELECT * FROM traceprof.spans');
+			const grown = peakKb() - before;
+			assert.ok(grown < 64 * 1024, `a scan of ${shown} spans grew the backend's peak size by ${grown} kB`);
+		} finally {
+			await reader.end();
+		}
 
 		await client.query("SET statement_timeout = '20ms'");
 		start = performance.now();
