@@ -95,7 +95,8 @@ query_text_remember_constants(uint64 query_id, const char *text, int len, int te
 	offsets = (int *) slot->constants.offsets;
 	for (int i = 0; i < jstate->clocations_count; i++)
 		offsets[i] = jstate->clocations[i].location - text_location;
-	qsort(offsets, jstate->clocations_count, sizeof(int), compare_ints);
+	if (jstate->clocations_count > 1)	/* offsets is NULL while the slot never held one */
+		qsort(offsets, jstate->clocations_count, sizeof(int), compare_ints);
 	slot->constants.count = jstate->clocations_count;
 	slot->constants.highest_param = jstate->highest_extern_param_id;
 	slot->query_id = query_id;
