@@ -349,6 +349,8 @@ collect_symbols(const void *data, size_t size, uint32_t want, raw_funcs *funcs)
 	return found;
 }
 
+static void set_reach(tp_elf_image *image);
+
 static int
 compare_raw(const void *a, const void *b)
 {
@@ -402,7 +404,35 @@ finish_funcs(raw_funcs *raw, tp_elf_image *image)
 		pos += len;
 	}
 	image->nfuncs = kept;
+	set_reach(image);
 	return true;
+}
+
+/* A function's end, saturated. */
+static uint64_t
+func_end(const tp_elf_func *func)
+{
+	return func->size > UINT64_MAX - func->addr ? UINT64_MAX : func->addr + func->size;
+}
+
+/*
+ * After a sort: each entry's reach, the highest end of it and of every
+ * entry before it, so that a lookup knows how far back a symbol covering
+ * an address may start (see tp_elf_find).
+ */
+static void
+set_reach(tp_elf_image *image)
+{
+	uint64_t	reach = 0;
+
+	for (size_t i = 0; i < image->nfuncs; i++)
+	{
+		uint64_t	end = func_end(&image->funcs[i]);
+
+		if (end > reach)
+			reach = end;
+		image->funcs[i].reach = reach;
+	}
 }
 
 static bool
@@ -557,14 +587,13 @@ add_unwind_table(const char *hdr, uint64_t avail, uint64_t hdr_vaddr, const char
 	{
 		uint64_t	start = hdr_vaddr + (int64_t) read_i32(table + 8 * i);
 		uint64_t	next = i + 1 < count ? hdr_vaddr + (int64_t) read_i32(table + 8 * (i + 1)) : start + 1;
+		int			len;
 
 		if (i + 1 == count)
 			for (size_t k = 0; k < image->nloads; k++)
 				if (image->loads[k].exec && start >= image->loads[k].vaddr &&
 					start - image->loads[k].vaddr < image->loads[k].filesz)
 					next = image->loads[k].vaddr + image->loads[k].filesz;
-		int			len;
-
 		if (tp_elf_find(image, start) != NULL)
 			continue;
 		len = snprintf(names + pos, names_len, "%s+0x%llx", prefix, (unsigned long long) start);
@@ -572,12 +601,14 @@ add_unwind_table(const char *hdr, uint64_t avail, uint64_t hdr_vaddr, const char
 		funcs[n].size = next > start ? next - start : 1;
 		funcs[n].name = (uint32_t) pos;
 		funcs[n].synthetic = true;
+		funcs[n].reach = 0;		/* set_reach, once sorted */
 		pos += (size_t) len + 1;
 		names_len -= (size_t) len + 1;
 		n++;
 	}
 	image->nfuncs += added;
 	qsort(image->funcs, image->nfuncs, sizeof(tp_elf_func), compare_funcs);
+	set_reach(image);
 	return true;
 }
 
@@ -876,10 +907,19 @@ tp_elf_find(const tp_elf_image *image, uint64_t vaddr)
 		else
 			hi = mid;
 	}
-	if (lo == 0)
-		return NULL;
-	func = &image->funcs[lo - 1];
-	return vaddr - func->addr < func->size ? func : NULL;
+	/*
+	 * Usually that one covers vaddr.  Else an earlier, larger one may: go
+	 * back while some entry at or before can still reach past vaddr (reach
+	 * only grows along the array, so the first that cannot ends the
+	 * search).  Nested symbols are few: a step or two.
+	 */
+	for (size_t i = lo; i > 0 && image->funcs[i - 1].reach > vaddr; i--)
+	{
+		func = &image->funcs[i - 1];
+		if (vaddr - func->addr < func->size)
+			return func;
+	}
+	return NULL;
 }
 
 void

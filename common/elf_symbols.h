@@ -26,6 +26,7 @@ typedef struct tp_elf_func
 {
 	uint64_t	addr;			/* st_value (link-time address) */
 	uint64_t	size;			/* sizeless ones: up to their section's end */
+	uint64_t	reach;			/* highest end of this and every function before */
 	uint32_t	name;			/* offset in tp_elf_image.names */
 	bool		synthetic;		/* named from the unwind table, not a symbol */
 } tp_elf_func;
@@ -99,7 +100,11 @@ bool		tp_elf_add_unwind_functions_loaded(uintptr_t bias, const ElfW(Phdr) *phdrs
 bool		tp_elf_load_bias(const tp_elf_image *image, uintptr_t map_start,
 							 uint64_t map_offset, uintptr_t *bias);
 
-/* The function containing link-time address vaddr, or NULL. */
+/*
+ * The function containing link-time address vaddr, or NULL.  Symbols may
+ * overlap (a local alias or an extra entry point inside a larger
+ * function): the one starting last among those covering vaddr wins.
+ */
 const tp_elf_func *tp_elf_find(const tp_elf_image *image, uint64_t vaddr);
 
 void		tp_elf_image_free(tp_elf_image *image);

@@ -300,6 +300,58 @@ TEST(stripped_library_names_its_last_function_whole)
 }
 
 /*
+ * A function symbol inside a larger one (a local alias, an extra entry
+ * point, a nested cold part): an address past the small symbol's end but
+ * inside the large one is named by the large one, the innermost covering
+ * symbol winning.
+ */
+TEST(overlapping_symbols_name_the_covering_function)
+{
+	char		dir[] = "/tmp/traceprof-overlap-XXXXXX";
+	char		cmd[2048];
+	char		lib[512];
+	void	   *handle;
+	void	   *outer;
+	void	   *inner;
+	tp_symbols *symbols;
+	tp_symbol	sym;
+
+	CHECK(mkdtemp(dir) != NULL);
+	CHECK(build_split_library(dir, "liboverlap.so",
+							  "void outer_function(void);\n"
+							  "__asm__(\".text\\n.globl outer_function\\n.type outer_function,@function\\n"
+							  "outer_function:\\n nop\\n nop\\n"
+							  ".globl inner_entry\\n.type inner_entry,@function\\ninner_entry:\\n nop\\n"
+							  ".size inner_entry, 1\\n"
+							  " nop\\n nop\\n nop\\n nop\\n nop\\n nop\\n nop\\n ret\\n"
+							  ".size outer_function, .-outer_function\\n\");\n",
+							  "true", lib, sizeof(lib)));
+	handle = dlopen(lib, RTLD_NOW);
+	CHECK(handle != NULL);
+	if (handle == NULL)
+		return;
+	outer = dlsym(handle, "outer_function");
+	inner = dlsym(handle, "inner_entry");
+	CHECK(outer != NULL && inner != NULL);
+	symbols = tp_symbols_load();
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) outer + 1, false, &sym));
+	CHECK_STR(sym.function, "outer_function");
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) inner, false, &sym));
+	CHECK_STR(sym.function, "inner_entry");
+	/* Past inner_entry's one byte, still in outer_function. */
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) inner + 3, false, &sym));
+	CHECK_STR(sym.function, "outer_function");
+	CHECK(sym.function_start == (uintptr_t) outer);
+	/* Past outer_function's end (ret is its last byte): not it. */
+	tp_symbols_lookup(symbols, (uintptr_t) outer + 11, false, &sym);
+	CHECK(sym.function == NULL || strcmp(sym.function, "outer_function") != 0);
+	tp_symbols_free(symbols);
+	dlclose(handle);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
+/*
  * Open this process's /proc/self/map_files entry for the mapping holding
  * addr: what only CAP_SYS_ADMIN may do, unlike the postgres user.
  */
@@ -682,6 +734,7 @@ main(void)
 	RUN(address_in_no_module);
 	RUN(stripped_library_named_from_debug_file);
 	RUN(stripped_library_names_its_last_function_whole);
+	RUN(overlapping_symbols_name_the_covering_function);
 	RUN(deleted_library_named_from_memory);
 	RUN(vdso);
 	RUN(refresh_picks_up_dlopen);
