@@ -31,6 +31,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/memutils.h"
 
 #include "flamegraph.h"
 #include "traceprof.h"
@@ -162,6 +163,8 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 	HASHCTL		info;
 	HASH_SEQ_STATUS scan;
 	StackGroup *group;
+	MemoryContext per_row;
+	MemoryContext caller;
 
 	parse_filter(fcinfo, 1, &filter);
 	InitMaterializedSRF(fcinfo, 0);
@@ -172,6 +175,15 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 	filter.groups = hash_create("traceprof stacks", 256, &info, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	sample_store_scan(group_stack, &filter);
 
+	/*
+	 * A row's texts (its folded stack, its span name, their copies in the
+	 * database's encoding) are freed before the next row: kept until the
+	 * call ended they grew with the distinct stacks (~2 kB each, up to a
+	 * million of them), beside the tuplestore that copies the rows anyway.
+	 */
+	per_row = AllocSetContextCreate(CurrentMemoryContext, "traceprof profile row",
+									ALLOCSET_DEFAULT_SIZES);
+	caller = MemoryContextSwitchTo(per_row);
 	hash_seq_init(&scan, filter.groups);
 	while ((group = hash_seq_search(&scan)) != NULL)
 	{
@@ -179,6 +191,7 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, false};
 
+		MemoryContextReset(per_row);
 		initStringInfo(&stack);
 		for (int i = (int) group->key.depth - 1; i >= 0; i--)
 		{
@@ -192,8 +205,9 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 		values[2] = Int64GetDatum(group->samples);
 		values[3] = Int64GetDatum(group->nanoseconds);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		pfree(stack.data);
 	}
+	MemoryContextSwitchTo(caller);
+	MemoryContextDelete(per_row);
 	return (Datum) 0;
 }
 
@@ -269,6 +283,8 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 	long		nfunctions;
 	int64		self_ns_total = 0;
 	int64		limit = PG_ARGISNULL(1) ? INT64_MAX : PG_GETARG_INT32(1);
+	MemoryContext per_row;
+	MemoryContext caller;
 
 	if (limit < 0)
 		ereport(ERROR,
@@ -293,11 +309,16 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 		sorted[nfunctions++] = count;
 	}
 	qsort(sorted, nfunctions, sizeof(FunctionCount *), compare_self);
+	/* As in traceprof.profile(): one row's texts at a time (n NULL: every function). */
+	per_row = AllocSetContextCreate(CurrentMemoryContext, "traceprof profile_top row",
+									ALLOCSET_DEFAULT_SIZES);
+	caller = MemoryContextSwitchTo(per_row);
 	for (long i = 0; i < nfunctions && i < limit; i++)
 	{
 		Datum		values[6];
 		bool		nulls[6] = {false, false, false, false, false, false};
 
+		MemoryContextReset(per_row);
 		count = sorted[i];
 		values[0] = PointerGetDatum(utf8_to_database_text(function_names_get(count->name_id)));
 		values[1] = Int64GetDatum(count->self);
@@ -307,6 +328,8 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 		values[5] = Int64GetDatum(count->total_ns);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	MemoryContextSwitchTo(caller);
+	MemoryContextDelete(per_row);
 	return (Datum) 0;
 }
 

@@ -11,7 +11,10 @@
 //  3. a backend killed with SIGKILL while its sampler runs at 250 Hz;
 //  4. the SQL API against a demanding user: CREATE EXTENSION in a schema
 //     that a role that is not a superuser may create objects in through
-//     role membership, bad and NULL arguments, unprivileged readers.
+//     role membership, bad and NULL arguments, unprivileged readers;
+//  5. profiles read from SQL (traceprof.profile(), profile_top(),
+//     flamegraph(), flamegraph_diff()) over thousands of distinct stacks:
+//     memory held while reading, cancellation, arguments echoed in errors.
 //
 // Real PostgreSQL 15 clusters (shared_preload_libraries = 'traceprof'),
 // pgbench, the capture receivers of lib/ (decoded with otlp-transformer's
@@ -633,6 +636,92 @@ describe('4. SQL API', () => {
 			for (const role of ['traceprof_mallory', 'traceprof_eve', 'traceprof_root'])
 				await admin.query(`DROP ROLE IF EXISTS ${role}`).catch(() => {});
 			await admin.end();
+		}
+	});
+});
+
+// ---- 5. profiles read from SQL --------------------------------------------
+
+/** The peak virtual size of a process, kB. */
+const vmPeakKb = (pid) => Number(/^VmPeak:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
+
+describe('5. profiles read from SQL', () => {
+	let cluster;
+	let ctx;			// a trace of thousands of distinct stacks
+	let distinct;		// traceprof.profile()'s rows for it
+
+	before(async () => {
+		cluster = await startCluster({
+			settings: {
+				shared_preload_libraries: 'traceprof', 'traceprof.profile': 'traced', 'traceprof.sample_hz': '250',
+				'traceprof.max_samples': '65536', jit: 'off', max_parallel_workers_per_gather: '0',
+			},
+		});
+		await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
+		// Many distinct stacks, cheaply: a recursion whose levels alternate
+		// between PL/pgSQL and SQL functions by the bits of its argument,
+		// ending in numeric work of varying size (and samples landing at
+		// different addresses of unnamed static functions).
+		const setup = await connectTraced(cluster);
+		try {
+			await setup.query(`CREATE FUNCTION rec(n int, s int) RETURNS numeric LANGUAGE plpgsql AS $$
+				BEGIN
+					IF n <= 0 THEN
+						RETURN (SELECT sum(g::numeric * g) FROM generate_series(1, 2000 + s % 97) g);
+					END IF;
+					IF (s >> n) & 1 = 1 THEN
+						RETURN rec2(n - 1, s);
+					END IF;
+					RETURN rec(n - 1, s);
+				END $$`);
+			await setup.query('CREATE FUNCTION rec2(n int, s int) RETURNS numeric LANGUAGE sql AS $$ SELECT rec(n, s + 1) $$');
+		} finally {
+			await setup.end();
+		}
+		ctx = newContext();
+		const workers = [await connectTraced(cluster), await connectTraced(cluster)];
+		try {
+			await Promise.all(workers.map((c, k) =>
+				traced(c, ctx, `SELECT sum(rec(i % 9, i)) FROM generate_series(${k * 100000 + 1}, ${k * 100000 + 12000}) i`)));
+		} finally {
+			for (const c of workers)
+				await c.end();
+		}
+		const reader = await connectTraced(cluster);
+		try {
+			distinct = Number((await reader.query('SELECT count(*) AS n FROM traceprof.profile($1)', [ctx.traceId])).rows[0].n);
+		} finally {
+			await reader.end();
+		}
+		assert.ok(distinct > 1500, `the workload made ${distinct} distinct stacks`);
+	});
+
+	after(async () => {
+		if (cluster)
+			await cluster.stop();
+	});
+
+	test('5a. traceprof.profile() holds one row\'s texts at a time, not every distinct stack\'s', async (t) => {
+		// Before the fix each row's folded stack and span name (~2 kB a
+		// distinct stack here) stayed allocated until the call ended:
+		// gigabytes at traceprof.max_samples = 1M.  What may grow with the
+		// stacks is the table grouping them (~300 B each); the rows go to a
+		// tuplestore that spills to disk past work_mem.
+		const reader = await connectTraced(cluster);
+		try {
+			await reader.query("SET work_mem = '64kB'");
+			const pid = (await reader.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+			await reader.query('SELECT count(*) FROM traceprof.profile_top($1, NULL)', [ctx.traceId]);
+			const before = vmPeakKb(pid);
+			const rows = (await reader.query('SELECT count(*) AS n, sum(length(stack)) AS len FROM traceprof.profile($1)', [ctx.traceId])).rows[0];
+			const grown = vmPeakKb(pid) - before;
+			t.diagnostic(`${distinct} distinct stacks: the peak size grew by ${grown} kB`);
+			assert.equal(Number(rows.n), distinct);
+			assert.ok(Number(rows.len) > distinct * 500, `rows of long stacks (${rows.len} bytes over ${rows.n} rows)`);
+			assert.ok(grown < distinct, `reading ${distinct} distinct stacks grew the backend's peak size by ${grown} kB ` +
+				`(${(grown / distinct).toFixed(2)} kB a stack; under 1 kB expected)`);
+		} finally {
+			await reader.end();
 		}
 	});
 });
