@@ -19,6 +19,7 @@
 #include <link.h>
 #include <stdio.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -65,6 +66,10 @@ struct tp_symbols
 	struct stat exe;			/* of /proc/self/exe */
 	bool		exe_known;
 	char	   *exe_path;		/* readlink of /proc/self/exe */
+	unsigned long maps_reads;	/* of /proc/self/maps */
+	bool		counted;		/* the loader's counters below are known */
+	unsigned long long adds;	/* dlpi_adds, dlpi_subs before the last read */
+	unsigned long long subs;
 };
 
 typedef struct mapped_file
@@ -284,10 +289,38 @@ find_or_add_module(tp_symbols *symbols, const char *path, unsigned int dev_major
 	return mod;
 }
 
+/* dl_iterate_phdr's load and unload counters, from its first object. */
+static int
+peek_counters(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	unsigned long long *counters = arg;
+
+	if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+		return -1;
+	counters[0] = info->dlpi_adds;
+	counters[1] = info->dlpi_subs;
+	return 1;
+}
+
+/* The counters now, false if the loader does not report them. */
+static bool
+loader_counters(unsigned long long *adds, unsigned long long *subs)
+{
+	unsigned long long counters[2] = {0, 0};
+
+	if (dl_iterate_phdr(peek_counters, counters) != 1)
+		return false;
+	*adds = counters[0];
+	*subs = counters[1];
+	return true;
+}
+
 /* Rebuild the list of executable mappings; modules already seen are kept. */
 static bool
 read_maps(tp_symbols *symbols)
 {
+	/* Counters first: a load while the file is read is seen next time. */
+	bool		counted = loader_counters(&symbols->adds, &symbols->subs);
 	FILE	   *maps = fopen("/proc/self/maps", "re");
 	char	   *line = NULL;
 	size_t		line_cap = 0;
@@ -298,6 +331,7 @@ read_maps(tp_symbols *symbols)
 
 	if (maps == NULL)
 		return false;
+	symbols->maps_reads++;
 	while (getline(&line, &line_cap, maps) > 0)
 	{
 		unsigned long start,
@@ -372,6 +406,7 @@ read_maps(tp_symbols *symbols)
 	free(symbols->ranges);
 	symbols->ranges = ranges;
 	symbols->nranges = nranges;
+	symbols->counted = counted;
 	return true;
 }
 
@@ -402,12 +437,30 @@ tp_symbols_load(void)
 	return symbols;
 }
 
-void
+bool
 tp_symbols_refresh(tp_symbols *symbols)
 {
+	unsigned long long adds;
+	unsigned long long subs;
+
+	if (symbols == NULL)
+		return false;
+	if (symbols->counted && loader_counters(&adds, &subs) &&
+		adds == symbols->adds && subs == symbols->subs)
+		return false;
 	/* On failure the previous list stays: stale beats empty. */
-	if (symbols != NULL)
-		read_maps(symbols);
+	if (!read_maps(symbols))
+	{
+		symbols->counted = false;
+		return false;
+	}
+	return true;
+}
+
+unsigned long
+tp_symbols_maps_reads(const tp_symbols *symbols)
+{
+	return symbols != NULL ? symbols->maps_reads : 0;
 }
 
 static range *

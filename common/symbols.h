@@ -29,8 +29,18 @@ typedef struct tp_symbol
 
 tp_symbols *tp_symbols_load(void);
 
-/* Re-read /proc/self/maps for modules loaded since (e.g. by dlopen). */
-void		tp_symbols_refresh(tp_symbols *symbols);
+/*
+ * Re-read /proc/self/maps for modules loaded or unloaded since (dlopen,
+ * dlclose): only when the dynamic loader's load and unload counters
+ * (dl_iterate_phdr's dlpi_adds, dlpi_subs) moved since the last read, so
+ * that calling it for every address in no module (JIT code) costs no file
+ * read.  Returns true when the list was read again: an address may now be
+ * another module's, names looked up before may be stale.
+ */
+bool		tp_symbols_refresh(tp_symbols *symbols);
+
+/* How many times /proc/self/maps was read (load and refreshes), for tests. */
+unsigned long tp_symbols_maps_reads(const tp_symbols *symbols);
 
 /*
  * Resolve pc.  is_return_address: pc is a return address (every frame but

@@ -569,6 +569,65 @@ TEST(refresh_picks_up_dlopen)
 		dlclose(handle);
 }
 
+/*
+ * The drain names every address in no module (JIT code) after a refresh,
+ * in case a library was loaded since: with nothing loaded or unloaded
+ * since the last read, a refresh reads /proc/self/maps no more.
+ */
+TEST(refresh_reads_maps_only_after_dlopen_or_dlclose)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	unsigned char *jit = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE | PROT_EXEC,
+							  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned long before;
+	unsigned long reads;
+	tp_symbol	sym;
+
+	CHECK(symbols != NULL && jit != MAP_FAILED);
+	if (symbols == NULL || jit == MAP_FAILED)
+		return;
+	before = tp_symbols_maps_reads(symbols);
+	/* As backend_profiler.c's frame_name does for each new JIT address. */
+	for (int i = 0; i < 1000; i++)
+	{
+		uintptr_t	pc = (uintptr_t) jit + 64 * (uintptr_t) i;
+
+		if (!tp_symbols_lookup(symbols, pc, false, &sym) && sym.module == NULL)
+		{
+			tp_symbols_refresh(symbols);
+			tp_symbols_lookup(symbols, pc, false, &sym);
+		}
+		CHECK(sym.module == NULL);
+	}
+	reads = tp_symbols_maps_reads(symbols) - before;
+	printf("  1000 JIT addresses named: %lu reads of /proc/self/maps\n", reads);
+	CHECK(reads == 0);
+
+	/* A load or an unload since: read again, once. */
+	{
+		void	   *handle = dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_NOLOAD) ? NULL :
+			dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL);
+
+		if (handle != NULL)
+		{
+			before = tp_symbols_maps_reads(symbols);
+			tp_symbols_refresh(symbols);
+			tp_symbols_refresh(symbols);
+			CHECK(tp_symbols_maps_reads(symbols) - before == 1);
+			CHECK(tp_symbols_lookup(symbols, (uintptr_t) dlsym(handle, "BZ2_bzlibVersion"), false, &sym));
+			dlclose(handle);
+			before = tp_symbols_maps_reads(symbols);
+			tp_symbols_refresh(symbols);
+			tp_symbols_refresh(symbols);
+			CHECK(tp_symbols_maps_reads(symbols) - before == 1);
+		}
+		else
+			printf("  (dlopen part skipped: libbz2 already mapped or missing)\n");
+	}
+	munmap(jit, 1 << 16);
+	tp_symbols_free(symbols);
+}
+
 static bool
 read_whole(const char *path, unsigned char **data, size_t *size)
 {
@@ -738,6 +797,7 @@ main(void)
 	RUN(deleted_library_named_from_memory);
 	RUN(vdso);
 	RUN(refresh_picks_up_dlopen);
+	RUN(refresh_reads_maps_only_after_dlopen_or_dlclose);
 	RUN(loaded_image_matches_file);
 	RUN(corrupt_elf_files);
 	RUN(lookup_speed);
