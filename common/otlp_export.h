@@ -46,17 +46,6 @@ tp_export_result tp_otlp_send(tp_otlp_target *target,
 							  char *err, size_t errlen);
 
 /*
- * The delay a gRPC status asks for in a google.rpc.RetryInfo among its
- * details, from a grpc-status-details-bin value (base64, padded or not, of
- * a google.rpc.Status): milliseconds, rounded up and cut to a day; 0 for a
- * RetryInfo without a delay; -1 when there is no RetryInfo, or the value
- * is malformed (then nothing in it is believed).  tp_otlp_send retries a
- * RESOURCE_EXHAUSTED that carries one, and waits its delay, like a
- * Retry-After, on any retryable code.
- */
-long		tp_grpc_retry_delay_ms(const char *value, size_t len);
-
-/*
  * What refusals for size (TP_EXPORT_TOO_LARGE) taught about a collector's
  * limit, so that later batches go in requests under it instead of being
  * refused and halved again (up to 2N - 1 requests for N spans, every

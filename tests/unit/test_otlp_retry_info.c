@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "http_retry.h"
-#include "otlp_export.h"
+#include "grpc_status_details.h"
 #include "unit.h"
 
 #define RETRY_INFO_URL "type.googleapis.com/google.rpc.RetryInfo"
