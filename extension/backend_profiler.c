@@ -411,11 +411,8 @@ frame_name(uintptr_t pc, bool is_return_address)
 	if (found)
 		return entry;
 
-	if (!tp_symbols_lookup(symbols, pc, is_return_address, &symbol) && symbol.module == NULL)
-	{
-		tp_symbols_refresh(symbols);	/* maybe a library loaded since */
-		tp_symbols_lookup(symbols, pc, is_return_address, &symbol);
-	}
+	/* The list of modules is as of this drain (store_samples refreshed it). */
+	tp_symbols_lookup(symbols, pc, is_return_address, &symbol);
 	entry->named = true;
 	entry->function_start = symbol.function_start;
 	if (executor_names_lookup(symbol.function_start) != NULL &&
@@ -594,6 +591,7 @@ static void
 store_samples(void)
 {
 	tp_sampler_stats stats;
+	bool		symbols_changed;
 
 	/* Most statements end with nothing sampled: two loads, then done. */
 	tp_sampler_get_stats(&stats);
@@ -611,13 +609,22 @@ store_samples(void)
 		pc_cache = hash_create("traceprof pc names", 4096, &info,
 							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
+	/*
+	 * Libraries loaded or unloaded since the last drain (the loader's
+	 * counters moved; otherwise this reads nothing): a sample's address
+	 * may be in a module loaded since, or in another library than the one
+	 * named there before (dlclose, then dlopen at the same address).  Every
+	 * sample in the ring was taken in code loaded by now.
+	 */
+	symbols_changed = tp_symbols_refresh(symbols);
 	if (symbols != NULL)
 		resolve_call_paths();
 	/*
-	 * Names learned from plans since, or JIT code loaded (maybe where other
-	 * JIT code was): forget the frames named before.
+	 * Names learned from plans since, modules changed, or JIT code loaded
+	 * (maybe where other JIT code was): forget the frames named before.
 	 */
-	if (pc_cache != NULL && (refresh_jit_code() || pc_cache_generation != executor_names_generation()))
+	if (pc_cache != NULL && (refresh_jit_code() || symbols_changed ||
+							 pc_cache_generation != executor_names_generation()))
 	{
 		remove_all(pc_cache);
 		pc_cache_generation = executor_names_generation();

@@ -628,6 +628,66 @@ TEST(refresh_reads_maps_only_after_dlopen_or_dlclose)
 	tp_symbols_free(symbols);
 }
 
+/*
+ * dlclose, then dlopen of another library that lands where the first was:
+ * a refresh says the names may have changed, and the address is named
+ * from the new library, not the old one.
+ */
+TEST(library_replaced_at_the_same_address_is_named_anew)
+{
+	char		dir[] = "/tmp/traceprof-replace-XXXXXX";
+	char		cmd[2048];
+	char		lib_a[512];
+	char		lib_b[512];
+	void	   *handle;
+	void	   *fn_a;
+	void	   *fn_b;
+	tp_symbols *symbols;
+	tp_symbol	sym;
+
+	CHECK(mkdtemp(dir) != NULL);
+	CHECK(build_split_library(dir, "libreplace_a.so",
+							  "int alpha_function(int x) { return x * 3 + 1; }\n", "true",
+							  lib_a, sizeof(lib_a)));
+	CHECK(build_split_library(dir, "libreplace_b.so",
+							  "int omega_function(int x) { return x * 5 + 2; }\n", "true",
+							  lib_b, sizeof(lib_b)));
+	handle = dlopen(lib_a, RTLD_NOW | RTLD_LOCAL);
+	CHECK(handle != NULL);
+	if (handle == NULL)
+		return;
+	fn_a = dlsym(handle, "alpha_function");
+	symbols = tp_symbols_load();
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) fn_a, false, &sym));
+	CHECK_STR(sym.function, "alpha_function");
+	dlclose(handle);
+	handle = dlopen(lib_b, RTLD_NOW | RTLD_LOCAL);
+	CHECK(handle != NULL);
+	if (handle == NULL)
+		return;
+	fn_b = dlsym(handle, "omega_function");
+	if (fn_b != fn_a)
+		printf("  (libreplace_b.so at %p, not where libreplace_a.so was: %p)\n", fn_b, fn_a);
+	/*
+	 * Without a refresh the old list names it (A's module is still there):
+	 * the drain refreshed only for addresses in no module, so it kept
+	 * naming B's code alpha_function.
+	 */
+	if (fn_b == fn_a && tp_symbols_lookup(symbols, (uintptr_t) fn_b, false, &sym))
+		printf("  before a refresh: %s (%s)\n", sym.function,
+			   sym.module ? strrchr(sym.module, '/') + 1 : "?");
+	/* The drain refreshes once per batch; the names after it are B's. */
+	CHECK(tp_symbols_refresh(symbols));
+	CHECK(!tp_symbols_refresh(symbols));
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) fn_b, false, &sym));
+	CHECK_STR(sym.function, "omega_function");
+	CHECK(sym.module != NULL && strstr(sym.module, "libreplace_b.so") != NULL);
+	tp_symbols_free(symbols);
+	dlclose(handle);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
 static bool
 read_whole(const char *path, unsigned char **data, size_t *size)
 {
@@ -798,6 +858,7 @@ main(void)
 	RUN(vdso);
 	RUN(refresh_picks_up_dlopen);
 	RUN(refresh_reads_maps_only_after_dlopen_or_dlclose);
+	RUN(library_replaced_at_the_same_address_is_named_anew);
 	RUN(loaded_image_matches_file);
 	RUN(corrupt_elf_files);
 	RUN(lookup_speed);
