@@ -7,11 +7,10 @@
  * span_id, trace_id and span_name become sample labels: Pyroscope turns
  * every other string label into a series label.
  */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "gzip.h"
 #include "pprof.pb-c.h"
 #include "profile_internal.h"
 #include "trace_context.h"
@@ -268,42 +267,6 @@ fill_tables(tree *t, const tp_profile *profile, const tp_prof_numbering *num,
 	}
 }
 
-/* gzip (deflate with the gzip header and trailer), as pprof files are. */
-static uint8_t *
-gzip_bytes(const uint8_t *in, size_t len, size_t *outlen)
-{
-	z_stream	zs;
-	uint8_t    *out;
-	uLong		bound;
-
-	if (len > UINT_MAX)
-		return NULL;
-	memset(&zs, 0, sizeof(zs));
-	if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-					 Z_DEFAULT_STRATEGY) != Z_OK)
-		return NULL;
-	bound = deflateBound(&zs, (uLong) len);
-	out = malloc(bound);
-	if (out == NULL)
-	{
-		deflateEnd(&zs);
-		return NULL;
-	}
-	zs.next_in = (Bytef *) in;
-	zs.avail_in = (uInt) len;
-	zs.next_out = out;
-	zs.avail_out = (uInt) bound;
-	if (deflate(&zs, Z_FINISH) != Z_STREAM_END)
-	{
-		deflateEnd(&zs);
-		free(out);
-		return NULL;
-	}
-	*outlen = zs.total_out;
-	deflateEnd(&zs);
-	return out;
-}
-
 uint8_t *
 tp_profile_pprof(const tp_profile *profile, size_t *len)
 {
@@ -362,7 +325,7 @@ tp_profile_pprof(const tp_profile *profile, size_t *len)
 	if (packed == NULL)
 		goto done;
 	traceprof__pprof__profile__pack(&msg, packed);
-	gz = gzip_bytes(packed, size, len);
+	gz = tp_gzip(packed, size, len);
 
 done:
 	free(packed);

@@ -20,17 +20,15 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <zlib.h>
 
 #include "http_retry.h"
 #include "http_url.h"
 #include "log.h"
-#include "pprof.pb-c.h"
+#include "pprof_parts.h"
 #include "pyroscope.h"
 #include "text.h"
 
@@ -710,21 +708,10 @@ send_request(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
 
 /* ---- a profile refused as too large goes again in parts ---- */
 
-/*
- * The refused pprof, unpacked, and per table which entries the part being
- * built uses.  A part keeps the header (sample types, period, time window:
- * Pyroscope adds up profiles of the same series and window), a run of
- * samples, and only the locations, functions and mappings they reference;
- * strings no part member uses become "" so that no index moves.
- */
+/* What became of the parts of a profile refused as too large. */
 typedef struct split
 {
-	Traceprof__Pprof__Profile *profile;
-	bool	   *used_string;
-	Traceprof__Pprof__Location **locations;
-	Traceprof__Pprof__Function **functions;
-	Traceprof__Pprof__Mapping **mappings;
-	char	  **strings;
+	tp_pprof_parts *parts;
 	uint64_t	taken;			/* "samples" values the server took */
 	uint64_t	dropped;		/* refused even alone, or left after a failure */
 	bool		stopped;		/* a request failed: the rest is dropped */
@@ -732,227 +719,6 @@ typedef struct split
 	bool		keep_rest;		/* cancelled, the caller takes what is left */
 	size_t		rest_first;		/* then: samples [rest_first, n) were not sent */
 } split;
-
-static uint8_t *
-gunzip_bytes(const uint8_t *in, size_t len, size_t *outlen)
-{
-	z_stream	zs;
-	size_t		cap = len * 4 + 1024;
-	uint8_t    *out = malloc(cap);
-	int			rc = Z_OK;
-
-	memset(&zs, 0, sizeof(zs));
-	if (out == NULL || len > UINT_MAX || inflateInit2(&zs, 15 + 16) != Z_OK)
-	{
-		free(out);
-		return NULL;
-	}
-	zs.next_in = (Bytef *) in;
-	zs.avail_in = (uInt) len;
-	while (rc == Z_OK)
-	{
-		if (zs.total_out == cap)
-		{
-			uint8_t    *grown = cap < UINT_MAX / 2 ? realloc(out, cap * 2) : NULL;
-
-			if (grown == NULL)
-				break;
-			out = grown;
-			cap *= 2;
-		}
-		zs.next_out = out + zs.total_out;
-		zs.avail_out = (uInt) (cap - zs.total_out);
-		rc = inflate(&zs, Z_NO_FLUSH);
-	}
-	*outlen = zs.total_out;
-	inflateEnd(&zs);
-	if (rc != Z_STREAM_END)
-	{
-		free(out);
-		return NULL;
-	}
-	return out;
-}
-
-static uint8_t *
-gzip_bytes(const uint8_t *in, size_t len, size_t *outlen)
-{
-	z_stream	zs;
-	uint8_t    *out;
-	uLong		bound;
-
-	memset(&zs, 0, sizeof(zs));
-	if (len > UINT_MAX || deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-									   Z_DEFAULT_STRATEGY) != Z_OK)
-		return NULL;
-	bound = deflateBound(&zs, (uLong) len);
-	out = malloc(bound);
-	zs.next_in = (Bytef *) in;
-	zs.avail_in = (uInt) len;
-	zs.next_out = out;
-	zs.avail_out = (uInt) bound;
-	if (out != NULL && deflate(&zs, Z_FINISH) != Z_STREAM_END)
-	{
-		free(out);
-		out = NULL;
-	}
-	*outlen = zs.total_out;
-	deflateEnd(&zs);
-	return out;
-}
-
-static void
-use_string(split *sp, int64_t index)
-{
-	if (index > 0 && (size_t) index < sp->profile->n_string_table)
-		sp->used_string[index] = true;
-}
-
-/*
- * The index of the entry with this id; n when absent.  Our writer numbers
- * ids 1..n in order, so id - 1 is tried first.
- */
-static size_t
-find_location(const Traceprof__Pprof__Profile *p, uint64_t id)
-{
-	if (id >= 1 && id <= p->n_location && p->location[id - 1]->id == id)
-		return id - 1;
-	for (size_t i = 0; i < p->n_location; i++)
-		if (p->location[i]->id == id)
-			return i;
-	return p->n_location;
-}
-
-static size_t
-find_function(const Traceprof__Pprof__Profile *p, uint64_t id)
-{
-	if (id >= 1 && id <= p->n_function && p->function[id - 1]->id == id)
-		return id - 1;
-	for (size_t i = 0; i < p->n_function; i++)
-		if (p->function[i]->id == id)
-			return i;
-	return p->n_function;
-}
-
-static size_t
-find_mapping(const Traceprof__Pprof__Profile *p, uint64_t id)
-{
-	if (id >= 1 && id <= p->n_mapping && p->mapping[id - 1]->id == id)
-		return id - 1;
-	for (size_t i = 0; i < p->n_mapping; i++)
-		if (p->mapping[i]->id == id)
-			return i;
-	return p->n_mapping;
-}
-
-/* The "samples" count (first value) of samples [first, first + count). */
-static uint64_t
-samples_in(const split *sp, size_t first, size_t count)
-{
-	uint64_t	total = 0;
-
-	for (size_t i = first; i < first + count; i++)
-		if (sp->profile->sample[i]->n_value > 0 && sp->profile->sample[i]->value[0] > 0)
-			total += (uint64_t) sp->profile->sample[i]->value[0];
-	return total;
-}
-
-/* Mark what samples [first, first + count) use, into the tables of the part. */
-static void
-mark_part(split *sp, Traceprof__Pprof__Profile *part, size_t first, size_t count)
-{
-	const Traceprof__Pprof__Profile *p = sp->profile;
-	bool	   *loc = calloc(p->n_location + 1, 1);
-	bool	   *fn = calloc(p->n_function + 1, 1);
-	bool	   *map = calloc(p->n_mapping + 1, 1);
-
-	memset(sp->used_string, 0, p->n_string_table);
-	part->n_location = part->n_function = part->n_mapping = 0;
-	if (loc == NULL || fn == NULL || map == NULL)
-		goto done;
-	for (size_t i = first; i < first + count; i++)
-	{
-		const Traceprof__Pprof__Sample *sample = p->sample[i];
-
-		for (size_t j = 0; j < sample->n_location_id; j++)
-			loc[find_location(p, sample->location_id[j])] = true;
-		for (size_t j = 0; j < sample->n_label; j++)
-		{
-			use_string(sp, sample->label[j]->key);
-			use_string(sp, sample->label[j]->str);
-			use_string(sp, sample->label[j]->num_unit);
-		}
-	}
-	for (size_t i = 0; i < p->n_location; i++)
-	{
-		if (!loc[i])
-			continue;
-		sp->locations[part->n_location++] = p->location[i];
-		map[find_mapping(p, p->location[i]->mapping_id)] = true;
-		for (size_t j = 0; j < p->location[i]->n_line; j++)
-			fn[find_function(p, p->location[i]->line[j]->function_id)] = true;
-	}
-	for (size_t i = 0; i < p->n_function; i++)
-		if (fn[i])
-		{
-			sp->functions[part->n_function++] = p->function[i];
-			use_string(sp, p->function[i]->name);
-			use_string(sp, p->function[i]->system_name);
-			use_string(sp, p->function[i]->filename);
-		}
-	for (size_t i = 0; i < p->n_mapping; i++)
-		if (map[i])
-		{
-			sp->mappings[part->n_mapping++] = p->mapping[i];
-			use_string(sp, p->mapping[i]->filename);
-			use_string(sp, p->mapping[i]->build_id);
-		}
-done:
-	free(loc);
-	free(fn);
-	free(map);
-}
-
-/* Samples [first, first + count) as a pprof of their own, gzip'd; NULL: no memory. */
-static uint8_t *
-encode_part(split *sp, size_t first, size_t count, size_t *len)
-{
-	const Traceprof__Pprof__Profile *p = sp->profile;
-	Traceprof__Pprof__Profile part = *p;
-	uint8_t    *packed;
-	uint8_t    *gz = NULL;
-	size_t		size;
-
-	part.sample = p->sample + first;
-	part.n_sample = count;
-	part.location = sp->locations;
-	part.function = sp->functions;
-	part.mapping = sp->mappings;
-	part.string_table = sp->strings;
-	mark_part(sp, &part, first, count);
-	for (size_t i = 0; i < p->n_sample_type; i++)
-	{
-		use_string(sp, p->sample_type[i]->type);
-		use_string(sp, p->sample_type[i]->unit);
-	}
-	if (p->period_type != NULL)
-	{
-		use_string(sp, p->period_type->type);
-		use_string(sp, p->period_type->unit);
-	}
-	use_string(sp, p->default_sample_type);
-	for (size_t i = 0; i < p->n_string_table; i++)
-		sp->strings[i] = sp->used_string[i] ? p->string_table[i] : (char *) "";
-	size = traceprof__pprof__profile__get_packed_size(&part);
-	packed = malloc(size);
-	if (packed != NULL)
-	{
-		traceprof__pprof__profile__pack(&part, packed);
-		gz = gzip_bytes(packed, size, len);
-	}
-	free(packed);
-	return gz;
-}
 
 /*
  * Upload samples [first, first + count) in one request; refused as too
@@ -972,10 +738,10 @@ send_part(request *req, split *sp, size_t first, size_t count, long deadline_ms,
 	{
 		sp->stopped = true;
 		if (!sp->keep_rest)
-			sp->dropped += samples_in(sp, first, count);
+			sp->dropped += tp_pprof_parts_weight(sp->parts, first, count);
 		return;
 	}
-	body = encode_part(sp, first, count, &len);
+	body = tp_pprof_parts_encode(sp->parts, first, count, &len);
 	if (body == NULL)
 	{
 		snprintf(err, errlen, "%s: out of memory while splitting a profile refused as too large", req->where);
@@ -1004,9 +770,9 @@ send_part(request *req, split *sp, size_t first, size_t count, long deadline_ms,
 		return;
 	}
 	if (outcome == ATTEMPT_DELIVERED)
-		sp->taken += samples_in(sp, first, count);
+		sp->taken += tp_pprof_parts_weight(sp->parts, first, count);
 	else
-		sp->dropped += samples_in(sp, first, count);
+		sp->dropped += tp_pprof_parts_weight(sp->parts, first, count);
 	if (outcome != ATTEMPT_DELIVERED && outcome != ATTEMPT_TOO_LARGE)
 		sp->stopped = true;		/* not the size: the next parts would fail alike */
 }
@@ -1020,41 +786,31 @@ static bool
 send_in_parts(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
 			  tp_pyroscope_counts *counts, char *err, size_t errlen)
 {
-	size_t		raw_len = 0;
-	uint8_t    *raw = gunzip_bytes(pprof, len, &raw_len);
 	split		sp = {0};
 	char		refusal[512];
 	bool		ok = false;
+	size_t		n;				/* samples in the profile */
 
 	snprintf(refusal, sizeof(refusal), "%s", err);
-	sp.profile = raw ? traceprof__pprof__profile__unpack(NULL, raw_len, raw) : NULL;
-	if (sp.profile != NULL)
-	{
-		sp.used_string = calloc(sp.profile->n_string_table + 1, 1);
-		sp.strings = calloc(sp.profile->n_string_table + 1, sizeof(char *));
-		sp.locations = calloc(sp.profile->n_location + 1, sizeof(void *));
-		sp.functions = calloc(sp.profile->n_function + 1, sizeof(void *));
-		sp.mappings = calloc(sp.profile->n_mapping + 1, sizeof(void *));
-	}
-	if (sp.profile == NULL || sp.profile->n_sample < 2 || sp.used_string == NULL ||
-		sp.strings == NULL || sp.locations == NULL || sp.functions == NULL || sp.mappings == NULL)
+	sp.parts = tp_pprof_parts_open(pprof, len);
+	n = sp.parts != NULL ? tp_pprof_parts_samples(sp.parts) : 0;
+	if (n < 2)
 	{
 		/* One sample (or not ours to read): nothing smaller can be sent. */
-		if (counts != NULL && sp.profile != NULL)
-			counts->dropped = samples_in(&sp, 0, sp.profile->n_sample);
+		if (counts != NULL && sp.parts != NULL)
+			counts->dropped = tp_pprof_parts_weight(sp.parts, 0, n);
 	}
 	else
 	{
 		sp.keep_rest_allowed = counts != NULL;
-		send_part(req, &sp, 0, sp.profile->n_sample / 2, deadline_ms, err, errlen);
-		send_part(req, &sp, sp.profile->n_sample / 2,
-				  sp.profile->n_sample - sp.profile->n_sample / 2, deadline_ms, err, errlen);
+		send_part(req, &sp, 0, n / 2, deadline_ms, err, errlen);
+		send_part(req, &sp, n / 2, n - n / 2, deadline_ms, err, errlen);
 		if (sp.keep_rest)
 		{
-			size_t		n = sp.profile->n_sample - sp.rest_first;
+			size_t		left = n - sp.rest_first;
 
-			counts->rest_samples = samples_in(&sp, sp.rest_first, n);
-			counts->rest = encode_part(&sp, sp.rest_first, n, &counts->rest_len);
+			counts->rest_samples = tp_pprof_parts_weight(sp.parts, sp.rest_first, left);
+			counts->rest = tp_pprof_parts_encode(sp.parts, sp.rest_first, left, &counts->rest_len);
 			if (counts->rest == NULL)
 			{
 				sp.dropped += counts->rest_samples;
@@ -1064,9 +820,9 @@ send_in_parts(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
 		ok = sp.dropped == 0 && !sp.keep_rest;
 		if (sp.keep_rest && sp.dropped == 0)
 		{
-			size_t		n = strlen(err);
+			size_t		used = strlen(err);
 
-			snprintf(err + n, errlen - n, " (after a refusal as too large, in parts: %llu samples not sent yet)",
+			snprintf(err + used, errlen - used, " (after a refusal as too large, in parts: %llu samples not sent yet)",
 					 (unsigned long long) counts->rest_samples);
 		}
 		else if (!ok && !sp.stopped)
@@ -1075,9 +831,9 @@ send_in_parts(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
 					 (unsigned long long) (sp.taken + sp.dropped));
 		else if (!ok)
 		{
-			size_t		n = strlen(err);
+			size_t		used = strlen(err);
 
-			snprintf(err + n, errlen - n, " (after a refusal as too large, in parts: %llu of %llu samples not uploaded)",
+			snprintf(err + used, errlen - used, " (after a refusal as too large, in parts: %llu of %llu samples not uploaded)",
 					 (unsigned long long) sp.dropped, (unsigned long long) (sp.taken + sp.dropped));
 		}
 		if (counts != NULL)
@@ -1086,14 +842,7 @@ send_in_parts(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
 			counts->dropped = sp.dropped;
 		}
 	}
-	if (sp.profile != NULL)
-		traceprof__pprof__profile__free_unpacked(sp.profile, NULL);
-	free(raw);
-	free(sp.used_string);
-	free(sp.strings);
-	free(sp.locations);
-	free(sp.functions);
-	free(sp.mappings);
+	tp_pprof_parts_close(sp.parts);
 	return ok;
 }
 
