@@ -38,6 +38,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "profile.h"
 
@@ -86,6 +87,24 @@ char	   *tp_flame_stacks_diff_svg(const tp_flame_stacks *target,
 
 void		tp_flame_stacks_free(tp_flame_stacks *stacks);
 
+/*
+ * Drawing a large graph takes a while: a caller that must be able to stop
+ * it (a query cancelled, a statement_timeout) gives the stacks a check,
+ * called every TP_FLAME_CHECK_EVERY nodes or frames while a layout is built
+ * and an SVG written from them (for a diff, the target's check).  It
+ * returns true to go on, false to stop: the draw then returns NULL (or
+ * false) with everything it allocated freed.  It may also never return
+ * (PostgreSQL's CHECK_FOR_INTERRUPTS() raising an error, a longjmp): what
+ * the draw held at that point stays recorded in the stacks and is freed by
+ * tp_flame_stacks_free() (or by the next draw).  check NULL: none.
+ */
+#define TP_FLAME_CHECK_EVERY 1024
+
+typedef bool (*tp_flame_check_fn) (void *arg);
+
+void		tp_flame_stacks_set_check(tp_flame_stacks *stacks, tp_flame_check_fn check,
+									  void *arg);
+
 /* A profile's stacks (merged by function name, labels ignored) as above. */
 char	   *tp_flamegraph_svg(const tp_profile *profile, const char *title);
 char	   *tp_flamegraph_diff_svg(const tp_profile *target, const tp_profile *baseline,
@@ -126,7 +145,40 @@ typedef struct tp_flame_layout
 	size_t		omitted;		/* frames too narrow to draw (subtree roots) */
 } tp_flame_layout;
 
-/* baseline NULL: a plain layout.  false on out-of-memory. */
+/*
+ * What a draw in progress holds, recorded in its stacks before each check
+ * (see tp_flame_stacks_set_check), so that a check that never returns
+ * leaks nothing.  For the writers; NULL fields hold nothing.
+ */
+typedef struct tp_flame_draw
+{
+	uint32_t   *kids;			/* layout: children sorted by name */
+	uint32_t   *first;
+	void	   *levels;			/* layout: the walk's stack */
+	tp_flame_frame *frames;		/* the layout's frames */
+	char	   *title;			/* writer: cleaned title and unit */
+	char	   *unit;
+	FILE	   *out;			/* writer: open_memstream of text, size */
+	char	   *text;
+	size_t		size;
+} tp_flame_draw;
+
+/* The stacks' draw record (kept beside the stacks, written through const). */
+tp_flame_draw *tp_flame_stacks_draw(const tp_flame_stacks *stacks);
+
+/* Frees what the draw record holds and empties it. */
+void		tp_flame_draw_release(tp_flame_draw *draw);
+
+/*
+ * One step of a draw: every TP_FLAME_CHECK_EVERY calls, the stacks' check.
+ * false: stop.  Record what the draw holds before calling it.
+ */
+bool		tp_flame_draw_tick(const tp_flame_stacks *stacks);
+
+/*
+ * baseline NULL: a plain layout.  false on out-of-memory, or when the
+ * stacks' check asked to stop.
+ */
 bool		tp_flame_layout_build(const tp_flame_stacks *stacks,
 								  const tp_flame_stacks *baseline,
 								  tp_flame_layout *layout);

@@ -38,6 +38,11 @@ struct tp_flame_stacks
 	tp_prof_index node_index;	/* (parent, name) -> node */
 
 	bool		failed;			/* out of memory once: refuse to render */
+
+	tp_flame_check_fn check;	/* see tp_flame_stacks_set_check */
+	void	   *check_arg;
+	uint32_t	ticks;
+	tp_flame_draw draw;			/* what a draw in progress holds */
 };
 
 typedef struct node_key
@@ -229,10 +234,56 @@ tp_flame_stacks_total(const tp_flame_stacks *stacks)
 }
 
 void
+tp_flame_stacks_set_check(tp_flame_stacks *stacks, tp_flame_check_fn check, void *arg)
+{
+	if (stacks == NULL)
+		return;
+	stacks->check = check;
+	stacks->check_arg = arg;
+}
+
+/*
+ * The record lives in the stacks because a check that longjmps leaves
+ * nothing else to find it by; drawing reads the stacks as const but
+ * writes this record, the only part it changes.
+ */
+tp_flame_draw *
+tp_flame_stacks_draw(const tp_flame_stacks *stacks)
+{
+	return &((tp_flame_stacks *) stacks)->draw;
+}
+
+void
+tp_flame_draw_release(tp_flame_draw *draw)
+{
+	if (draw->out != NULL)
+		fclose(draw->out);		/* sets text to its buffer */
+	free(draw->text);
+	free(draw->kids);
+	free(draw->first);
+	free(draw->levels);
+	free(draw->frames);
+	free(draw->title);
+	free(draw->unit);
+	memset(draw, 0, sizeof(*draw));
+}
+
+bool
+tp_flame_draw_tick(const tp_flame_stacks *stacks)
+{
+	tp_flame_stacks *s = (tp_flame_stacks *) stacks;
+
+	if (s->check == NULL || ++s->ticks % TP_FLAME_CHECK_EVERY != 0)
+		return true;
+	return s->check(s->check_arg);
+}
+
+void
 tp_flame_stacks_free(tp_flame_stacks *stacks)
 {
 	if (stacks == NULL)
 		return;
+	tp_flame_draw_release(&stacks->draw);
 	for (uint32_t i = 0; i < stacks->nnames; i++)
 		free(stacks->names[i]);
 	free(stacks->names);
@@ -270,6 +321,7 @@ compare_nodes(const void *pa, const void *pb, void *arg)
 static bool
 sorted_children(const tp_flame_stacks *stacks, uint32_t **kids_out, uint32_t **first_out)
 {
+	tp_flame_draw *draw = tp_flame_stacks_draw(stacks);
 	uint32_t   *kids = malloc(((size_t) stacks->nnodes + 1) * sizeof(uint32_t));
 	uint32_t   *first = malloc(((size_t) stacks->nnodes + 1) * sizeof(uint32_t));
 	uint32_t	at = 0;
@@ -280,8 +332,18 @@ sorted_children(const tp_flame_stacks *stacks, uint32_t **kids_out, uint32_t **f
 		free(first);
 		return false;
 	}
+	draw->kids = kids;
+	draw->first = first;
 	for (uint32_t n = 0; n < stacks->nnodes; n++)
 	{
+		if (!tp_flame_draw_tick(stacks))
+		{
+			draw->kids = NULL;
+			draw->first = NULL;
+			free(kids);
+			free(first);
+			return false;
+		}
 		first[n] = at;
 		for (uint32_t c = stacks->nodes[n].first_child; c != TP_FLAME_NONE;
 			 c = stacks->nodes[c].next_sibling)
@@ -376,7 +438,10 @@ tp_flame_layout_build(const tp_flame_stacks *stacks, const tp_flame_stacks *base
 	walk_level	l;
 	bool		ok = false;
 
+	tp_flame_draw *draw = tp_flame_stacks_draw(stacks);
+
 	memset(layout, 0, sizeof(*layout));
+	tp_flame_draw_release(draw);	/* what a draw stopped by a longjmp left */
 	if (stacks->failed || (baseline != NULL && baseline->failed))
 		return false;
 	layout->total = stacks->nodes[0].weight;
@@ -408,6 +473,10 @@ tp_flame_layout_build(const tp_flame_stacks *stacks, const tp_flame_stacks *base
 		tp_flame_frame f;
 		uint32_t	bchild;
 
+		draw->levels = levels;
+		draw->frames = layout->frames;
+		if (!tp_flame_draw_tick(stacks))
+			goto done;
 		if (top->next == parent->nchildren)
 		{
 			depth--;
@@ -442,6 +511,11 @@ tp_flame_layout_build(const tp_flame_stacks *stacks, const tp_flame_stacks *base
 	ok = true;
 
 done:
+	/* The frames are the caller's now (or freed); the rest is scratch. */
+	draw->kids = NULL;
+	draw->first = NULL;
+	draw->levels = NULL;
+	draw->frames = NULL;
 	free(kids);
 	free(first);
 	free(levels);

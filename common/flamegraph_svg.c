@@ -261,6 +261,8 @@ static const char script[] =
 
 typedef struct svg_writer
 {
+	const tp_flame_stacks *stacks;	/* whose check stops the writing */
+	bool		stopped;
 	FILE	   *out;
 	const tp_flame_layout *layout;
 	const char *unit;
@@ -545,56 +547,71 @@ put_document(svg_writer *w, const char *title)
 		  "<text class=\"tp-search tp-ctl tp-end\" x=\"100%\" dx=\"-10\" y=\"22\" visibility=\"hidden\">Search</text>\n"
 		  "<g class=\"tp-frames\">\n", out);
 	for (size_t i = 0; i < l->count; i++)
+	{
+		if (!tp_flame_draw_tick(w->stacks))
+		{
+			w->stopped = true;
+			return;
+		}
 		put_frame(w, &l->frames[i]);
+	}
 	fprintf(out, "</g>\n<text class=\"tp-details\" x=\"10\" y=\"%d\"></text>\n"
 			"<text class=\"tp-matched tp-end\" x=\"100%%\" dx=\"-10\" y=\"%d\"></text>\n"
 			"<script><![CDATA[\n%s]]></script>\n</svg>\n",
 			height - 12, height - 12, script);
 }
 
+/*
+ * Everything allocated here is recorded in the stacks' draw record before
+ * each check, the memstream's buffer included (open_memstream writes its
+ * pointer there, not into this frame, which a longjmp leaves behind).
+ */
 static char *
 render(const tp_flame_stacks *stacks, const tp_flame_stacks *baseline,
 	   const char *title, const char *default_title, const char *unit)
 {
 	tp_flame_layout layout;
+	tp_flame_draw *draw;
 	svg_writer	w;
-	char	   *clean_title;
-	char	   *clean_unit;
 	char	   *text = NULL;
-	size_t		size = 0;
 	bool		ok = false;
 
 	if (stacks == NULL || !tp_flame_layout_build(stacks, baseline, &layout))
 		return NULL;
-	clean_title = tp_prof_clean_copy(title != NULL && title[0] != '\0' ? title : default_title);
-	clean_unit = tp_prof_clean_copy(unit != NULL && unit[0] != '\0' ? unit : "samples");
+	draw = tp_flame_stacks_draw(stacks);
+	draw->frames = layout.frames;
+	draw->title = tp_prof_clean_copy(title != NULL && title[0] != '\0' ? title : default_title);
+	draw->unit = tp_prof_clean_copy(unit != NULL && unit[0] != '\0' ? unit : "samples");
 	memset(&w, 0, sizeof(w));
+	w.stacks = stacks;
 	w.layout = &layout;
-	w.unit = clean_unit;
+	w.unit = draw->unit;
 	w.diff = baseline != NULL;
-	for (size_t i = 0; w.diff && i < layout.count; i++)
+	for (size_t i = 0; w.diff && i < layout.count && !w.stopped; i++)
 	{
 		double		c = change_of(&layout, &layout.frames[i]);
 
 		if ((c < 0 ? -c : c) > w.max_change)
 			w.max_change = c < 0 ? -c : c;
+		w.stopped = !tp_flame_draw_tick(stacks);
 	}
-	if (clean_title != NULL && clean_unit != NULL &&
-		(w.out = open_memstream(&text, &size)) != NULL)
+	if (!w.stopped && draw->title != NULL && draw->unit != NULL &&
+		(draw->out = open_memstream(&draw->text, &draw->size)) != NULL)
 	{
-		put_document(&w, clean_title);
-		ok = !ferror(w.out);
+		w.out = draw->out;
+		put_document(&w, draw->title);
+		ok = !ferror(w.out) && !w.stopped;
+		draw->out = NULL;
 		if (fclose(w.out) != 0)
 			ok = false;
+		if (ok)
+		{
+			text = draw->text;
+			draw->text = NULL;
+		}
 	}
-	free(clean_title);
-	free(clean_unit);
-	tp_flame_layout_free(&layout);
-	if (!ok)
-	{
-		free(text);
-		return NULL;
-	}
+	/* layout.frames is draw->frames: freed with the rest. */
+	tp_flame_draw_release(draw);
 	return text;
 }
 

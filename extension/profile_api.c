@@ -424,8 +424,21 @@ title_for(const SampleFilter *filter, FunctionCallInfo fcinfo, char *title, size
 }
 
 /*
+ * Drawing a graph of many frames takes a while: a cancel or a
+ * statement_timeout stops it here.  The error longjmps out of common/'s
+ * drawing, which keeps what it holds in the stacks for
+ * tp_flame_stacks_free.
+ */
+static bool
+flame_check_interrupts(void *arg)
+{
+	CHECK_FOR_INTERRUPTS();
+	return true;
+}
+
+/*
  * The builders are malloc'd (common/ knows no memory contexts): freed
- * whatever happens, a cancelled scan included.
+ * whatever happens, a cancelled scan or drawing included.
  */
 static char *
 draw_flame_graphs(FlameCollect *target, FlameCollect *baseline, const char *title)
@@ -436,6 +449,7 @@ draw_flame_graphs(FlameCollect *target, FlameCollect *baseline, const char *titl
 	{
 		if (target->stacks == NULL || (baseline != NULL && baseline->stacks == NULL))
 			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+		tp_flame_stacks_set_check(target->stacks, flame_check_interrupts, NULL);
 		sample_store_scan(collect_target, target);
 		if (baseline != NULL)
 			sample_store_scan(collect_baseline, baseline);

@@ -724,4 +724,49 @@ describe('5. profiles read from SQL', () => {
 			await reader.end();
 		}
 	});
+
+	test('5b. statement_timeout cancels flamegraph() and flamegraph_diff() wherever it lands; the backend stays ' +
+		'healthy and the next call draws the same graph', async (t) => {
+		// The scan of the samples and the drawing (sorting, laying out and
+		// writing thousands of frames in common/, malloc'd) both stop at a
+		// cancel; a cancel during the drawing frees what the drawing held.
+		const reader = await connectTraced(cluster);
+		const logFrom = cluster.readLog().length;
+		try {
+			const pid = (await reader.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+			for (const fn of ['flamegraph', 'flamegraph_diff']) {
+				const sql = `SELECT traceprof.${fn}($1) AS svg`;
+				let start = performance.now();
+				const whole = (await reader.query(sql, [ctx.traceId])).rows[0].svg;
+				const ms = performance.now() - start;
+				assert.match(whole, /<\/svg>\n$/);
+				t.diagnostic(`${fn}: ${(whole.match(/<g class="f"/g) || []).length} frames drawn in ${ms.toFixed(1)} ms`);
+				let cancelled = 0;
+				const rss = [];
+				for (let i = 0; i < 40; i++) {
+					// Timeouts spread over the call's length: some land in the scan, some in the drawing.
+					const timeout = 1 + (i % 20) * Math.max(1, Math.floor(ms / 20));
+					await reader.query(`SET statement_timeout = ${timeout}`);
+					try {
+						const svg = (await reader.query(sql, [ctx.traceId])).rows[0].svg;
+						assert.equal(svg, whole);
+					} catch (e) {
+						assert.equal(e.code, '57014', e.message);
+						cancelled++;
+					}
+					await reader.query('SET statement_timeout = 0');
+					assert.equal((await reader.query(sql, [ctx.traceId])).rows[0].svg, whole);
+					if (i === 19 || i === 39)
+						rss.push(rssAnonKb(pid));
+				}
+				assert.ok(cancelled > 0, `${fn}: no call of 40 was cancelled`);
+				// 20 more cancelled draws: nothing they held stays behind.
+				assert.ok(rss[1] - rss[0] < 4096, `${fn}: RssAnon grew by ${rss[1] - rss[0]} kB over 20 more cancelled calls`);
+			}
+			assert.equal((await reader.query('SELECT 1 AS one')).rows[0].one, 1);
+		} finally {
+			await reader.end();
+		}
+		assert.doesNotMatch(cluster.readLog().slice(logFrom), /WARNING|PANIC|TRAP:|terminated by signal/);
+	});
 });

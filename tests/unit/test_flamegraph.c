@@ -5,6 +5,8 @@
  * back with small string scans, not an XML library: what matters is that
  * tags balance and the attributes the script relies on are right.
  */
+#include <malloc.h>
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -611,6 +613,151 @@ TEST(test_profile_wrappers)
 	tp_profile_free(base);
 }
 
+/* ---- interrupting a draw ---- */
+
+typedef struct interrupt_plan
+{
+	int			calls;			/* checks so far */
+	int			stop_at;		/* 0: never; else stop at that call */
+	bool		jump;			/* stop by longjmp (else by returning false) */
+	jmp_buf		env;
+} interrupt_plan;
+
+static bool
+interrupt_check(void *arg)
+{
+	interrupt_plan *plan = arg;
+
+	plan->calls++;
+	if (plan->stop_at != 0 && plan->calls == plan->stop_at)
+	{
+		if (plan->jump)
+			longjmp(plan->env, 1);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Bytes malloc has handed out and not had back, give or take what its
+ * per-thread cache holds (freed chunks it keeps count as in use): compare
+ * over many rounds, not one.
+ */
+static size_t
+heap_in_use(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+/* Wide enough that every frame is drawn: many nodes, many frames. */
+static tp_flame_stacks *
+many_stacks(void)
+{
+	tp_flame_stacks *s = tp_flame_stacks_new();
+	char		leaf[32];
+	char		mid[32];
+
+	for (int i = 0; i < 900; i++)
+	{
+		const char *frames[] = {"main", mid, leaf};
+
+		snprintf(mid, sizeof(mid), "m%d", i % 30);
+		snprintf(leaf, sizeof(leaf), "leaf%d", i);
+		CHECK(tp_flame_stacks_add(s, frames, 3, 10));
+	}
+	return s;
+}
+
+/*
+ * A check is called while a large graph is drawn; stopping it at any of
+ * its calls, by returning false or by a longjmp (PostgreSQL's
+ * CHECK_FOR_INTERRUPTS raising a cancel), leaks nothing once the stacks
+ * are freed, and the stacks draw again afterwards.
+ */
+TEST(test_draw_interrupted)
+{
+	interrupt_plan plan;
+	tp_flame_stacks *s = many_stacks();
+	tp_flame_stacks *base = many_stacks();
+	char	   *plain = tp_flame_stacks_svg(s, "t", "samples");
+	char	   *diff = tp_flame_stacks_diff_svg(s, base, "t", "samples");
+	int			total;
+
+	tp_flame_stacks_free(s);
+	CHECK(plain != NULL && diff != NULL);
+
+	/* Called, and a check that lets it go on changes nothing. */
+	memset(&plan, 0, sizeof(plan));
+	s = many_stacks();
+	tp_flame_stacks_set_check(s, interrupt_check, &plan);
+	{
+		char	   *svg = tp_flame_stacks_svg(s, "t", "samples");
+
+		CHECK(svg != NULL && plain != NULL && strcmp(svg, plain) == 0);
+		free(svg);
+	}
+	total = plan.calls;
+	CHECK(total >= 3);			/* nodes sorted, walked, frames written */
+	tp_flame_stacks_free(s);
+
+	for (volatile int jump = 0; jump <= 1; jump++)
+	{
+		for (volatile int stop = 1; stop <= total; stop++)
+		{
+			volatile size_t before = 0;
+
+			/*
+			 * Round 0 settles malloc's caches; 20 more stopped draws
+			 * (each holding kilobytes when stopped) must leave nothing.
+			 */
+			for (volatile int round = 0; round <= 20; round++)
+			{
+				char	   *volatile svg = NULL;
+
+				if (round == 1)
+					before = heap_in_use();
+				s = many_stacks();
+				memset(&plan, 0, sizeof(plan));
+				plan.stop_at = stop;
+				plan.jump = jump;
+				tp_flame_stacks_set_check(s, interrupt_check, &plan);
+				if (setjmp(plan.env) == 0)
+				{
+					svg = tp_flame_stacks_svg(s, "t", "samples");
+					CHECK(!jump);	/* returning false stops it with NULL */
+					CHECK(svg == NULL);
+				}
+				CHECK(plan.calls == stop);
+				free(svg);
+
+				/* Drawn again on the same stacks: whole, what was left freed. */
+				plan.stop_at = 0;
+				svg = tp_flame_stacks_svg(s, "t", "samples");
+				CHECK(svg != NULL && plain != NULL && strcmp(svg, plain) == 0);
+				free(svg);
+
+				/* And the diff stopped the same way, then the stacks freed. */
+				plan.calls = 0;
+				plan.stop_at = stop;
+				svg = NULL;
+				if (setjmp(plan.env) == 0)
+				{
+					svg = tp_flame_stacks_diff_svg(s, base, "t", "samples");
+					CHECK(!jump && svg == NULL);
+				}
+				free(svg);
+				tp_flame_stacks_free(s);
+			}
+			CHECK(heap_in_use() < before + 4096);
+		}
+	}
+	free(plain);
+	free(diff);
+	tp_flame_stacks_free(base);
+}
+
 int
 main(void)
 {
@@ -628,5 +775,6 @@ main(void)
 	RUN(test_output_bounded);
 	RUN(test_edge_cases);
 	RUN(test_profile_wrappers);
+	RUN(test_draw_interrupted);
 	return unit_summary();
 }
