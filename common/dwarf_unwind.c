@@ -58,6 +58,9 @@ static int	table_count;		/* slots ever used: [0, table_count) */
 /* Odd while a handler unwinds with libunwind (see above). */
 static atomic_ulong readers;
 
+/* Samples not given to libunwind: objects unloaded since the map was read. */
+static atomic_ulong stale_skips;
+
 static unsigned long long tables_registered;
 static unsigned long long tables_reused;
 static int	tables_refused;		/* of the last registration: no room */
@@ -224,6 +227,7 @@ tp_dwarf_table_stats(tp_dwarf_stats *stats)
 	stats->refused = tables_refused;
 	stats->registered = tables_registered;
 	stats->reused = tables_reused;
+	stats->stale_skips = atomic_load_explicit(&stale_skips, memory_order_relaxed);
 }
 
 int
@@ -238,6 +242,19 @@ tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
 	*rest_in_jit = false;
 	if (max <= 0)
 		return 0;
+
+	/*
+	 * An object unloaded since the map was read keeps its registration
+	 * until the next drain, and another object (or JIT code) may sit where
+	 * it was: libunwind would read its table in memory unmapped or not its
+	 * own.  No libunwind then: the caller's frame-pointer walk, whose
+	 * reads are all checked, takes the sample.
+	 */
+	if (!tp_code_map_same_objects(map))
+	{
+		atomic_fetch_add_explicit(&stale_skips, 1, memory_order_relaxed);
+		return 0;
+	}
 	tp_dwarf_reader_enter();
 	if (unw_init_local2(&cursor, (unw_context_t *) ucontext, UNW_INIT_SIGNAL_FRAME) != 0)
 	{

@@ -59,6 +59,9 @@ typedef struct tp_dwarf_stats
 	int			refused;
 	unsigned long long registered;	/* registrations ever made */
 	unsigned long long reused;	/* of them, into a slot freed before */
+	unsigned long stale_skips;	/* samples kept from libunwind: objects
+								 * unloaded since the map was read
+								 * (tp_code_map_same_objects) */
 } tp_dwarf_stats;
 
 void		tp_dwarf_table_stats(tp_dwarf_stats *stats);

@@ -831,6 +831,7 @@ typedef struct map_search
 	uintptr_t	own_address;	/* an address inside this library */
 	uintptr_t	libc_address;	/* one inside the C library's code */
 	bool		first;			/* the main program is reported first */
+	int			index;			/* of the object reported, in the loader's list */
 } map_search;
 
 static void
@@ -852,6 +853,78 @@ add_framed(tp_code_map *map, uintptr_t start, uintptr_t end, bool main_program)
 	map->framed_count++;
 }
 
+/*
+ * The loader's list as it is now (called under its lock, from the first
+ * dl_iterate_phdr callback): nodes, load addresses, dynamic sections.
+ */
+static void
+remember_objects(tp_code_map *map)
+{
+	int			count = 0;
+
+	map->known_objects = -1;
+	if (_r_debug.r_state != RT_CONSISTENT)
+		return;
+	for (const struct link_map *l = _r_debug.r_map; l != NULL; l = l->l_next)
+	{
+		if (count == TP_CODE_MAP_OBJECTS)
+			return;
+		map->known[count].node = l;
+		map->known[count].addr = (uintptr_t) l->l_addr;
+		map->known[count].ld = l->l_ld;
+		map->known[count].id_at = NULL;
+		map->known[count].id_len = 0;
+		count++;
+	}
+	map->known_objects = count;
+}
+
+/*
+ * The build id of the object of info, if its note lies in the page at its
+ * load address: any object loaded at that address since maps its first
+ * page there (its ELF header), so the handler can read it back.
+ */
+static void
+remember_build_id(tp_code_map *map, int index, const struct dl_phdr_info *info)
+{
+	if (index >= map->known_objects || map->known[index].addr != (uintptr_t) info->dlpi_addr)
+	{
+		map->known_objects = -1;	/* not the list's order: check nothing */
+		return;
+	}
+	for (int i = 0; i < info->dlpi_phnum; i++)
+	{
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const unsigned char *notes = (const unsigned char *) (info->dlpi_addr + ph->p_vaddr);
+		size_t		pos = 0;
+
+		if (ph->p_type != PT_NOTE || ph->p_vaddr + ph->p_filesz > MIN_PAGE)
+			continue;
+		while (ph->p_filesz - pos >= 12)
+		{
+			uint32_t	header[3];	/* namesz, descsz, type */
+			size_t		name_len;
+			size_t		desc_len;
+
+			memcpy(header, notes + pos, sizeof(header));
+			name_len = ((size_t) header[0] + 3) & ~(size_t) 3;
+			desc_len = ((size_t) header[1] + 3) & ~(size_t) 3;
+			if (name_len + desc_len > ph->p_filesz - pos - 12)
+				break;
+			if (header[2] == NT_GNU_BUILD_ID && header[0] == 4 && header[1] > 0 &&
+				header[1] <= sizeof(map->known[index].id) &&
+				memcmp(notes + pos + 12, "GNU", 4) == 0)
+			{
+				map->known[index].id_at = notes + pos + 12 + name_len;
+				map->known[index].id_len = (int) header[1];
+				memcpy(map->known[index].id, map->known[index].id_at, header[1]);
+				return;
+			}
+			pos += 12 + name_len + desc_len;
+		}
+	}
+}
+
 static int
 add_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -862,6 +935,11 @@ add_object(struct dl_phdr_info *info, size_t size, void *arg)
 	uintptr_t	eh_frame_hdr = 0;
 
 	(void) size;
+	if (search->first)
+		remember_objects(map);
+	if (search->index < map->known_objects)
+		remember_build_id(map, search->index, info);
+	search->index++;
 	search->first = false;
 	for (int i = 0; i < info->dlpi_phnum; i++)
 	{
@@ -940,7 +1018,7 @@ tp_code_map_current(const tp_code_map *map)
 void
 tp_code_map_read(tp_code_map *map)
 {
-	map_search	search = {map, (uintptr_t) &tp_code_map_read, (uintptr_t) &abort, true};
+	map_search	search = {map, (uintptr_t) &tp_code_map_read, (uintptr_t) &abort, true, 0};
 	unsigned long long counters[2] = {0, 0};
 
 	map->framed_count = 0;
@@ -949,10 +1027,35 @@ tp_code_map_read(tp_code_map *map)
 	map->complete = true;
 	memset(map->unwinds, 0, sizeof(map->unwinds));	/* until tp_dwarf_register_tables */
 	map->objects = loaded_objects();
+	map->known_objects = -1;
 	dl_iterate_phdr(peek_counters, counters);
 	dl_iterate_phdr(add_object, &search);
+	if (search.index < map->known_objects)
+		map->known_objects = -1;	/* fewer reported than listed */
 	map->adds = counters[0];
 	map->subs = counters[1];
+}
+
+bool
+tp_code_map_same_objects(const tp_code_map *map)
+{
+	const volatile struct r_debug *debug = &_r_debug;
+	int			count = 0;
+
+	if (map->known_objects < 0 || debug->r_state != RT_CONSISTENT)
+		return false;
+	for (const struct link_map *l = debug->r_map; l != NULL; l = l->l_next)
+	{
+		if (count == map->known_objects || l != map->known[count].node ||
+			(uintptr_t) l->l_addr != map->known[count].addr || l->l_ld != map->known[count].ld)
+			return false;
+		/* The same node and place can be another object's: its build id. */
+		if (map->known[count].id_len > 0 &&
+			memcmp(map->known[count].id_at, map->known[count].id, map->known[count].id_len) != 0)
+			return false;
+		count++;
+	}
+	return count == map->known_objects && debug->r_state == RT_CONSISTENT;
 }
 
 bool

@@ -99,6 +99,9 @@ int			tp_stack_top_words(const tp_stack_regs *regs, const tp_stack_bounds *bound
 
 #define TP_CODE_MAP_FRAMED 4
 
+/* Objects of the loader's list the map remembers (see tp_code_map_same_objects). */
+#define TP_CODE_MAP_OBJECTS 256
+
 typedef struct tp_code_map
 {
 	/* Code with frame pointers, [0] the main program's (most frames). */
@@ -113,6 +116,21 @@ typedef struct tp_code_map
 	unsigned long long adds;	/* dl_iterate_phdr's load/unload counters */
 	unsigned long long subs;
 	int			objects;		/* in the loader's list (_r_debug) then */
+	/*
+	 * The loader's list (_r_debug.r_map) when the map was read, to tell in
+	 * a handler whether any object was unloaded since (tp_code_map_same_objects):
+	 * -1 when unknown (more objects than room, or not read).
+	 */
+	int			known_objects;
+	struct
+	{
+		const void *node;		/* its struct link_map */
+		uintptr_t	addr;		/* l_addr */
+		const void *ld;			/* l_ld */
+		const unsigned char *id_at; /* its build id in memory, NULL: none checked */
+		unsigned char id[32];	/* the build id then */
+		int			id_len;
+	}			known[TP_CODE_MAP_OBJECTS];
 	uintptr_t	start[TP_CODE_MAP_MAX]; /* sorted */
 	uintptr_t	end[TP_CODE_MAP_MAX];
 	uintptr_t	eh_frame_hdr[TP_CODE_MAP_MAX];	/* its object's, 0: none */
@@ -124,6 +142,20 @@ void		tp_code_map_read(tp_code_map *map);
 
 /* Were objects loaded or unloaded since the map was read? */
 bool		tp_code_map_changed(const tp_code_map *map);
+
+/*
+ * Is the loader's list of objects the one the map was read with: the same
+ * nodes in the same order, each at the same load address and dynamic
+ * section, with the same build id in its first page, and no load or
+ * unload under way?  False also when the map remembers no list.  An
+ * object unloaded since (dlclose), even with another loaded in its place,
+ * fails it: its unwind table, still registered with libunwind until the
+ * next drain, may point at memory unmapped or another object's.
+ * Async-signal-safe: reads the list as debuggers do, without its lock
+ * (sound for the thread that loads and unloads, i.e. a backend's only
+ * one; another thread could unload between this check and its use).
+ */
+bool		tp_code_map_same_objects(const tp_code_map *map);
 
 /* Is pc in no loaded object (JIT code)?  Async-signal-safe. */
 bool		tp_code_map_outside(const tp_code_map *map, uintptr_t pc);

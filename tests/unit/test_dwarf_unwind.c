@@ -4,9 +4,12 @@
  * .eh_frame_hdr, under address ranges where nothing is mapped: libunwind
  * never looks them up, the pool's bookkeeping is what is tested.
  */
+#include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <ucontext.h>
 
 #include "dwarf_unwind.h"
 #include "stack_walk.h"
@@ -139,6 +142,89 @@ TEST(no_reuse_while_a_handler_may_read)
 	tp_dwarf_register_tables(&map);
 }
 
+/* A library built here, whose one function is int name(int). */
+static bool
+build_library(const char *dir, const char *file, const char *function, char *lib, size_t size)
+{
+	char		cmd[1024];
+
+	snprintf(lib, size, "%s/%s", dir, file);
+	snprintf(cmd, sizeof(cmd),
+			 "set -e; cd %s; printf 'int %s(int x) { return x * 3 + 1; }\\n' > %s.c; "
+			 "cc -O1 -fPIC -shared -Wl,--build-id -o %s %s.c", dir, function, function, file, function);
+	return system(cmd) == 0;
+}
+
+static tp_code_map stale;
+
+/*
+ * dlclose of an object whose unwind table is registered, then dlopen of
+ * another where it was: until the next drain reads the map again, the
+ * handler must not let libunwind read the unloaded object's table (at
+ * memory now unmapped or the new object's).  The loader's list still has
+ * as many objects, often the same node at the same address: the build id
+ * tells them apart.  A sample then takes the frame-pointer walk.
+ */
+TEST(no_libunwind_after_an_unload_until_the_map_is_read_again)
+{
+	char		dir[] = "/tmp/traceprof-unload-XXXXXX";
+	char		lib_a[512];
+	char		lib_b[512];
+	char		cmd[600];
+	void	   *handle;
+	void	   *fn_a;
+	void	   *fn_b;
+	ucontext_t	uc;
+	uintptr_t	pcs[64];
+	bool		truncated;
+	bool		rest_in_jit;
+	tp_stack_regs rest;
+	tp_dwarf_stats before;
+	tp_dwarf_stats after;
+
+	CHECK(mkdtemp(dir) != NULL);
+	CHECK(build_library(dir, "libunload_a.so", "alpha_function", lib_a, sizeof(lib_a)));
+	CHECK(build_library(dir, "libunload_b.so", "omega_function", lib_b, sizeof(lib_b)));
+	handle = dlopen(lib_a, RTLD_NOW | RTLD_LOCAL);
+	CHECK(handle != NULL);
+	if (handle == NULL)
+		return;
+	fn_a = dlsym(handle, "alpha_function");
+	tp_code_map_read(&stale);
+	tp_dwarf_register_tables(&stale);
+	CHECK(stale.known_objects > 0);
+	CHECK(tp_code_map_same_objects(&stale));
+	getcontext(&uc);
+	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit) >= 1);
+
+	dlclose(handle);
+	CHECK(!tp_code_map_same_objects(&stale));
+	handle = dlopen(lib_b, RTLD_NOW | RTLD_LOCAL);
+	CHECK(handle != NULL);
+	if (handle == NULL)
+		return;
+	fn_b = dlsym(handle, "omega_function");
+	printf("  libunload_b.so %s where libunload_a.so was\n", fn_b == fn_a ? "loaded" : "not loaded");
+	CHECK(!tp_code_map_same_objects(&stale));
+	tp_dwarf_table_stats(&before);
+	getcontext(&uc);
+	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit) == 0);
+	tp_dwarf_table_stats(&after);
+	CHECK(after.stale_skips == before.stale_skips + 1);
+
+	/* The drain reads the map again: libunwind's again. */
+	tp_code_map_read(&stale);
+	tp_dwarf_register_tables(&stale);
+	CHECK(tp_code_map_same_objects(&stale));
+	getcontext(&uc);
+	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit) >= 1);
+	dlclose(handle);
+	fake_map(&map, 0, 0);
+	tp_dwarf_register_tables(&map);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK(system(cmd) == 0);
+}
+
 int
 main(void)
 {
@@ -150,5 +236,6 @@ main(void)
 	}
 	RUN(slots_of_unloaded_objects_are_reused);
 	RUN(no_reuse_while_a_handler_may_read);
+	RUN(no_libunwind_after_an_unload_until_the_map_is_read_again);
 	return unit_summary();
 }
