@@ -27,6 +27,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -77,6 +78,29 @@ typedef struct FunctionCount
 	int64		last_counted;	/* sample number, to count a function once per stack */
 } FunctionCount;
 
+/* How much of an invalid id an error quotes, in characters. */
+#define ECHO_CHARS 64
+
+/*
+ * An invalid argument as an error quotes it: whole when short, else its
+ * first ECHO_CHARS characters (cut between characters of the database's
+ * encoding), "..." and its length.  Quoted whole, a megabyte of input made
+ * a megabyte of error message, in the client and in the server log.
+ */
+static char *
+echo_arg(text *arg)
+{
+	const char *data = VARDATA_ANY(arg);
+	int			len = VARSIZE_ANY_EXHDR(arg);
+	int			bytes = 0;
+
+	for (int chars = 0; chars < ECHO_CHARS && bytes < len; chars++)
+		bytes += pg_mblen(data + bytes);
+	if (bytes >= len)
+		return psprintf("\"%.*s\"", len, data);
+	return psprintf("\"%.*s...\" (%d bytes)", bytes, data, len);
+}
+
 static void
 parse_filter(FunctionCallInfo fcinfo, int span_arg, SampleFilter *filter)
 {
@@ -93,7 +117,7 @@ parse_filter(FunctionCallInfo fcinfo, int span_arg, SampleFilter *filter)
 		tp_id_is_zero(filter->trace_id, TP_TRACE_ID_BYTES))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid trace_id \"%s\"", text_to_cstring(trace)),
+				 errmsg("invalid trace_id %s", echo_arg(trace)),
 				 errhint("A trace_id is 32 lowercase hex digits, not all zero.")));
 	if (!PG_ARGISNULL(span_arg))
 	{
@@ -104,7 +128,7 @@ parse_filter(FunctionCallInfo fcinfo, int span_arg, SampleFilter *filter)
 			tp_id_is_zero(filter->span_id, TP_SPAN_ID_BYTES))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid span_id \"%s\"", text_to_cstring(span)),
+					 errmsg("invalid span_id %s", echo_arg(span)),
 					 errhint("A span_id is 16 lowercase hex digits, not all zero.")));
 		filter->by_span = true;
 	}

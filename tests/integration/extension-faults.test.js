@@ -769,4 +769,50 @@ describe('5. profiles read from SQL', () => {
 		}
 		assert.doesNotMatch(cluster.readLog().slice(logFrom), /WARNING|PANIC|TRAP:|terminated by signal/);
 	});
+
+	test('5c. an invalid trace_id or span_id is echoed cut to 64 characters (on a character boundary), ' +
+		'with its length, in every function', async () => {
+		// Before, the whole argument was echoed: a 1 MB string made a 1 MB
+		// error message (in the client, the server log, pg_stat_activity).
+		const reader = await connectTraced(cluster);
+		const good = ctx.traceId;
+		const calls = [
+			['trace_id', (a) => ['SELECT * FROM traceprof.profile($1)', [a]]],
+			['trace_id', (a) => ['SELECT * FROM traceprof.profile_top($1)', [a]]],
+			['trace_id', (a) => ['SELECT traceprof.flamegraph($1)', [a]]],
+			['trace_id', (a) => ['SELECT traceprof.flamegraph_diff($1)', [a]]],
+			['span_id', (a) => ['SELECT * FROM traceprof.profile($1, $2)', [good, a]]],
+			['span_id', (a) => ['SELECT * FROM traceprof.profile_top($1, 5, $2)', [good, a]]],
+			['span_id', (a) => ['SELECT traceprof.flamegraph($1, $2)', [good, a]]],
+			['span_id', (a) => ['SELECT traceprof.flamegraph_diff($1, $2)', [good, a]]],
+		];
+		const rejects = async ([what, call], arg, check) => {
+			const [sql, params] = call(arg);
+			await assert.rejects(reader.query(sql, params), (e) => {
+				assert.equal(e.code, '22023', e.message.slice(0, 200));
+				assert.match(e.message, new RegExp(`^invalid ${what} "`));
+				assert.match(e.hint, what === 'trace_id' ? /32 lowercase hex digits/ : /16 lowercase hex digits/);
+				check(e.message);
+				return true;
+			});
+		};
+		try {
+			for (const call of calls) {
+				const huge = 'x'.repeat(1024 * 1024);
+				await rejects(call, huge, (m) => {
+					assert.ok(m.length < 200, `a 1 MB argument made a ${m.length}-character message`);
+					assert.equal(m, `invalid ${call[0]} "${'x'.repeat(64)}..." (1048576 bytes)`);
+				});
+				// Cut between characters, never inside one (é is 2 bytes).
+				await rejects(call, 'é'.repeat(100), (m) => {
+					assert.equal(m, `invalid ${call[0]} "${'é'.repeat(64)}..." (200 bytes)`);
+				});
+				// Short enough: as given, nothing added.
+				await rejects(call, 'ABC', (m) => assert.equal(m, `invalid ${call[0]} "ABC"`));
+				await rejects(call, 'y'.repeat(64), (m) => assert.equal(m, `invalid ${call[0]} "${'y'.repeat(64)}"`));
+			}
+		} finally {
+			await reader.end();
+		}
+	});
 });
