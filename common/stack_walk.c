@@ -1036,26 +1036,32 @@ tp_code_map_read(tp_code_map *map)
 	map->subs = counters[1];
 }
 
+/*
+ * Objects loaded since the map was read come after its objects in the list
+ * (the loader appends) and never had a table registered, so a list that
+ * grew, or grows now (a sample in the loader's own relocation code during
+ * a dlopen), keeps libunwind usable; one an object left, or is leaving
+ * (RT_DELETE), does not.
+ */
 bool
 tp_code_map_same_objects(const tp_code_map *map)
 {
 	const volatile struct r_debug *debug = &_r_debug;
-	int			count = 0;
+	const struct link_map *l = debug->r_map;
 
-	if (map->known_objects < 0 || debug->r_state != RT_CONSISTENT)
+	if (map->known_objects < 0 || debug->r_state == RT_DELETE)
 		return false;
-	for (const struct link_map *l = debug->r_map; l != NULL; l = l->l_next)
+	for (int i = 0; i < map->known_objects; i++, l = l->l_next)
 	{
-		if (count == map->known_objects || l != map->known[count].node ||
-			(uintptr_t) l->l_addr != map->known[count].addr || l->l_ld != map->known[count].ld)
+		if (l == NULL || l != map->known[i].node ||
+			(uintptr_t) l->l_addr != map->known[i].addr || l->l_ld != map->known[i].ld)
 			return false;
 		/* The same node and place can be another object's: its build id. */
-		if (map->known[count].id_len > 0 &&
-			memcmp(map->known[count].id_at, map->known[count].id, map->known[count].id_len) != 0)
+		if (map->known[i].id_len > 0 &&
+			memcmp(map->known[i].id_at, map->known[i].id, map->known[i].id_len) != 0)
 			return false;
-		count++;
 	}
-	return count == map->known_objects && debug->r_state == RT_CONSISTENT;
+	return debug->r_state != RT_DELETE;
 }
 
 bool

@@ -144,10 +144,11 @@ void		tp_code_map_read(tp_code_map *map);
 bool		tp_code_map_changed(const tp_code_map *map);
 
 /*
- * Is the loader's list of objects the one the map was read with: the same
- * nodes in the same order, each at the same load address and dynamic
- * section, with the same build id in its first page, and no load or
- * unload under way?  False also when the map remembers no list.  An
+ * Are the objects the map was read with all still loaded: does the
+ * loader's list start with the same nodes in the same order, each at the
+ * same load address and dynamic section, with the same build id in its
+ * first page, and no unload under way?  Objects loaded since (appended)
+ * do not matter.  False also when the map remembers no list.  An
  * object unloaded since (dlclose), even with another loaded in its place,
  * fails it: its unwind table, still registered with libunwind until the
  * next drain, may point at memory unmapped or another object's.

@@ -172,6 +172,7 @@ TEST(no_libunwind_after_an_unload_until_the_map_is_read_again)
 	char		lib_b[512];
 	char		cmd[600];
 	void	   *handle;
+	void	   *handle_a;
 	void	   *fn_a;
 	void	   *fn_b;
 	ucontext_t	uc;
@@ -218,6 +219,15 @@ TEST(no_libunwind_after_an_unload_until_the_map_is_read_again)
 	CHECK(tp_code_map_same_objects(&stale));
 	getcontext(&uc);
 	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit) >= 1);
+
+	/* An object loaded since (a backend's first JIT loading libLLVM) takes nothing away. */
+	handle_a = dlopen(lib_a, RTLD_NOW | RTLD_LOCAL);
+	CHECK(handle_a != NULL);
+	CHECK(tp_code_map_same_objects(&stale));
+	getcontext(&uc);
+	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit) >= 1);
+	if (handle_a != NULL)
+		dlclose(handle_a);
 	dlclose(handle);
 	fake_map(&map, 0, 0);
 	tp_dwarf_register_tables(&map);
