@@ -12,6 +12,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "loader_counters.h"
+
 /*
  * The top-of-stack words we copy may never have been written, and code
  * without frame pointers (libcrypto's assembly) leaves anything in the
@@ -528,18 +530,6 @@ tp_leaf_repair_free(tp_leaf_repair *repair)
 }
 
 static int
-peek_counters(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	unsigned long long *counters = arg;
-
-	if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
-		return -1;
-	counters[0] = info->dlpi_adds;
-	counters[1] = info->dlpi_subs;
-	return 1;					/* the first object is enough */
-}
-
-static int
 add_segments(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	tp_leaf_repair *repair = arg;
@@ -586,7 +576,7 @@ tp_leaf_repair_refresh(tp_leaf_repair *repair)
 {
 	unsigned long long counters[2] = {0, 0};
 
-	if (dl_iterate_phdr(peek_counters, counters) == 1 && repair->known &&
+	if (tp_loader_counters(counters) && repair->known &&
 		counters[0] == repair->adds && counters[1] == repair->subs)
 		return;
 	repair->nranges = 0;
@@ -1028,7 +1018,7 @@ tp_code_map_read(tp_code_map *map)
 	memset(map->unwinds, 0, sizeof(map->unwinds));	/* until tp_dwarf_register_tables */
 	map->objects = loaded_objects();
 	map->known_objects = -1;
-	dl_iterate_phdr(peek_counters, counters);
+	(void) tp_loader_counters(counters);
 	dl_iterate_phdr(add_object, &search);
 	if (search.index < map->known_objects)
 		map->known_objects = -1;	/* fewer reported than listed */
@@ -1069,7 +1059,7 @@ tp_code_map_changed(const tp_code_map *map)
 {
 	unsigned long long counters[2] = {0, 0};
 
-	return dl_iterate_phdr(peek_counters, counters) != 1 ||
+	return !tp_loader_counters(counters) ||
 		counters[0] != map->adds || counters[1] != map->subs;
 }
 

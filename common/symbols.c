@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "elf_symbols.h"
+#include "loader_counters.h"
 
 #define DEBUG_ROOT "/usr/lib/debug"	/* TRACEPROF_DEBUG_DIR overrides */
 #define DELETED_SUFFIX " (deleted)"
@@ -289,26 +290,13 @@ find_or_add_module(tp_symbols *symbols, const char *path, unsigned int dev_major
 	return mod;
 }
 
-/* dl_iterate_phdr's load and unload counters, from its first object. */
-static int
-peek_counters(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	unsigned long long *counters = arg;
-
-	if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
-		return -1;
-	counters[0] = info->dlpi_adds;
-	counters[1] = info->dlpi_subs;
-	return 1;
-}
-
 /* The counters now, false if the loader does not report them. */
 static bool
 loader_counters(unsigned long long *adds, unsigned long long *subs)
 {
 	unsigned long long counters[2] = {0, 0};
 
-	if (dl_iterate_phdr(peek_counters, counters) != 1)
+	if (!tp_loader_counters(counters))
 		return false;
 	*adds = counters[0];
 	*subs = counters[1];
