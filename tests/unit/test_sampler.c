@@ -1217,6 +1217,58 @@ jit_make(const unsigned char *code, size_t len)
 	return (jit_fn) (void *) page;
 }
 
+/* The entry: push %rbp and overwrite it with garbage, or push %rax (the same alignment). */
+static size_t
+emit_entry(unsigned char *code, size_t n, bool clobbers, uint64_t garbage)
+{
+	if (!clobbers)
+	{
+		code[n++] = 0x50;		/* push %rax */
+		return n;
+	}
+	code[n++] = 0x55;			/* push %rbp */
+	code[n++] = 0x48;			/* movabs $garbage, %rbp */
+	code[n++] = 0xbd;
+	memcpy(code + n, &garbage, 8);
+	return n + 8;
+}
+
+/* movabs $target, %rax; call *%rax */
+static size_t
+emit_call_through_rax(unsigned char *code, size_t n, uintptr_t target)
+{
+	code[n++] = 0x48;
+	code[n++] = 0xb8;
+	memcpy(code + n, &target, 8);
+	n += 8;
+	code[n++] = 0xff;
+	code[n++] = 0xd0;
+	return n;
+}
+
+/* The body: call jit_callee, or spin %rdi times. */
+static size_t
+emit_body(unsigned char *code, size_t n, bool calls)
+{
+	if (calls)
+		return emit_call_through_rax(code, n, (uintptr_t) jit_callee);
+	code[n++] = 0x48;			/* 1: dec %rdi */
+	code[n++] = 0xff;
+	code[n++] = 0xcf;
+	code[n++] = 0x75;			/* jnz 1b */
+	code[n++] = 0xfb;
+	return n;
+}
+
+/* The exit: pop %rbp, or pop %rcx; ret */
+static size_t
+emit_exit(unsigned char *code, size_t n, bool clobbers)
+{
+	code[n++] = clobbers ? 0x5d : 0x59;
+	code[n++] = 0xc3;
+	return n;
+}
+
 /*
  * The four shapes: a spinning leaf or a caller of jit_callee, with the
  * frame register kept or overwritten.
@@ -1226,38 +1278,10 @@ jit_build(bool calls, bool clobbers)
 {
 	unsigned char code[64];
 	size_t		n = 0;
-	uint64_t	garbage = JIT_GARBAGE;
-	uintptr_t	callee = (uintptr_t) jit_callee;
 
-	if (clobbers)
-	{
-		code[n++] = 0x55;		/* push %rbp */
-		code[n++] = 0x48;		/* movabs $garbage, %rbp */
-		code[n++] = 0xbd;
-		memcpy(code + n, &garbage, 8);
-		n += 8;
-	}
-	else
-		code[n++] = 0x50;		/* push %rax: the same stack alignment */
-	if (calls)
-	{
-		code[n++] = 0x48;		/* movabs $jit_callee, %rax */
-		code[n++] = 0xb8;
-		memcpy(code + n, &callee, 8);
-		n += 8;
-		code[n++] = 0xff;		/* call *%rax */
-		code[n++] = 0xd0;
-	}
-	else
-	{
-		code[n++] = 0x48;		/* 1: dec %rdi */
-		code[n++] = 0xff;
-		code[n++] = 0xcf;
-		code[n++] = 0x75;		/* jnz 1b */
-		code[n++] = 0xfb;
-	}
-	code[n++] = clobbers ? 0x5d : 0x59; /* pop %rbp, or pop %rcx */
-	code[n++] = 0xc3;			/* ret */
+	n = emit_entry(code, n, clobbers, JIT_GARBAGE);
+	n = emit_body(code, n, calls);
+	n = emit_exit(code, n, clobbers);
 	return jit_make(code, n);
 }
 
@@ -1357,8 +1381,6 @@ jit_build_nested(bool calls, bool clobbers, bool direct)
 {
 	unsigned char code[256];
 	size_t		n = 0;
-	uint64_t	garbage = JIT_GARBAGE;
-	uintptr_t	callee = (uintptr_t) jit_callee;
 	const size_t inner = 128;
 	unsigned char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
 							   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -1370,17 +1392,7 @@ jit_build_nested(bool calls, bool clobbers, bool direct)
 	for (int f = 0; f < 2; f++)
 	{
 		n = f == 0 ? 0 : inner;
-		if (clobbers)
-		{
-			code[n++] = 0x55;	/* push %rbp */
-			code[n++] = 0x48;	/* movabs $garbage + f, %rbp */
-			code[n++] = 0xbd;
-			garbage += (uint64_t) f;
-			memcpy(code + n, &garbage, 8);
-			n += 8;
-		}
-		else
-			code[n++] = 0x50;	/* push %rax */
+		n = emit_entry(code, n, clobbers, JIT_GARBAGE + (uint64_t) f);
 		if (f == 0 && direct)
 		{
 			int32_t		disp;
@@ -1391,33 +1403,10 @@ jit_build_nested(bool calls, bool clobbers, bool direct)
 			n += 4;
 		}
 		else if (f == 0)
-		{
-			code[n++] = 0x48;	/* movabs $B, %rax */
-			code[n++] = 0xb8;
-			memcpy(code + n, &inner_address, 8);
-			n += 8;
-			code[n++] = 0xff;	/* call *%rax */
-			code[n++] = 0xd0;
-		}
-		else if (calls)
-		{
-			code[n++] = 0x48;	/* movabs $jit_callee, %rax */
-			code[n++] = 0xb8;
-			memcpy(code + n, &callee, 8);
-			n += 8;
-			code[n++] = 0xff;	/* call *%rax */
-			code[n++] = 0xd0;
-		}
+			n = emit_call_through_rax(code, n, inner_address);	/* B */
 		else
-		{
-			code[n++] = 0x48;	/* 1: dec %rdi */
-			code[n++] = 0xff;
-			code[n++] = 0xcf;
-			code[n++] = 0x75;	/* jnz 1b */
-			code[n++] = 0xfb;
-		}
-		code[n++] = clobbers ? 0x5d : 0x59; /* pop %rbp, or pop %rcx */
-		code[n++] = 0xc3;		/* ret */
+			n = emit_body(code, n, calls);
+		n = emit_exit(code, n, clobbers);
 	}
 	memcpy(page, code, sizeof(code));
 	if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0)
