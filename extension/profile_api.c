@@ -162,7 +162,12 @@ group_stack(const TraceprofSample *sample, void *arg)
 	StackGroup *group;
 	bool		found;
 
-	if (!matches(filter, sample))
+	/*
+	 * A sample whose stack could not be walked says nothing of where the
+	 * time went: skipped, as profile_top() and the flame graphs skip it, so
+	 * that the four count the same samples.
+	 */
+	if (!matches(filter, sample) || sample->depth == 0)
 		return true;
 	memset(&key, 0, sizeof(key));
 	key.span_name_id = sample->span_name_id;

@@ -8,7 +8,7 @@
 // differential graph and names that need escaping.  Chromium missing or
 // failing to start fails every test here; nothing is skipped.
 
-const { test, before, after } = require('node:test');
+const { test, describe: suite, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -417,4 +417,85 @@ test('differential graph: red grew, blue shrank, grey equal; details show both s
 	assert.match(await page.textContent('.tp-sub'), /red: larger, blue: smaller/);
 	assert.deepEqual(page.errors, []);
 	await page.close();
+});
+
+// The SQL readers on a real cluster: traceprof.profile(), profile_top(),
+// flamegraph() and flamegraph_diff() count the same samples, and their
+// span_id filter returns nothing (never an error) for a span of another
+// trace or one without samples.
+suite('SQL profiles of one trace agree', () => {
+	const { startTraced, connect, newContext, traced, hex } = require('./lib/traced');
+	let cluster;
+	let client;
+	let ctx;
+	let spanId;
+
+	const totalOf = (svg, attr) => Number((svg.match(new RegExp(`${attr}="(\\d+)"`)) || [])[1]);
+	const readers = async (traceId, spanArg) => {
+		const p = (await client.query('SELECT stack, samples, nanoseconds FROM traceprof.profile($1, $2)', [traceId, spanArg])).rows;
+		const top = (await client.query('SELECT self_samples, self_percent, self_ns FROM traceprof.profile_top($1, NULL, $2)', [traceId, spanArg])).rows;
+		const svg = (await client.query('SELECT traceprof.flamegraph($1, $2) AS svg', [traceId, spanArg])).rows[0].svg;
+		return { p, top, svg };
+	};
+
+	before(async () => {
+		cluster = await startTraced();
+		client = await connect(cluster);
+		await client.query('SET traceprof.sample_hz = 250');
+		ctx = newContext();
+		await traced(client, ctx, 'SELECT sum(g::numeric * g) FROM generate_series(1, 2000000) AS g');
+		spanId = (await client.query(
+			"SELECT span_id FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server'", [ctx.traceId])).rows[0].span_id;
+	});
+
+	after(async () => {
+		if (client)
+			await client.end().catch(() => {});
+		if (cluster)
+			await cluster.stop();
+	});
+
+	test('profile, profile_top and flamegraph count the same samples; no empty stack', async () => {
+		for (const spanArg of [null, spanId]) {
+			const { p, top, svg } = await readers(ctx.traceId, spanArg);
+			assert.ok(p.length > 0, 'the statement was sampled');
+			assert.deepEqual(p.filter((r) => r.stack === ''), [], 'no row with an empty stack');
+			const ns = p.reduce((n, r) => n + Number(r.nanoseconds), 0);
+			const samples = p.reduce((n, r) => n + Number(r.samples), 0);
+			assert.equal(top.reduce((n, r) => n + Number(r.self_ns), 0), ns, 'profile_top self_ns sum = profile nanoseconds');
+			assert.equal(top.reduce((n, r) => n + Number(r.self_samples), 0), samples, 'profile_top self_samples sum = profile samples');
+			assert.ok(Math.abs(top.reduce((n, r) => n + r.self_percent, 0) - 100) < 1e-6, 'self_percent sums to 100');
+			assert.equal(totalOf(svg, 'data-total') * 1000, ns, 'flamegraph total (µs) = profile nanoseconds');
+		}
+	});
+
+	test('span_id of another trace, without samples, or NULL: right rows, no error', async () => {
+		const other = newContext();
+		for (const [traceId, spanArg, what] of [[other.traceId, spanId, "a span of another trace"],
+			[ctx.traceId, hex(8), 'a span without samples']]) {
+			const { p, top, svg } = await readers(traceId, spanArg);
+			assert.deepEqual(p, [], `profile: ${what}`);
+			assert.deepEqual(top, [], `profile_top: ${what}`);
+			assert.equal(totalOf(svg, 'data-total'), 0, `flamegraph: ${what}`);
+			const diff = (await client.query('SELECT traceprof.flamegraph_diff($1, $2) AS d', [traceId, spanArg])).rows[0].d;
+			assert.doesNotMatch(diff, /NaN|Infinity/, `flamegraph_diff: ${what}`);
+		}
+		const all = await readers(ctx.traceId, null);
+		const one = await readers(ctx.traceId, spanId);
+		assert.ok(all.p.length >= one.p.length, 'NULL span_id: the whole trace');
+	});
+
+	test('flamegraph_diff whose baseline is only the target itself: equal totals, no NaN, no change', async () => {
+		// The cluster's only sampled trace: the baseline (spans of the same names) is the target.
+		for (const spanArg of [null, spanId]) {
+			const diff = (await client.query('SELECT traceprof.flamegraph_diff($1, $2) AS d', [ctx.traceId, spanArg])).rows[0].d;
+			assert.doesNotMatch(diff, /NaN|Infinity/);
+			assert.ok(totalOf(diff, 'data-total') > 0);
+			assert.equal(totalOf(diff, 'data-btotal'), totalOf(diff, 'data-total'));
+			const changes = [...diff.matchAll(/change ([+-]?[0-9.]+)/g)];
+			assert.ok(changes.length > 0, 'frames show their change');
+			for (const m of changes)
+				assert.equal(Number(m[1]), 0, `no frame changes: ${m[0]}`);
+		}
+	});
 });
