@@ -180,27 +180,22 @@ static bool outside_objects(const tp_code_map *map, uintptr_t pc);
 
 #if defined(__x86_64__)
 /*
- * Copy the len bytes of code before ret into buf, where reading them
- * cannot fault: on the page of known (code that runs, or that a frame
- * returns to), else through process_vm_readv (a failed read is an error,
- * not a fault; async-signal-safe, a plain system call), at most
- * JIT_PROBES times a walk.
+ * Copy the len bytes of code before ret into buf through process_vm_readv:
+ * a failed read is an error, not a fault (async-signal-safe, a plain
+ * system call).  Never a plain read, not even on the page of the JIT frame
+ * the walk is at: that frame may be a frame-pointer walk's garbage that
+ * only looks like JIT code (outside every object the map knows), on a page
+ * nothing maps; reading there killed the backend.  At most JIT_PROBES
+ * times a walk.
  */
 static bool
-jit_code_before(uintptr_t ret, uintptr_t known, unsigned char *buf, size_t len,
-				int *probes)
+jit_code_before(uintptr_t ret, unsigned char *buf, size_t len, int *probes)
 {
 	struct iovec local = {buf, len};
 	struct iovec remote = {(void *) (ret - len), len};
 
 	if (ret - len > ret)
 		return false;
-	if (((ret - len) & ~(MIN_PAGE - 1)) == (known & ~(MIN_PAGE - 1)) &&
-		((ret - 1) & ~(MIN_PAGE - 1)) == (known & ~(MIN_PAGE - 1)))
-	{
-		memcpy(buf, (const void *) (ret - len), len);
-		return true;
-	}
 	/*
 	 * LLVM starts functions at 16-byte boundaries, and a JIT prologue's
 	 * "push %rax" (8 bytes of stack) often pushes the function's own
@@ -228,7 +223,7 @@ returns_into_jit(const tp_code_map *map, uintptr_t word, uintptr_t callee, int *
 	uintptr_t	target;
 
 	if (!outside_objects(map, word) ||
-		!jit_code_before(word, callee, code, sizeof(code), probes))
+		!jit_code_before(word, code, sizeof(code), probes))
 		return false;
 	if (code[0] == 0xe8)		/* call rel32 */
 	{
