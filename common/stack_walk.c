@@ -76,8 +76,12 @@ defined_word(const tp_stack_bounds *bounds, uintptr_t word)
 /* JIT code calls JIT code of its own module: this close to it. */
 #define JIT_NEAR ((uintptr_t) 1 << 20)
 
-/* Reads of JIT code on pages not known to be mapped, per walk (system calls). */
-#define JIT_PROBES 4
+/*
+ * Reads of JIT code per walk (system calls, ~1 us each, in JIT samples
+ * only): two a nesting level, the frame's return address and the
+ * function's own address a JIT prologue's "push %rax" often leaves.
+ */
+#define JIT_PROBES 8
 
 /* The smallest page size: an address's 4 KiB block lies in one page. */
 #define MIN_PAGE ((uintptr_t) 4096)
@@ -194,15 +198,7 @@ jit_code_before(uintptr_t ret, unsigned char *buf, size_t len, int *probes)
 	struct iovec local = {buf, len};
 	struct iovec remote = {(void *) (ret - len), len};
 
-	if (ret - len > ret)
-		return false;
-	/*
-	 * LLVM starts functions at 16-byte boundaries, and a JIT prologue's
-	 * "push %rax" (8 bytes of stack) often pushes the function's own
-	 * address: no system call for those (a return address lands there
-	 * one time in 16).
-	 */
-	if (*probes >= JIT_PROBES || (ret & 15) == 0)
+	if (ret - len > ret || *probes >= JIT_PROBES)
 		return false;
 	(*probes)++;
 	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t) len;
