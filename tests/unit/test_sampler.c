@@ -1318,6 +1318,17 @@ reaches_main(const tp_sample *sample, uint32_t from)
 	return false;
 }
 
+/* 0.4 s of CPU in fn under jit_outer, sampled at 250 Hz, into c. */
+static void
+sample_jit_code(jit_fn fn, collected *c)
+{
+	jit_current = fn;
+	CHECK(start(250, TP_SAMPLER_CPU, 1024));
+	jit_outer(0.4);
+	tp_sampler_drain(collect, c);
+	tp_sampler_stop();
+}
+
 /*
  * Samples in JIT code (or in what it calls) have the JIT code's caller
  * under it, then the rest of the chain down to main.
@@ -1337,11 +1348,7 @@ TEST(jit_code_keeps_its_caller)
 		CHECK(fn != NULL);
 		if (fn == NULL)
 			return;
-		jit_current = fn;
-		CHECK(start(250, TP_SAMPLER_CPU, 1024));
-		jit_outer(0.4);
-		tp_sampler_drain(collect, &c);
-		tp_sampler_stop();
+		sample_jit_code(fn, &c);
 		for (size_t i = 0; i < c.count; i++)
 		{
 			const tp_sample *s = &c.items[i];
@@ -1438,11 +1445,7 @@ TEST(jit_code_called_from_jit_code_keeps_both_frames)
 		CHECK(fn != NULL);
 		if (fn == NULL)
 			return;
-		jit_current = fn;
-		CHECK(start(250, TP_SAMPLER_CPU, 1024));
-		jit_outer(0.4);
-		tp_sampler_drain(collect, &c);
-		tp_sampler_stop();
+		sample_jit_code(fn, &c);
 		for (size_t i = 0; i < c.count; i++)
 		{
 			const tp_sample *s = &c.items[i];
