@@ -514,6 +514,37 @@ undo_stale_jit(uintptr_t *pcs, uint32_t depth, uint64_t inserted)
 	return depth;
 }
 
+/*
+ * Both maps, read again if objects were loaded or unloaded.  Both read
+ * them with dl_iterate_phdr, under the dynamic loader's lock: a sample
+ * taken meanwhile (the timer still runs during a restart's or profile =
+ * all's drain) must wait, or the handler's unwinding could find the lock
+ * half taken by its own thread.
+ */
+static void
+refresh_maps(void)
+{
+	sigset_t	prof;
+	sigset_t	saved_mask;
+
+	sigemptyset(&prof);
+	sigaddset(&prof, SIGPROF);
+	pthread_sigmask(SIG_BLOCK, &prof, &saved_mask);
+	if (leaf_repair != NULL)
+		tp_leaf_repair_refresh(leaf_repair);
+	refresh_code_map();
+	pthread_sigmask(SIG_SETMASK, &saved_mask, NULL);
+}
+
+void
+tp_sampler_notice_loads(void)
+{
+	unsigned int current = atomic_load_explicit(&code_map_current, memory_order_relaxed) & 1;
+
+	if (started && tp_code_map_changed(&code_maps[current]))
+		refresh_maps();
+}
+
 size_t
 tp_sampler_drain(tp_sample_fn fn, void *arg)
 {
@@ -527,25 +558,8 @@ tp_sampler_drain(tp_sample_fn fn, void *arg)
 	head = atomic_load_explicit(&ring_head, memory_order_acquire);
 	atomic_signal_fence(memory_order_acquire);
 
-	/*
-	 * Both read the loaded objects with dl_iterate_phdr, under the dynamic
-	 * loader's lock: a sample taken meanwhile (the timer still runs during
-	 * a restart's or profile = all's drain) must wait, or the handler's
-	 * unwinding could find the lock half taken by its own thread.
-	 */
 	if (tail != head)
-	{
-		sigset_t	prof;
-		sigset_t	saved_mask;
-
-		sigemptyset(&prof);
-		sigaddset(&prof, SIGPROF);
-		pthread_sigmask(SIG_BLOCK, &prof, &saved_mask);
-		if (leaf_repair != NULL)
-			tp_leaf_repair_refresh(leaf_repair);
-		refresh_code_map();
-		pthread_sigmask(SIG_SETMASK, &saved_mask, NULL);
-	}
+		refresh_maps();
 
 	/*
 	 * Samples taken while fn runs wait for the next drain.  fn reads the

@@ -704,6 +704,18 @@ publish_labels(void)
 }
 
 /*
+ * An executor started while the timer runs.  If it JIT-compiled, this
+ * backend may just have loaded libLLVM, whose code the run's samples
+ * (LLVM optimizing and emitting the code) land in: the sampler must know
+ * it before then, not at the statement's end.
+ */
+void
+profiler_notice_loads(void)
+{
+	tp_sampler_notice_loads();
+}
+
+/*
  * A plan that may launch workers starts while the timer runs: publish our
  * labels, and keep them current (relabel) until nothing runs any more.
  */

@@ -1625,6 +1625,7 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 		call_ExecutorStart(query_desc, eflags);
 	if (profiler_is_sampling())
 	{
+		profiler_notice_loads();
 		if (query_desc->planstate != NULL)
 			executor_names_learn(query_desc->planstate);
 		/* The workers its run may launch sample with our labels. */

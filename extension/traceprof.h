@@ -330,6 +330,8 @@ extern void profiler_arm_for_statement(const TraceprofSpan *innermost);
 extern void profiler_profile_assigned(int profile);
 extern void profiler_relabel(const TraceprofSpan *innermost, const TraceprofSpan *root);
 extern void profiler_store_samples(void);
+/* Objects loaded since the sampler read them (a first JIT compile's libLLVM). */
+extern void profiler_notice_loads(void);
 /* Parallel workers sample with the labels their leader publishes. */
 extern Size profiler_shmem_size(void);
 extern void profiler_shmem_startup(void);
