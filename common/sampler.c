@@ -76,6 +76,8 @@ static bool handler_installed;
 static bool timer_valid;
 static bool paused;
 static bool atfork_registered;
+static bool prepared;			/* tp_sampler_prepare read the process */
+static uint64_t process_reads;
 static timer_t timer;			/* also read by the handler */
 static struct timespec period;
 static struct sigaction previous_action;
@@ -288,6 +290,28 @@ release(void)
 	paused = false;
 }
 
+static void refresh_code_map(void);
+
+/* The stack's bounds, the loaded objects and their unwind tables. */
+static void
+read_process(void)
+{
+	process_reads++;
+	tp_stack_bounds_current(&stack_bounds); /* none: PCs only */
+	tp_code_map_read(&code_maps[0]);
+	tp_dwarf_register_tables(&code_maps[0]);
+	atomic_store_explicit(&code_map_current, 0, memory_order_relaxed);
+}
+
+void
+tp_sampler_prepare(void)
+{
+	if (started)
+		return;
+	read_process();
+	prepared = true;
+}
+
 bool
 tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 				 char *err, size_t errlen)
@@ -349,10 +373,11 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 	atomic_store_explicit(&stat_dropped, 0, memory_order_relaxed);
 	atomic_store_explicit(&stat_truncated, 0, memory_order_relaxed);
 	atomic_store_explicit(&active, 0, memory_order_relaxed);
-	tp_stack_bounds_current(&stack_bounds);	/* none: PCs only */
-	tp_code_map_read(&code_maps[0]);
-	tp_dwarf_register_tables(&code_maps[0]);
-	atomic_store_explicit(&code_map_current, 0, memory_order_relaxed);
+	if (prepared)
+		refresh_code_map();		/* objects loaded since tp_sampler_prepare */
+	else
+		read_process();
+	prepared = false;			/* a later start is in another thread, perhaps */
 	started = true;
 
 	if (!handler_installed)
@@ -545,6 +570,15 @@ tp_sampler_notice_loads(void)
 		refresh_maps();
 }
 
+bool
+tp_sampler_stack_bounds(tp_stack_bounds *bounds)
+{
+	if (!started)
+		return false;
+	*bounds = stack_bounds;
+	return true;
+}
+
 size_t
 tp_sampler_drain(tp_sample_fn fn, void *arg)
 {
@@ -599,4 +633,5 @@ tp_sampler_get_stats(tp_sampler_stats *stats)
 	stats->waiting = stats->samples - atomic_load_explicit(&ring_tail, memory_order_relaxed);
 	stats->dropped = atomic_load_explicit(&stat_dropped, memory_order_relaxed);
 	stats->truncated = atomic_load_explicit(&stat_truncated, memory_order_relaxed);
+	stats->process_reads = process_reads;
 }

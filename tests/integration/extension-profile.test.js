@@ -22,6 +22,7 @@
 
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
 const { decodePprof } = require('./lib/pprof');
 
 const { freePort } = require('./lib/cluster');
@@ -946,6 +947,26 @@ describe('profiles in SQL (one cluster)', () => {
 		await check(piped, 'a SELECT bound, then another, then executed', true);
 		await check(pipedOther, 'the SELECT bound after it', false);
 		assert.deepEqual(wrong, [], wrong.join('\n'));
+	});
+
+	// The sampler needs the stack's bounds, the loaded objects and their
+	// unwind tables; read in each backend (glibc reads /proc/self/maps for
+	// the stack, twice), they cost its first traced statement ~1 ms.  The
+	// postmaster reads them once; backends inherit them.
+	test('13. a backend\'s first traced statement reads no file to start the sampler (the postmaster read the process)', async () => {
+		const client = await connect(cluster, 'postgres', 'app', '-c traceprof.sample_rate=0');
+		try {
+			const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+			const bytesRead = () => Number(/^rchar: (\d+)$/m.exec(fs.readFileSync(`/proc/${pid}/io`, 'utf8'))[1]);
+			const before = bytesRead();
+			await traced(client, newContext(), 'SELECT 1');
+			const read = bytesRead() - before;
+			const profile = (await client.query('SHOW traceprof.profile')).rows[0]['traceprof.profile'];
+			assert.equal(profile, 'traced', 'the statement started the sampler (profile = traced)');
+			assert.equal(read, 0, `bytes read by the backend during its first traced statement: ${read}`);
+		} finally {
+			await client.end();
+		}
 	});
 });
 
