@@ -7,6 +7,7 @@
  * from order_writer.c and the all-or-nothing file from outfile.c.
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "log.h"
 #include "order_writer.h"
 #include "outfile.h"
+#include "pyroscope.h"
 #include "self_profiler.h"
 #include "tracer.h"
 
@@ -26,6 +28,7 @@
 
 #define EXIT_IO		1
 #define EXIT_USAGE	2
+#define EXIT_INTERRUPTED 130	/* as a shell reports SIGINT */
 
 typedef struct options
 {
@@ -66,7 +69,8 @@ print_help(void)
 		   "\n"
 		   "Tracing follows the OTEL_* environment variables, profiling the\n"
 		   "PYROSCOPE_* ones (see README).\n"
-		   "Exit status: 0 success, 1 I/O error, 2 usage error.\n",
+		   "Exit status: 0 success, 1 I/O error, 2 usage error, 130 interrupted\n"
+		   "while sending the run's traces and profiles (the output is complete).\n",
 		   MAX_RECORDS, MAX_SEED, DEFAULT_SEED);
 }
 
@@ -212,6 +216,36 @@ seconds_since(const struct timespec *start)
 		+ (double) (now.tv_nsec - start->tv_nsec) / 1e9;
 }
 
+/* Set by a SIGINT or SIGTERM once the run is over (arm_final_stop). */
+static volatile sig_atomic_t final_stop_requested;
+
+static void
+on_final_stop(int signo)
+{
+	(void) signo;
+	final_stop_requested = 1;
+}
+
+/*
+ * The output is written or removed; only the run's telemetry is left to
+ * send.  A SIGINT or SIGTERM from here on cuts those uploads short instead
+ * of killing the generator (the run's handler re-raises it), so that the
+ * --profile-out file is still written and the generator says what was
+ * lost; a second signal kills at once.
+ */
+static void
+arm_final_stop(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_final_stop;
+	sa.sa_flags = SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
 /* Generate and commit; false with out->err set on failure. */
 static bool
 run(const options *opt, gen_outfile *out)
@@ -250,6 +284,8 @@ main(int argc, char **argv)
 	parse_args(argc, argv, &opt);
 
 	tp_tracer_init("traceprof.generator");
+	tp_tracer_set_cancel(&final_stop_requested);
+	tp_pyroscope_set_env_cancel(&final_stop_requested);
 	span = tp_span_start("generator.run", TP_SPAN_INTERNAL, NULL);
 	tp_span_set_int(span, "generator.records", (int64_t) opt.records);
 	tp_span_set_string(span, "generator.output_path", opt.out);
@@ -271,6 +307,7 @@ main(int argc, char **argv)
 	else
 		ok = run(&opt, &out);
 	secs = seconds_since(&start);
+	arm_final_stop();
 
 	tp_span_set_int(span, "generator.bytes_written", (int64_t) out.bytes);
 	if (ok)
@@ -288,5 +325,10 @@ main(int argc, char **argv)
 	tp_span_end(span);
 	tp_self_profiler_finish();
 	tp_tracer_shutdown();
+	if (final_stop_requested)
+	{
+		tp_error("interrupted");
+		return EXIT_INTERRUPTED;
+	}
 	return ok ? 0 : EXIT_IO;
 }

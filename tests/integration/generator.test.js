@@ -10,6 +10,8 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const { GENERATOR, requireExecutable } = require('./lib/paths');
+const { startReceiver } = require('./lib/receiver');
+const { startIngest } = require('./lib/ingest');
 const { run, describe } = require('./lib/run');
 const { makeTempDir, removeTempDir, lookupUser } = require('./lib/tmp');
 const { checkRecord, splitRecords, KEYS } = require('./lib/records');
@@ -375,4 +377,56 @@ test('--profile-out through a symbolic link replaces the file it names (the link
 	assert.equal(got.timedOut, false, 'the reader got an end of file');
 	assert.match(got.stdout, /^(\S.* \d+\n)+$/, `the reader got the folded stacks\n${describe(res)}`);
 	assert.deepEqual(fs.readdirSync(sub).sort(), ['latest.folded', 'pipe.folded', 'profiles'], 'no temporary file left');
+});
+
+/**
+ * Generate 300,000 records with the OTLP collector (and, with profiles,
+ * Pyroscope) never answering; SIGINT once the first request of the final
+ * export arrived.  The result, the output and --profile-out paths.
+ */
+async function interruptFinalExport(t, withProfiles) {
+	const r = await startReceiver({ grpc: false });
+	t.after(() => r.close());
+	r.setDefault({ hang: true });
+	const ingest = await startIngest();
+	t.after(() => ingest.close());
+	ingest.setDefault({ hang: true });
+	const sub = makeTempDir('traceprof-gen-final-');
+	t.after(() => removeTempDir(sub));
+	const out = path.join(sub, 'orders.json');
+	const prof = path.join(sub, 'run.folded');
+	let child;
+	const pending = generate(['300000', out, '--profile-out', prof], {
+		timeout: 30000,
+		env: {
+			OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint, OTEL_EXPORTER_OTLP_TIMEOUT: '60000',
+			...(withProfiles ? { PYROSCOPE_ENABLE: 'true', PYROSCOPE_SERVER_ADDRESS: ingest.url, PYROSCOPE_UPLOAD_TIMEOUT: '60000' } : {}),
+		},
+		onSpawn: (c) => { child = c; },
+	});
+	await (withProfiles ? ingest : r).waitForRequests(1, 20000);
+	child.kill('SIGINT');
+	const res = await pending;
+	assert.equal(r.requests.length + ingest.requests.length, 1, `one request, never answered\n${describe(res)}`);
+	assert.equal(res.signal, null, `killed by the signal\n${describe(res)}`);
+	assert.equal(res.timedOut, false, describe(res));
+	assert.equal(res.code, 130, describe(res));
+	assert.match(res.stderr, /^generator: wrote 300000 records /m, 'the run itself is told');
+	assert.match(res.stderr, /^generator: warning: traces not exported: interrupted: 1 span\(s\) of 1 not sent$/m, describe(res));
+	assert.match(res.stderr, /^generator: error: interrupted$/m, describe(res));
+	assert.equal(splitRecords(fs.readFileSync(out, 'utf8')).length, 300000, 'the output was committed before');
+	assert.match(fs.readFileSync(prof, 'utf8'), /^(\S.* \d+\n)+$/, `--profile-out is written\n${describe(res)}`);
+	return res;
+}
+
+// The run's signal handler (it removes the temporary output) re-raised the
+// signal: the generator was killed there, with no message, and while
+// profiles uploaded, with no --profile-out file (written after the uploads).
+test('SIGINT during the final export of spans: it stops at once, exit 130, says what was lost', async (t) => {
+	await interruptFinalExport(t, false);
+});
+
+test('SIGINT during the final upload of profiles: the same, and --profile-out is still written', async (t) => {
+	const res = await interruptFinalExport(t, true);
+	assert.match(res.stderr, /^generator: warning: .*interrupted/m, `the upload says it was cut short\n${describe(res)}`);
 });
