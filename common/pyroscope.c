@@ -690,12 +690,17 @@ tp_pyroscope_retry_wait_ms(const tp_pyroscope_config *cfg)
 	return tp_retry_wait_left_ms(cfg->retry_not_before_ms);
 }
 
-/* One request of len bytes at req, retried within what is left until deadline_ms. */
+/*
+ * One request of len bytes holding count samples at req, retried within
+ * what is left until deadline_ms; what its answer says of the server's size
+ * limit is kept in the configuration.
+ */
 static attempt_outcome
-send_request(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
-			 char *err, size_t errlen)
+send_request(request *req, const uint8_t *pprof, size_t len, size_t count,
+			 long deadline_ms, char *err, size_t errlen)
 {
 	long		left = deadline_ms - tp_monotonic_ms();
+	tp_export_result result;
 
 	req->pprof = pprof;
 	req->len = len;
@@ -703,6 +708,13 @@ send_request(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
 	if (!tp_retry_run(left > 0 ? left : 1, req->cfg->cancel, &req->cfg->retry_not_before_ms,
 					  attempt_upload, req, err, errlen))
 		snprintf(err, errlen, "%s: upload cancelled", req->where);
+	if (req->outcome == ATTEMPT_DELIVERED)
+		result = TP_EXPORT_OK;
+	else if (req->outcome == ATTEMPT_TOO_LARGE)
+		result = TP_EXPORT_TOO_LARGE;
+	else
+		result = TP_EXPORT_FAILED;	/* says nothing of the size */
+	tp_otlp_size_limit_learn(&req->cfg->size_limit, len, count, result);
 	return req->outcome;
 }
 
@@ -720,10 +732,23 @@ typedef struct split
 	size_t		rest_first;		/* then: samples [rest_first, n) were not sent */
 } split;
 
+static void send_part(request *req, split *sp, size_t first, size_t count,
+					  long deadline_ms, char *err, size_t errlen);
+
+/* Samples [first, first + count) as two parts, in order. */
+static void
+send_halves(request *req, split *sp, size_t first, size_t count, long deadline_ms,
+			char *err, size_t errlen)
+{
+	send_part(req, sp, first, count / 2, deadline_ms, err, errlen);
+	send_part(req, sp, first + count / 2, count - count / 2, deadline_ms, err, errlen);
+}
+
 /*
  * Upload samples [first, first + count) in one request; refused as too
  * large, in halves, down to single samples (a sample refused alone is
- * dropped).  Each part has fewer samples than the one before, so this ends;
+ * dropped).  A part at least as large as one refused before is halved
+ * unsent.  Each part has fewer samples than the one before, so this ends;
  * all share the upload's one deadline.
  */
 static void
@@ -742,18 +767,24 @@ send_part(request *req, split *sp, size_t first, size_t count, long deadline_ms,
 		return;
 	}
 	body = tp_pprof_parts_encode(sp->parts, first, count, &len);
+	if (body != NULL && !tp_otlp_size_limit_allows(&req->cfg->size_limit, len, count))
+	{
+		/* The server refused as large a body before: no need to ask again. */
+		free(body);
+		send_halves(req, sp, first, count, deadline_ms, err, errlen);
+		return;
+	}
 	if (body == NULL)
 	{
 		snprintf(err, errlen, "%s: out of memory while splitting a profile refused as too large", req->where);
 		outcome = ATTEMPT_FAILED;
 	}
 	else
-		outcome = send_request(req, body, len, deadline_ms, err, errlen);
+		outcome = send_request(req, body, len, count, deadline_ms, err, errlen);
 	free(body);
 	if (outcome == ATTEMPT_TOO_LARGE && count > 1)
 	{
-		send_part(req, sp, first, count / 2, deadline_ms, err, errlen);
-		send_part(req, sp, first + count / 2, count - count / 2, deadline_ms, err, errlen);
+		send_halves(req, sp, first, count, deadline_ms, err, errlen);
 		return;
 	}
 	if (outcome != ATTEMPT_DELIVERED && outcome != ATTEMPT_TOO_LARGE && sp->keep_rest_allowed &&
@@ -778,33 +809,36 @@ send_part(request *req, split *sp, size_t first, size_t count, long deadline_ms,
 }
 
 /*
- * A profile refused as too large (413: a proxy's body limit) goes again
- * as parts of its samples for the same series and window, which Pyroscope
- * adds up.  Fills what was taken and dropped into *counts (may be NULL).
+ * A profile too large for the server (413: a proxy's body limit) goes as
+ * parts of its samples for the same series and window, which Pyroscope
+ * adds up: again when it was refused (refused, err saying so), or at once
+ * when one as large was refused before.  parts: the profile unpacked (NULL:
+ * not ours to read, or no memory).  Fills what was taken and dropped into
+ * *counts (may be NULL).
  */
 static bool
-send_in_parts(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
+send_in_parts(request *req, tp_pprof_parts *parts, bool refused, long deadline_ms,
 			  tp_pyroscope_counts *counts, char *err, size_t errlen)
 {
-	split		sp = {0};
+	split		sp = {.parts = parts};
 	char		refusal[512];
 	bool		ok = false;
 	size_t		n;				/* samples in the profile */
+	const char *how = refused ? "after a refusal as too large, in parts" :
+		"in parts under the size refused before";
 
 	snprintf(refusal, sizeof(refusal), "%s", err);
-	sp.parts = tp_pprof_parts_open(pprof, len);
-	n = sp.parts != NULL ? tp_pprof_parts_samples(sp.parts) : 0;
+	n = parts != NULL ? tp_pprof_parts_samples(parts) : 0;
 	if (n < 2)
 	{
 		/* One sample (or not ours to read): nothing smaller can be sent. */
-		if (counts != NULL && sp.parts != NULL)
-			counts->dropped = tp_pprof_parts_weight(sp.parts, 0, n);
+		if (counts != NULL && parts != NULL)
+			counts->dropped = tp_pprof_parts_weight(parts, 0, n);
 	}
 	else
 	{
 		sp.keep_rest_allowed = counts != NULL;
-		send_part(req, &sp, 0, n / 2, deadline_ms, err, errlen);
-		send_part(req, &sp, n / 2, n - n / 2, deadline_ms, err, errlen);
+		send_halves(req, &sp, 0, n, deadline_ms, err, errlen);
 		if (sp.keep_rest)
 		{
 			size_t		left = n - sp.rest_first;
@@ -822,19 +856,25 @@ send_in_parts(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
 		{
 			size_t		used = strlen(err);
 
-			snprintf(err + used, errlen - used, " (after a refusal as too large, in parts: %llu samples not sent yet)",
-					 (unsigned long long) counts->rest_samples);
+			snprintf(err + used, errlen - used, " (%s: %llu samples not sent yet)",
+					 how, (unsigned long long) counts->rest_samples);
 		}
 		else if (!ok && !sp.stopped)
-			snprintf(err, errlen, "%s (the profile went again in parts; samples refused even alone "
-					 "were dropped: %llu of %llu)", refusal, (unsigned long long) sp.dropped,
-					 (unsigned long long) (sp.taken + sp.dropped));
+		{
+			/* Not sent whole, the refusal to quote is a sample's. */
+			if (!refused)
+				snprintf(refusal, sizeof(refusal), "%s", err);
+			snprintf(err, errlen, "%s (the profile went %s; samples refused even alone "
+					 "were dropped: %llu of %llu)", refusal,
+					 refused ? "again in parts" : "in parts under the size refused before",
+					 (unsigned long long) sp.dropped, (unsigned long long) (sp.taken + sp.dropped));
+		}
 		else if (!ok)
 		{
 			size_t		used = strlen(err);
 
-			snprintf(err + used, errlen - used, " (after a refusal as too large, in parts: %llu of %llu samples not uploaded)",
-					 (unsigned long long) sp.dropped, (unsigned long long) (sp.taken + sp.dropped));
+			snprintf(err + used, errlen - used, " (%s: %llu of %llu samples not uploaded)",
+					 how, (unsigned long long) sp.dropped, (unsigned long long) (sp.taken + sp.dropped));
 		}
 		if (counts != NULL)
 		{
@@ -842,7 +882,6 @@ send_in_parts(request *req, const uint8_t *pprof, size_t len, long deadline_ms,
 			counts->dropped = sp.dropped;
 		}
 	}
-	tp_pprof_parts_close(sp.parts);
 	return ok;
 }
 
@@ -867,6 +906,8 @@ tp_pyroscope_ingest_counted(tp_pyroscope_config *cfg,
 	long		timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
 	long		deadline_ms = tp_monotonic_ms() + timeout;
 	long		wait_ms = tp_pyroscope_retry_wait_ms(cfg);
+	tp_pprof_parts *parts = NULL;
+	size_t		samples = 1;	/* in the profile, once read */
 	bool		ok;
 
 	err[0] = '\0';
@@ -899,10 +940,31 @@ tp_pyroscope_ingest_counted(tp_pyroscope_config *cfg,
 		return false;
 	}
 
+	/*
+	 * As large as a profile the server refused before: read, to count its
+	 * samples; unless it may go as a probe of a raised limit, it goes in
+	 * parts without being refused whole first.  One that cannot be read
+	 * goes whole, as a single sample would (never a probe).
+	 */
+	if (cfg->size_limit.refused != 0 && len >= cfg->size_limit.refused)
+		parts = tp_pprof_parts_open(pprof, len);
+	if (parts != NULL)
+		samples = tp_pprof_parts_samples(parts);
+
 	/* Retries, and parts, stay inside the one budget: the next upload must not wait. */
-	ok = send_request(&req, pprof, len, deadline_ms, err, errlen) == ATTEMPT_DELIVERED;
-	if (req.outcome == ATTEMPT_TOO_LARGE)
-		ok = send_in_parts(&req, pprof, len, deadline_ms, counts, err, errlen);
+	if (parts != NULL && !tp_otlp_size_limit_allows(&cfg->size_limit, len, samples))
+		ok = send_in_parts(&req, parts, false, deadline_ms, counts, err, errlen);
+	else
+	{
+		ok = send_request(&req, pprof, len, samples, deadline_ms, err, errlen) == ATTEMPT_DELIVERED;
+		if (req.outcome == ATTEMPT_TOO_LARGE)
+		{
+			if (parts == NULL)
+				parts = tp_pprof_parts_open(pprof, len);
+			ok = send_in_parts(&req, parts, true, deadline_ms, counts, err, errlen);
+		}
+	}
+	tp_pprof_parts_close(parts);
 	/* What libcurl or the server wrote may quote the path, and a token in it. */
 	tp_http_url_scrub(url, err, errlen);
 	curl_slist_free_all(req.headers);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "kvlist.h"
+#include "otlp_export.h"
 
 typedef struct tp_pyroscope_config
 {
@@ -28,6 +29,16 @@ typedef struct tp_pyroscope_config
 	long		timeout_ms;		/* budget of one upload, retries included */
 	volatile sig_atomic_t *cancel;	/* non-zero aborts an upload (shutdown); may be NULL */
 	long		retry_not_before_ms;	/* monotonic: the last Retry-After's time, or 0 */
+
+	/*
+	 * What 413s taught of the server's body limit, kept as the OTLP
+	 * exporters keep a collector's (otlp_export.h), samples counting for
+	 * spans: a profile, or part, at least as large as the smallest refused
+	 * is halved unsent, but for a probe now and then that notices a raised
+	 * limit.  Whoever keeps the configuration across a reload forgets it
+	 * (zeroes it) when the server address changes.
+	 */
+	tp_otlp_size_limit size_limit;
 } tp_pyroscope_config;
 
 /*
@@ -91,7 +102,8 @@ char	   *tp_pyroscope_query_url_for(const tp_pyroscope_config *cfg,
  * parts when it is refused as too large (413, below), all within timeout_ms;
  * *cancel ends it early.  A Retry-After beyond the budget is kept in cfg:
  * until it has passed, uploads fail at once without asking the server
- * (tp_pyroscope_retry_wait_ms says how long is left).  On failure returns
+ * (tp_pyroscope_retry_wait_ms says how long is left); so is what 413s
+ * taught of the size limit (size_limit).  On failure returns
  * false with one line in err naming the endpoint (no query, no
  * credentials).
  */
@@ -104,8 +116,10 @@ bool		tp_pyroscope_ingest(tp_pyroscope_config *cfg,
  * What became of an upload that went in parts: a profile refused as too
  * large (HTTP 413, a proxy's body limit) goes again as halves of its
  * samples, for the same series and window (Pyroscope adds them up), down
- * to single samples; a sample refused alone is dropped, and when a part
- * fails otherwise, or the budget runs out, the parts not sent are too.
+ * to single samples; a profile, or part, at least as large as one refused
+ * before (cfg->size_limit) is halved unsent.  A sample refused alone is
+ * dropped, and when a part fails otherwise, or the budget runs out, the
+ * parts not sent are too.
  * Counted in the profile's first value ("samples"); both 0 when the
  * upload went in one request (then all or nothing).
  */

@@ -71,14 +71,15 @@ now_ns(clockid_t clock)
 }
 
 /*
- * Upload one window.  Once the program is exiting, every upload shares what
- * is left of one PYROSCOPE_UPLOAD_TIMEOUT, however many windows wait: a
- * slow server delays the exit by one budget, not one per window.
+ * Upload one window with cfg, a shallow copy of self.cfg (only the budget
+ * differs), which keeps what the server answered (Retry-After, size limit).
+ * Once the program is exiting, every upload shares what is left of one
+ * PYROSCOPE_UPLOAD_TIMEOUT, however many windows wait: a slow server delays
+ * the exit by one budget, not one per window.
  */
-static long
-send_one(const upload *u, uint64_t exit_deadline_ns)
+static void
+send_one(const upload *u, uint64_t exit_deadline_ns, tp_pyroscope_config *cfg)
 {
-	tp_pyroscope_config cfg = self.cfg; /* a shallow copy: only the budget differs */
 	char		err[512];
 
 	if (exit_deadline_ns != 0)
@@ -88,17 +89,16 @@ send_one(const upload *u, uint64_t exit_deadline_ns)
 
 		if (left_ms < 1)
 			left_ms = 1;		/* one last try rather than a silent drop */
-		if (left_ms < cfg.timeout_ms)
-			cfg.timeout_ms = left_ms;
+		if (left_ms < cfg->timeout_ms)
+			cfg->timeout_ms = left_ms;
 	}
-	if (!tp_pyroscope_ingest(&cfg, u->pprof, u->len, u->from_ns, u->until_ns,
+	if (!tp_pyroscope_ingest(cfg, u->pprof, u->len, u->from_ns, u->until_ns,
 							 err, sizeof(err)) && !self.warned)
 	{
 		/* One warning per run: a dead server must not flood the terminal. */
 		self.warned = true;
 		tp_warn("profiles not uploaded to Pyroscope: %s", err);
 	}
-	return cfg.retry_not_before_ms;
 }
 
 /*
@@ -132,21 +132,26 @@ uploader_main(void *arg)
 	pthread_mutex_lock(&self.lock);
 	for (;;)
 	{
+		upload		u;
+		uint64_t	exit_deadline_ns;
+		tp_pyroscope_config cfg;
+
 		while (self.pending.pprof == NULL && !self.stop)
 			pthread_cond_wait(&self.wake, &self.lock);
 		if (self.pending.pprof == NULL)
 			break;				/* stop, nothing left */
 		wait_out_retry_after();
-		upload		u = self.pending;
-		uint64_t	exit_deadline_ns = self.exit_deadline_ns;
-		long		not_before_ms;
-
+		u = self.pending;
+		exit_deadline_ns = self.exit_deadline_ns;
+		cfg = self.cfg;
 		self.pending.pprof = NULL;
 		pthread_mutex_unlock(&self.lock);
-		not_before_ms = send_one(&u, exit_deadline_ns);
+		send_one(&u, exit_deadline_ns, &cfg);
 		free(u.pprof);
 		pthread_mutex_lock(&self.lock);
-		self.cfg.retry_not_before_ms = not_before_ms;
+		/* What the server said holds for the next uploads. */
+		self.cfg.retry_not_before_ms = cfg.retry_not_before_ms;
+		self.cfg.size_limit = cfg.size_limit;
 	}
 	pthread_mutex_unlock(&self.lock);
 	return NULL;

@@ -824,14 +824,22 @@ traceprof_profile_uploader_main(Datum arg)
 	{
 		if (wait_round(traceprof_upload_interval_ms))
 		{
-			/* A Retry-After still holds for the same server, as for spans. */
+			/*
+			 * A Retry-After, and what its refusals taught of its size limit,
+			 * still hold for the same server, as for spans; another server
+			 * is tried at once, with any size.
+			 */
 			long		not_before = pyroscope.retry_not_before_ms;
+			tp_otlp_size_limit size_limit = pyroscope.size_limit;
 			char	   *server = pstrdup(pyroscope.server_address ? pyroscope.server_address : "");
 
 			tp_pyroscope_config_free(&pyroscope);
 			build_pyroscope(&pyroscope);
 			if (pyroscope.server_address != NULL && strcmp(server, pyroscope.server_address) == 0)
+			{
 				pyroscope.retry_not_before_ms = not_before;
+				pyroscope.size_limit = size_limit;
+			}
 			pfree(server);
 		}
 

@@ -26,7 +26,9 @@
 //     sample once; a part taken only in part counts its stored samples as
 //     exported and dropped in proportion to the weight that arrived; one
 //     refused even as single samples is dropped and the uploader goes on
-//     (its own cluster, so that the sample counters start at zero).
+//     (its own cluster, so that the sample counters start at zero); the
+//     size refused is remembered while the endpoint stays, so a later
+//     profile as large goes in parts without being refused first (7e).
 //
 // One real PostgreSQL 15 cluster for the file (shared_preload_libraries =
 // 'traceprof', exporter every 100 ms), restarted by test 5; the
@@ -686,6 +688,47 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		await own.stop();
 		await ingest.close();
 	});
+	/**
+	 * Set traceprof.pyroscope_url (or another setting), reload, and wait
+	 * until a new session sees it: the postmaster has then signalled the
+	 * uploader.  Another endpoint (a path of the same capture server)
+	 * forgets what the last one's refusals taught of its size limit.
+	 */
+	const setAndReload = async (name, value) => {
+		await admin.query(`ALTER SYSTEM SET ${name} = '${value}'`);
+		await admin.query('SELECT pg_reload_conf()');
+		await waitFor(`new sessions to see ${name} = ${value}`, async () => {
+			const c = await connect(own);
+			try {
+				return (await c.query('SELECT current_setting($1) AS v', [name])).rows[0].v === value;
+			} finally {
+				await c.end();
+			}
+		});
+	};
+	const toEndpoint = (path) => setAndReload('traceprof.pyroscope_url', `${ingest.url}/${path}`);
+	/**
+	 * Each sample of whole went alone once (parts of several samples were
+	 * all refused), in at most 2N - 1 requests.  With none taken (no probe
+	 * of a raised limit), a part of several samples went only while smaller
+	 * than every body refused before it.
+	 */
+	const checkAlone = (reqs, whole) => {
+		const n = whole.samples.length;
+		const shown = reqs.map((q) => `${q.taken ? 200 : 413}:${q.samples.length}:${q.r.body.length}`).join(' ');
+		assert.deepEqual(sampleTotals(reqs.filter((q) => q.samples.length === 1)), sampleTotals([whole]),
+			`each sample went alone once: ${shown}`);
+		assert.ok(reqs.length >= n && reqs.length <= 2 * n - 1, `${reqs.length} requests for ${n} samples`);
+		if (reqs.some((q) => q.taken))
+			return;
+		let smallest = Infinity;
+		for (const q of reqs) {
+			if (q.samples.length > 1)
+				assert.ok(q.r.body.length < smallest, `a part of several samples under every body refused before it: ${shown}`);
+			smallest = Math.min(smallest, q.r.body.length);
+		}
+		assert.ok(n <= 2 || reqs.length < 2 * n - 1, `fewer than 2N - 1 requests: ${shown}`);
+	};
 	const counters = async () => {
 		const r = (await admin.query('SELECT samples_stored, samples_dropped, samples_exported, upload_failures, last_error FROM traceprof.stats')).rows[0];
 		return { stored: Number(r.samples_stored), dropped: Number(r.samples_dropped), exported: Number(r.samples_exported),
@@ -754,10 +797,9 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		const after = await settled('7b');
 		const reqs = since(0);
 		const { whole, taken } = checkParts(reqs);
-		const n = whole.samples.length;
 		assert.ok(whole.samples.some((smp) => smp.labels.trace_id === kept.ctx.traceId) &&
 			whole.samples.some((smp) => smp.labels.trace_id === doomed.ctx.traceId), 'both statements in the one profile');
-		assert.equal(reqs.length, 2 * n - 1, 'halves down to single samples, each sent once');
+		checkAlone(reqs, whole);
 		assert.deepEqual(sampleTotals(taken), sampleTotals([{ samples: whole.samples.filter((smp) => smp.labels.trace_id === kept.ctx.traceId) }]),
 			'every sample of the kept statement arrived once, with its values; none of the doomed one');
 		// Stored samples count in proportion to the weight that arrived.
@@ -777,10 +819,13 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		assert.equal(ingest.requests.length, reqs.length, 'nothing sent again');
 	});
 
+	const state = { limit: null };	// 7a's limit, which 7e meets again
 	await t.test('7a. a body limit that single samples fit: every sample arrives once, in parts within it, all exported', async () => {
+		// Another endpoint: 7b's refusals (down to single samples) are
+		// forgotten, so the profile goes whole first.
+		await toEndpoint('7a');
 		const before = await counters();
 		const from = ingest.requests.length;
-		const state = { limit: null };
 		ingest.answerBy = ({ body }) => {
 			if (state.limit === null)
 				state.limit = body.length - 1;	// a part of one sample takes ~40% of the whole here: all fit
@@ -802,10 +847,46 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		assert.equal(ingest.requests.length, from + reqs.length, 'nothing sent again');
 	});
 
+	await t.test('7e. the size refused is remembered: a larger profile goes in parts at once, none refused; reloads to the same endpoint keep it', async (st) => {
+		// Before, nothing was remembered between uploads: the profile went
+		// whole again, was refused, and only then went in parts (one refused
+		// request per upload, however often the limit had been met).
+		const before = await counters();
+		const from = ingest.requests.length;
+		// Three statements in one upload, a profile larger than 7a's: the
+		// uploads are held meanwhile, by reloads to the same endpoint.
+		await setAndReload('traceprof.upload_interval', '1h');
+		const statements = [await statement(), await statement(), await statement()];
+		assert.equal(ingest.requests.length, from, 'no upload while the interval is an hour');
+		await setAndReload('traceprof.upload_interval', '200ms');
+		const after = await settled('7e');
+		const reqs = since(from);
+		const shown = reqs.map((q) => `${q.taken ? 200 : 413}:${q.samples.length}:${q.r.body.length}`).join(' ');
+		st.diagnostic(`requests (status:samples:bytes), 7a refused ${state.limit + 1} bytes: ${shown}`);
+		assert.deepEqual(reqs.filter((q) => !q.taken).map((q) => q.r.index), [], `no request refused: ${shown}`);
+		assert.ok(reqs.length >= 2, `in parts: ${shown}`);
+		for (const q of reqs) {
+			assert.ok(q.r.body.length <= state.limit, `a part (${q.r.body.length} bytes) under the size refused in 7a (${state.limit + 1})`);
+			assert.deepEqual([q.r.path, q.r.query.name, q.r.query.from, q.r.query.until],
+				[reqs[0].r.path, reqs[0].r.query.name, reqs[0].r.query.from, reqs[0].r.query.until], 'the same endpoint, series and window');
+		}
+		// Each sample once: a profile holds a stack and labels once, so no
+		// part repeats another's; every statement's samples arrived.
+		const keys = reqs.flatMap((q) => q.samples.map((smp) => `${smp.frames.join(';')}|${JSON.stringify(smp.labels)}`));
+		assert.equal(new Set(keys).size, keys.length, 'no sample in two parts');
+		for (const st of statements)
+			assert.ok(reqs.some((q) => q.samples.some((smp) => smp.labels.trace_id === st.ctx.traceId)), 'every statement\'s samples arrived');
+		const rows = statements.reduce((a, st) => a + st.rows, 0);
+		assert.equal(after.exported - before.exported, rows, 'every stored sample counts as exported');
+		assert.equal(after.dropped, before.dropped, 'none dropped');
+		assert.equal(after.failures, before.failures, 'no upload failure');
+	});
+
 	await t.test('7d. a reload while the parts go: the samples not sent yet go in the next round, each once, none dropped', async () => {
 		// Before, the part being split was settled when the reload cut its
 		// requests short: the samples not sent yet were counted as dropped
 		// (an upload failure) and never sent, though no server refused them.
+		await toEndpoint('7d');
 		const before = await counters();
 		const from = ingest.requests.length;
 		let taken = 0;
@@ -833,7 +914,8 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		assert.equal(after.failures, before.failures, 'an interrupted upload is no failure');
 	});
 
-	await t.test('7c. a proxy refusing even single samples: all dropped and counted once (2N - 1 requests), and later uploads go on', async () => {
+	await t.test('7c. a proxy refusing even single samples: all dropped and counted once (each alone once), and later uploads go on', async () => {
+		await toEndpoint('7c');
 		const before = await counters();
 		const from = ingest.requests.length;
 		ingest.answerBy = () => ({ status: 413, body: '413 Request Entity Too Large' });
@@ -844,7 +926,7 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		const n = whole.samples.length;
 		assert.ok(n >= 2, `a profile of several samples (${n})`);
 		assert.equal(taken.length, 0);
-		assert.equal(reqs.length, 2 * n - 1, `halves down to single samples, each refused once (${n} samples)`);
+		checkAlone(reqs, whole);
 		assert.equal(after.dropped - before.dropped, s.rows, 'every stored sample counts as dropped');
 		assert.equal(after.exported, before.exported, 'none as exported');
 		assert.equal(after.failures - before.failures, 1, 'one upload failure');

@@ -674,11 +674,84 @@ test('413 even for single samples: halved down to them, each refused alone dropp
 	const first = decodePprof(ingest.requests[0].body);
 	const n = first.samples.length;
 	assert.ok(n >= 2, `a profile of several samples (${n})`);
-	assert.equal(ingest.requests.length, 2 * n - 1, 'halves down to single samples, each sent once: it ends');
+	// Halves down to single samples, each sent once: it ends.  A part of
+	// several samples goes only while smaller than every body refused
+	// before it, so fewer than 2N - 1 requests may do.
+	const sent = ingest.requests.map((r) => ({ len: r.body.length, p: decodePprof(r.body) }));
+	assert.deepEqual(sampleTotals(sent.filter((q) => q.p.samples.length === 1).map((q) => q.p)), sampleTotals([first]),
+		'each sample went alone once');
+	let smallest = Infinity;
+	for (const q of sent) {
+		if (q.p.samples.length > 1)
+			assert.ok(q.len < smallest, `a part of ${q.p.samples.length} samples (${q.len} bytes) under the smallest refused (${smallest})`);
+		smallest = Math.min(smallest, q.len);
+	}
+	assert.ok(sent.length >= n && sent.length <= 2 * n - 1, `${sent.length} requests for ${n} samples`);
 	const total = first.samples.reduce((a, smp) => a + smp.values[0], 0);
 	const w = warnings(g.res, 'generator');
 	assert.equal(w.length, 1, describe(g.res));
 	assert.match(w[0], new RegExp(`profiles not uploaded to Pyroscope: .*HTTP status 413: 413 Request Entity Too Large .*dropped: ${total} of ${total}\\)$`));
+});
+
+test('413 remembered: later uploads as large as the one refused go in parts at once, none refused but a rare probe, each sample once', async (t) => {
+	// Before, nothing was remembered between uploads: every later upload at
+	// least as large as the one refused went whole again, was refused, and
+	// only then went in parts (one refused request per upload, forever).
+	const { ingest, otlp } = await servers(t);
+	const refusal = { status: 413, body: '413 Request Entity Too Large' };
+	let limit = null;
+	ingest.answerBy = ({ body }) => {
+		if (limit === null) {
+			// The limit is set just under the first upload, which is answered
+			// late: windows add up meanwhile, so a later upload is larger.
+			limit = body.length - 1;
+			return { ...refusal, delayMs: 1500 };
+		}
+		return body.length > limit ? refusal : null;
+	};
+	const whole = file('remembered.pprof');
+	const g = await generate(pyroEnv(ingest, otlp, { PYROSCOPE_UPLOAD_INTERVAL: '200' }),
+		{ records: 3000000, args: ['--profile-out', whole], timeout: 60000 });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.deepEqual(unexpectedLines(g.res, 'generator'), [], 'every sample went: no warning');
+	const reqs = ingest.requests.map((r) => ({ r, p: decodePprof(r.body), refused: r.behaviour.status === 413 }));
+	const refusedSize = reqs[0].r.body.length;
+	assert.ok(reqs[0].refused, 'the first upload went whole and was refused');
+	const shown = reqs.map((q) => `${q.refused ? 413 : 200}:${q.p.samples.length}:${q.r.body.length}`).join(' ');
+
+	// A size refused is asked again only as a probe of a raised limit: a
+	// body of several samples, after at least 16 requests taken since the
+	// last refusal (otlp_export.c's PROBE_FIRST), none sent smaller is refused.
+	let takenSince = 0;
+	let probes = 0;
+	for (const q of reqs.slice(1)) {
+		if (!q.refused) {
+			assert.ok(q.r.body.length <= limit, `a body taken is within the limit: ${shown}`);
+			takenSince++;
+			continue;
+		}
+		assert.ok(q.p.samples.length > 1 && q.r.body.length >= refusedSize && takenSince >= 16,
+			`request ${q.r.index} refused (${q.r.body.length} bytes, ${takenSince} taken since the last refusal) is no probe: ${shown}`);
+		probes++;
+		takenSince = 0;
+	}
+	assert.ok(probes <= 1, `at most one probe in this run: ${shown}`);
+
+	// The windows (pprof time_nanos) after the first: one at least went in
+	// parts without being refused first (before: refused whole, then split).
+	const windows = new Map();
+	for (const q of reqs)
+		windows.set(q.p.timeNanos, [...(windows.get(q.p.timeNanos) || []), q]);
+	const later = [...windows.values()].slice(1);
+	assert.ok(later.length >= 2, `several uploads after the first: ${shown}`);
+	assert.ok(later.some((w) => w.length >= 2 && w.every((q) => !q.refused)),
+		`a later upload went in parts at once, none refused: ${shown}`);
+
+	// Every sample of the run arrived once, with its values.
+	const taken = reqs.filter((q) => !q.refused).map((q) => q.p);
+	assert.deepEqual(sampleTotals(taken), sampleTotals([decodePprof(fs.readFileSync(whole))]),
+		'the uploads taken hold every sample of --profile-out once');
+	t.diagnostic(`requests (status:samples:bytes): ${shown}`);
 });
 
 test('a 400 whose body is cut short (the connection closes): one attempt, the status in the warning', async (t) => {

@@ -13,6 +13,7 @@
 //   {destroy: true}                      close the connection without answering
 //   {reset: true}                        abort the connection with a TCP RST
 //   {trickle: true}                      200, then one body byte a second, never ending
+//   {delayMs: 1000, ...}                 any of these, answered that much later (a slow server)
 //
 // setDefault(behaviour) changes what an empty queue means (e.g. hang every
 // upload).  answerBy, when set to a function, sees each request's record
@@ -120,6 +121,14 @@ class IngestServer extends CaptureServer {
 	}
 
 	_answer(req, res, b) {
+		if (b.delayMs) {
+			const timer = setTimeout(() => {
+				this.timers.delete(timer);
+				this._answer(req, res, { ...b, delayMs: 0 });
+			}, b.delayMs);
+			this.timers.add(timer);
+			return;
+		}
 		if (answerFault(this, req, res, b))
 			return;
 		const body = Buffer.from(b.body ?? '');
