@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "otel_config.h"
+#include "size_limit.h"
 #include "span.h"
 
 /* Serialized ExportTraceServiceRequest (malloc'd), or NULL on OOM. */
@@ -45,34 +46,14 @@ tp_export_result tp_otlp_send(tp_otlp_target *target,
 							  const uint8_t *body, size_t len,
 							  char *err, size_t errlen);
 
-/*
- * What refusals for size (TP_EXPORT_TOO_LARGE) taught about a collector's
- * limit, so that later batches go in requests under it instead of being
- * refused and halved again (up to 2N - 1 requests for N spans, every
- * batch).  The caller keeps one per endpoint, zeroed when it changes.
- */
-typedef struct tp_otlp_size_limit
+/* What an export's result says of its request's size (size_limit.h). */
+static inline tp_size_answer
+tp_otlp_size_answer(tp_export_result result)
 {
-	size_t		refused;		/* requests this large are split unsent: the
-								 * smallest refused for its size, doubled by
-								 * each probe taken; 0: none */
-	int			taken;			/* requests taken since it was learnt or last probed */
-	int			probe_every;	/* taken requests between two probes */
-} tp_otlp_size_limit;
-
-/*
- * Whether a request of len bytes holding count spans should go out, or be
- * split unsent: one span always goes (nothing smaller can be tried), and
- * so does a request smaller than the smallest refused.  A collector's
- * limit may be raised: once every probe_every taken requests (16 at first,
- * doubling after each probe refused, at most 1024), one request up to
- * twice that size goes as a probe.
- */
-bool		tp_otlp_size_limit_allows(const tp_otlp_size_limit *limit, size_t len, size_t count);
-
-/* Learn from the result of a request of len bytes holding count spans. */
-void		tp_otlp_size_limit_learn(tp_otlp_size_limit *limit, size_t len, size_t count,
-									 tp_export_result result);
+	if (result == TP_EXPORT_OK)
+		return TP_SIZE_TAKEN;
+	return result == TP_EXPORT_TOO_LARGE ? TP_SIZE_TOO_LARGE : TP_SIZE_OTHER;
+}
 
 /*
  * Milliseconds the collector's last Retry-After still asks for (0: none).

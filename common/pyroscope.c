@@ -700,7 +700,7 @@ send_request(request *req, const uint8_t *pprof, size_t len, size_t count,
 			 long deadline_ms, char *err, size_t errlen)
 {
 	long		left = deadline_ms - tp_monotonic_ms();
-	tp_export_result result;
+	tp_size_answer answer;
 
 	req->pprof = pprof;
 	req->len = len;
@@ -709,12 +709,12 @@ send_request(request *req, const uint8_t *pprof, size_t len, size_t count,
 					  attempt_upload, req, err, errlen))
 		snprintf(err, errlen, "%s: upload cancelled", req->where);
 	if (req->outcome == ATTEMPT_DELIVERED)
-		result = TP_EXPORT_OK;
+		answer = TP_SIZE_TAKEN;
 	else if (req->outcome == ATTEMPT_TOO_LARGE)
-		result = TP_EXPORT_TOO_LARGE;
+		answer = TP_SIZE_TOO_LARGE;
 	else
-		result = TP_EXPORT_FAILED;	/* says nothing of the size */
-	tp_otlp_size_limit_learn(&req->cfg->size_limit, len, count, result);
+		answer = TP_SIZE_OTHER;
+	tp_size_limit_learn(&req->cfg->size_limit, len, count, answer);
 	return req->outcome;
 }
 
@@ -767,7 +767,7 @@ send_part(request *req, split *sp, size_t first, size_t count, long deadline_ms,
 		return;
 	}
 	body = tp_pprof_parts_encode(sp->parts, first, count, &len);
-	if (body != NULL && !tp_otlp_size_limit_allows(&req->cfg->size_limit, len, count))
+	if (body != NULL && !tp_size_limit_allows(&req->cfg->size_limit, len, count))
 	{
 		/* The server refused as large a body before: no need to ask again. */
 		free(body);
@@ -952,7 +952,7 @@ tp_pyroscope_ingest_counted(tp_pyroscope_config *cfg,
 		samples = tp_pprof_parts_samples(parts);
 
 	/* Retries, and parts, stay inside the one budget: the next upload must not wait. */
-	if (parts != NULL && !tp_otlp_size_limit_allows(&cfg->size_limit, len, samples))
+	if (parts != NULL && !tp_size_limit_allows(&cfg->size_limit, len, samples))
 		ok = send_in_parts(&req, parts, false, deadline_ms, counts, err, errlen);
 	else
 	{

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "kvlist.h"
-#include "otlp_export.h"
+#include "size_limit.h"
 
 typedef struct tp_pyroscope_config
 {
@@ -31,14 +31,13 @@ typedef struct tp_pyroscope_config
 	long		retry_not_before_ms;	/* monotonic: the last Retry-After's time, or 0 */
 
 	/*
-	 * What 413s taught of the server's body limit, kept as the OTLP
-	 * exporters keep a collector's (otlp_export.h), samples counting for
-	 * spans: a profile, or part, at least as large as the smallest refused
-	 * is halved unsent, but for a probe now and then that notices a raised
-	 * limit.  Whoever keeps the configuration across a reload forgets it
+	 * What 413s taught of the server's body limit (size_limit.h), samples
+	 * being the items: a profile, or part, at least as large as the
+	 * smallest refused is halved unsent, but for a probe now and then that
+	 * notices a raised limit.  Whoever keeps the configuration across a reload forgets it
 	 * (zeroes it) when the server address changes.
 	 */
-	tp_otlp_size_limit size_limit;
+	tp_size_limit size_limit;
 } tp_pyroscope_config;
 
 /*

@@ -111,7 +111,7 @@ typedef struct export_state
 	size_t		delivered;
 	size_t		dropped;
 	bool		stopped;		/* a request failed: the spans not sent are lost */
-	tp_otlp_size_limit size_limit;	/* what the collector's refusals taught */
+	tp_size_limit size_limit;	/* what the collector's refusals taught */
 } export_state;
 
 static void send_spans(size_t first, size_t count, export_state *state);
@@ -171,7 +171,7 @@ send_spans(size_t first, size_t count, export_state *state)
 		state->stopped = true;
 		return;
 	}
-	if (!tp_otlp_size_limit_allows(&state->size_limit, len, count))
+	if (!tp_size_limit_allows(&state->size_limit, len, count))
 	{
 		free(body);
 		send_halves(first, count, state);
@@ -180,7 +180,7 @@ send_spans(size_t first, size_t count, export_state *state)
 	config.traces.timeout_ms = left;
 	result = tp_otlp_send(&config.traces, body, len, err, sizeof(err));
 	free(body);
-	tp_otlp_size_limit_learn(&state->size_limit, len, count, result);
+	tp_size_limit_learn(&state->size_limit, len, count, tp_otlp_size_answer(result));
 	if (result != TP_EXPORT_OK && export_cancelled(state))
 		return;
 	if (result == TP_EXPORT_TOO_LARGE && count > 1)

@@ -265,7 +265,7 @@ static bool too_large_logged = false;
  * The collector's size limit as its refusals taught it, kept while the
  * endpoint stays: later batches go in requests under it at once.
  */
-static tp_otlp_size_limit size_limit;
+static tp_size_limit size_limit;
 
 static void send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadline,
 					   int first, int count, BatchOutcome *out);
@@ -313,7 +313,7 @@ send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadli
 	}
 	body = tp_otlp_encode_traces(resource, SCOPE_NAME, SCOPE_VERSION,
 								 batch.span_list + first, count, &len);
-	if (body != NULL && !tp_otlp_size_limit_allows(&size_limit, len, count))
+	if (body != NULL && !tp_size_limit_allows(&size_limit, len, count))
 	{
 		free(body);
 		send_halves(resource, target, deadline, first, count, out);
@@ -325,7 +325,7 @@ send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadli
 		result = tp_otlp_send(target, body, len, err, sizeof(err));
 		pgstat_report_wait_end();
 		free(body);
-		tp_otlp_size_limit_learn(&size_limit, len, count, result);
+		tp_size_limit_learn(&size_limit, len, count, tp_otlp_size_answer(result));
 	}
 	else
 	{
@@ -830,7 +830,7 @@ traceprof_profile_uploader_main(Datum arg)
 			 * is tried at once, with any size.
 			 */
 			long		not_before = pyroscope.retry_not_before_ms;
-			tp_otlp_size_limit size_limit = pyroscope.size_limit;
+			tp_size_limit size_limit = pyroscope.size_limit;
 			char	   *server = pstrdup(pyroscope.server_address ? pyroscope.server_address : "");
 
 			tp_pyroscope_config_free(&pyroscope);
