@@ -109,7 +109,8 @@ parse_filter(FunctionCallInfo fcinfo, int span_arg, SampleFilter *filter)
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("trace_id must not be NULL")));
+				 errmsg("trace_id must not be NULL"),
+				 errhint("A trace_id is 32 lowercase hex digits, as traceprof.spans shows it.")));
 	trace = PG_GETARG_TEXT_PP(0);
 	memset(filter, 0, sizeof(*filter));
 	if (VARSIZE_ANY_EXHDR(trace) != TP_TRACE_ID_HEX ||
@@ -315,11 +316,13 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 	MemoryContext per_row;
 	MemoryContext caller;
 
+	/* The arguments in their order: a NULL trace_id is named before a bad n. */
+	parse_filter(fcinfo, 2, &filter);
 	if (limit < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("n must not be negative")));
-	parse_filter(fcinfo, 2, &filter);
+				 errmsg("invalid n " INT64_FORMAT, limit),
+				 errhint("n is how many functions to return: 0 or more, or NULL for all of them.")));
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(uint32);

@@ -1,0 +1,74 @@
+'use strict';
+// The SQL functions over the sample store, as a demanding user calls them:
+// traceprof.profile(), profile_top(), flamegraph() and flamegraph_diff() on
+// a real cluster.  What extension-profile.test.js, flamegraph.test.js and
+// extension-faults.test.js (section 5) cover already is not repeated here:
+// this file holds what an audit of the API found besides.
+
+const { test, describe, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { execFile } = require('node:child_process');
+
+const { PG_BIN } = require('./lib/paths');
+const { startTraced, connect, newContext, traced } = require('./lib/traced');
+
+/** The query fails with SQLSTATE code, its message and hint matching (a success is shown). */
+async function assertRejectsWith(promise, code, messageRe, hintRe) {
+	let result;
+	try {
+		result = await promise;
+	} catch (e) {
+		assert.equal(e.code, code, `SQLSTATE of ${JSON.stringify(e.message)}`);
+		assert.match(e.message, messageRe);
+		assert.match(e.hint || '', hintRe, `hint of ${JSON.stringify(e.message)}`);
+		return;
+	}
+	assert.fail(`expected an error ${code} matching ${messageRe}, but the query succeeded with ` +
+		`${result.rows.length} row(s)`);
+}
+
+/** psql -Atc sql, as the docs show it, its stdout as bytes; env adds to the environment. */
+function psqlBytes(cluster, sql, env) {
+	return new Promise((resolve, reject) => {
+		execFile(path.join(PG_BIN, 'psql'), ['-X', '-At', '-h', cluster.socketDir, '-p', String(cluster.port),
+			'-U', 'postgres', '-d', 'app', '-c', sql],
+		{ encoding: 'buffer', maxBuffer: 64 << 20, env: { ...process.env, ...env } },
+		(err, stdout, stderr) => (err ? reject(new Error(`psql: ${err.message}\n${stderr}`)) : resolve(stdout)));
+	});
+}
+
+describe('the profile SQL API (one cluster)', () => {
+	let cluster;
+	let client;
+	let ctx;			// a trace with a few hundred samples
+
+	before(async () => {
+		cluster = await startTraced({ 'traceprof.sample_hz': '250', jit: 'off' });
+		client = await connect(cluster);
+		ctx = newContext();
+		await traced(client, ctx, 'SELECT sum(g::numeric * g) FROM generate_series(1, 1500000) AS g');
+		const n = Number((await client.query('SELECT count(*) AS n FROM traceprof.profile($1)', [ctx.traceId])).rows[0].n);
+		assert.ok(n >= 10, `the statement was sampled: ${n} distinct stacks`);
+	});
+
+	after(async () => {
+		if (client)
+			await client.end().catch(() => {});
+		if (cluster)
+			await cluster.stop();
+	});
+
+	test('argument errors name the bad argument and say what is expected (errhint), first argument first', async () => {
+		const hint = /32 lowercase hex digits/;
+		for (const sql of ['SELECT * FROM traceprof.profile($1)', 'SELECT * FROM traceprof.profile_top($1)',
+			'SELECT traceprof.flamegraph($1)', 'SELECT traceprof.flamegraph_diff($1)'])
+			await assertRejectsWith(client.query(sql, [null]), '22004', /^trace_id must not be NULL$/, hint);
+		// Both arguments bad: the first one is reported.
+		await assertRejectsWith(client.query('SELECT * FROM traceprof.profile_top(NULL, -1)'),
+			'22004', /^trace_id must not be NULL$/, hint);
+		for (const n of [-1, -2147483648])
+			await assertRejectsWith(client.query('SELECT * FROM traceprof.profile_top($1, $2)', [ctx.traceId, n]),
+				'22023', new RegExp(`^invalid n ${n}$`), /0 or more.*NULL/);
+	});
+});
