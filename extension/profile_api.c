@@ -2,9 +2,9 @@
  * profile_api.c - profiles readable from SQL, with no backend at all.
  *
  *   traceprof.profile(trace_id, span_id DEFAULT NULL)
- *       one row per distinct stack: span name, folded stack (root first,
- *       frames joined by ';'), samples, and the CPU (or wall) nanoseconds
- *       they stand for
+ *       one row per distinct stack, the heaviest first: span name, folded
+ *       stack (root first, frames joined by ';'), samples, and the CPU (or
+ *       wall) nanoseconds they stand for
  *   traceprof.profile_top(trace_id, n DEFAULT 20, span_id DEFAULT NULL)
  *       the n functions with the most self time: samples and nanoseconds
  *       where it was the leaf (self) and where it was anywhere on the stack
@@ -185,6 +185,44 @@ group_stack(const TraceprofSample *sample, void *arg)
 	return true;
 }
 
+static const char *
+span_name_of(const StackGroup *group)
+{
+	return group->key.span_name_id ? function_names_get(group->key.span_name_id) : "";
+}
+
+/*
+ * The heaviest stacks first, as profile_top() ranks functions; ties by
+ * span name, then by frame names from the root (a stack before the longer
+ * ones it begins), so that equal samples give rows in the same order.
+ */
+static int
+compare_groups(const void *a, const void *b)
+{
+	const StackGroup *x = *(StackGroup *const *) a;
+	const StackGroup *y = *(StackGroup *const *) b;
+	int			cmp;
+
+	if (x->nanoseconds != y->nanoseconds)
+		return x->nanoseconds > y->nanoseconds ? -1 : 1;
+	if (x->samples != y->samples)
+		return x->samples > y->samples ? -1 : 1;
+	if (x->key.span_name_id != y->key.span_name_id &&
+		(cmp = strcmp(span_name_of(x), span_name_of(y))) != 0)
+		return cmp;
+	for (uint32 i = 1; i <= x->key.depth && i <= y->key.depth; i++)
+	{
+		uint32		fx = x->key.frames[x->key.depth - i];
+		uint32		fy = y->key.frames[y->key.depth - i];
+
+		if (fx != fy && (cmp = strcmp(function_names_get(fx), function_names_get(fy))) != 0)
+			return cmp;
+	}
+	if (x->key.depth != y->key.depth)
+		return x->key.depth < y->key.depth ? -1 : 1;
+	return 0;
+}
+
 Datum
 traceprof_profile_stacks(PG_FUNCTION_ARGS)
 {
@@ -193,6 +231,8 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 	HASHCTL		info;
 	HASH_SEQ_STATUS scan;
 	StackGroup *group;
+	StackGroup **sorted;
+	long		ngroups;
 	MemoryContext per_row;
 	MemoryContext caller;
 
@@ -204,6 +244,13 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 	info.hcxt = CurrentMemoryContext;
 	filter.groups = hash_create("traceprof stacks", 256, &info, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	sample_store_scan(group_stack, &filter);
+	ngroups = hash_get_num_entries(filter.groups);
+	sorted = palloc(sizeof(StackGroup *) * Max(ngroups, 1));
+	ngroups = 0;
+	hash_seq_init(&scan, filter.groups);
+	while ((group = hash_seq_search(&scan)) != NULL)
+		sorted[ngroups++] = group;
+	qsort(sorted, ngroups, sizeof(StackGroup *), compare_groups);
 
 	/*
 	 * A row's texts (its folded stack, its span name, their copies in the
@@ -214,14 +261,16 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 	per_row = AllocSetContextCreate(CurrentMemoryContext, "traceprof profile row",
 									ALLOCSET_DEFAULT_SIZES);
 	caller = MemoryContextSwitchTo(per_row);
-	hash_seq_init(&scan, filter.groups);
-	while ((group = hash_seq_search(&scan)) != NULL)
+	for (long g = 0; g < ngroups; g++)
 	{
 		StringInfoData stack;
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, false};
 
+		/* Up to a million rows, each a few kB to build and store: cancellable. */
+		CHECK_FOR_INTERRUPTS();
 		MemoryContextReset(per_row);
+		group = sorted[g];
 		initStringInfo(&stack);
 		for (int i = (int) group->key.depth - 1; i >= 0; i--)
 		{
@@ -229,8 +278,7 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 			if (i > 0)
 				appendStringInfoChar(&stack, ';');
 		}
-		values[0] = PointerGetDatum(utf8_to_database_text(group->key.span_name_id ?
-														  function_names_get(group->key.span_name_id) : ""));
+		values[0] = PointerGetDatum(utf8_to_database_text(span_name_of(group)));
 		values[1] = PointerGetDatum(utf8_to_database_text(stack.data));
 		values[2] = Int64GetDatum(group->samples);
 		values[3] = Int64GetDatum(group->nanoseconds);

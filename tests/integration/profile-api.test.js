@@ -38,6 +38,14 @@ function psqlBytes(cluster, sql, env) {
 	});
 }
 
+/** Stacks compared frame by frame from the root, a stack before its extensions. */
+function compareFrames(a, b) {
+	for (let i = 0; i < Math.min(a.length, b.length); i++)
+		if (a[i] !== b[i])
+			return a[i] < b[i] ? -1 : 1;
+	return Math.sign(a.length - b.length);
+}
+
 describe('the profile SQL API (one cluster)', () => {
 	let cluster;
 	let client;
@@ -70,5 +78,21 @@ describe('the profile SQL API (one cluster)', () => {
 		for (const n of [-1, -2147483648])
 			await assertRejectsWith(client.query('SELECT * FROM traceprof.profile_top($1, $2)', [ctx.traceId, n]),
 				'22023', new RegExp(`^invalid n ${n}$`), /0 or more.*NULL/);
+	});
+
+	test('profile() returns the heaviest stacks first, in the same order every call', async () => {
+		// Before, rows came in the order of a hash table: SELECT * ... LIMIT 10
+		// showed ten arbitrary stacks, not the ten heaviest.
+		const sql = 'SELECT span_name, stack, samples, nanoseconds FROM traceprof.profile($1)';
+		const rows = (await client.query(sql, [ctx.traceId])).rows;
+		for (let i = 1; i < rows.length; i++) {
+			const [a, b] = [rows[i - 1], rows[i]];
+			const order = Math.sign(Number(b.nanoseconds) - Number(a.nanoseconds)) ||
+				Math.sign(Number(b.samples) - Number(a.samples)) ||
+				(a.span_name < b.span_name ? -1 : a.span_name > b.span_name ? 1 : 0) ||
+				compareFrames(a.stack.split(';'), b.stack.split(';'));
+			assert.ok(order < 0, `row ${i - 1} before row ${i}: ${JSON.stringify(a)} / ${JSON.stringify(b)}`);
+		}
+		assert.deepEqual((await client.query(sql, [ctx.traceId])).rows, rows, 'the same order again');
 	});
 });
