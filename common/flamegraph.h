@@ -105,6 +105,17 @@ typedef bool (*tp_flame_check_fn) (void *arg);
 void		tp_flame_stacks_set_check(tp_flame_stacks *stacks, tp_flame_check_fn check,
 									  void *arg);
 
+/*
+ * Write every character outside ASCII as a numeric character reference
+ * (U+00B5 as &#181;) instead of UTF-8: the document then means the same in
+ * any ASCII-compatible encoding it is converted to (a database's, a
+ * client's), where its bytes in that encoding would contradict its
+ * declaration, encoding="UTF-8".  For a diff, the target's setting.  Off
+ * by default.
+ */
+void		tp_flame_stacks_set_ascii(tp_flame_stacks *stacks, bool ascii);
+bool		tp_flame_stacks_ascii(const tp_flame_stacks *stacks);
+
 /* A profile's stacks (merged by function name, labels ignored) as above. */
 char	   *tp_flamegraph_svg(const tp_profile *profile, const char *title);
 char	   *tp_flamegraph_diff_svg(const tp_profile *target, const tp_profile *baseline,

@@ -38,6 +38,7 @@ struct tp_flame_stacks
 	tp_prof_index node_index;	/* (parent, name) -> node */
 
 	bool		failed;			/* out of memory once: refuse to render */
+	bool		ascii;			/* see tp_flame_stacks_set_ascii */
 
 	tp_flame_check_fn check;	/* see tp_flame_stacks_set_check */
 	void	   *check_arg;
@@ -240,6 +241,19 @@ tp_flame_stacks_set_check(tp_flame_stacks *stacks, tp_flame_check_fn check, void
 		return;
 	stacks->check = check;
 	stacks->check_arg = arg;
+}
+
+void
+tp_flame_stacks_set_ascii(tp_flame_stacks *stacks, bool ascii)
+{
+	if (stacks != NULL)
+		stacks->ascii = ascii;
+}
+
+bool
+tp_flame_stacks_ascii(const tp_flame_stacks *stacks)
+{
+	return stacks != NULL && stacks->ascii;
 }
 
 /*

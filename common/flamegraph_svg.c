@@ -16,6 +16,7 @@
 
 #include "flamegraph.h"
 #include "profile_internal.h"
+#include "text.h"
 
 #define REF_WIDTH 1200.0		/* px the labels are fitted for in C */
 #define CHAR_WIDTH 7.0			/* average px per glyph at 12px */
@@ -267,21 +268,50 @@ typedef struct svg_writer
 	const tp_flame_layout *layout;
 	const char *unit;
 	bool		diff;
+	bool		ascii;			/* see tp_flame_stacks_set_ascii */
 	double		max_change;		/* diff: largest |share change| drawn */
 } svg_writer;
 
 /*
+ * A character outside ASCII as a character reference (ascii mode); false
+ * for U+FFFE and U+FFFF, which are no XML characters.
+ */
+static bool
+put_reference(FILE *out, const unsigned char *p, size_t n)
+{
+	uint32_t	c = n == 2 ? p[0] & 0x1f : n == 3 ? p[0] & 0x0f : p[0] & 0x07;
+
+	for (size_t k = 1; k < n; k++)
+		c = c << 6 | (p[k] & 0x3f);
+	if (c == 0xfffe || c == 0xffff)
+		return false;
+	fprintf(out, "&#%" PRIu32 ";", c);
+	return true;
+}
+
+/*
  * XML text or attribute value.  Input is valid UTF-8 without control
  * characters (tp_prof_clean_copy); U+FFFE and U+FFFF are still not XML
- * characters, so they become '?'.
+ * characters, so they become '?'.  ascii: characters outside ASCII as
+ * references.
  */
 static void
-put_xml_n(FILE *out, const char *s, size_t len)
+put_xml_n(FILE *out, bool ascii, const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *) s;
 
 	for (size_t i = 0; i < len; i++)
 	{
+		size_t		n;
+
+		if (ascii && p[i] >= 0x80)
+		{
+			n = tp_utf8_char_length(p + i, len - i);
+			if (n == 0 || !put_reference(out, p + i, n))
+				fputc('?', out);
+			i += n > 0 ? n - 1 : 0;
+			continue;
+		}
 		switch (p[i])
 		{
 			case '&':
@@ -314,9 +344,9 @@ put_xml_n(FILE *out, const char *s, size_t len)
 }
 
 static void
-put_xml(FILE *out, const char *s)
+put_xml(const svg_writer *w, const char *s)
 {
-	put_xml_n(out, s, strlen(s));
+	put_xml_n(w->out, w->ascii, s, strlen(s));
 }
 
 static double
@@ -376,7 +406,7 @@ prefix_bytes(const char *s, size_t n, size_t *count)
 
 /* The label for a frame px wide: the name, or its start and "..", or none. */
 static void
-put_label(FILE *out, const char *name, double px)
+put_label(const svg_writer *w, const char *name, double px)
 {
 	double		fits = (px - 2 * LABEL_PAD) / CHAR_WIDTH;
 	size_t		n;
@@ -389,11 +419,11 @@ put_label(FILE *out, const char *name, double px)
 	bytes = prefix_bytes(name, n, &count);
 	if (name[bytes] == '\0')
 	{
-		put_xml(out, name);
+		put_xml(w, name);
 		return;
 	}
-	put_xml_n(out, name, prefix_bytes(name, n - 2, &count));
-	fputs("..", out);
+	put_xml_n(w->out, w->ascii, name, prefix_bytes(name, n - 2, &count));
+	fputs("..", w->out);
 }
 
 /* A stable warm colour (reds to yellows) from the name. */
@@ -437,11 +467,11 @@ put_tooltip(const svg_writer *w, const tp_flame_frame *f)
 {
 	const tp_flame_layout *l = w->layout;
 
-	put_xml(w->out, f->name);
+	put_xml(w, f->name);
 	if (!w->diff)
 	{
 		fprintf(w->out, "&#10;%" PRIu64 " ", f->weight);
-		put_xml(w->out, w->unit);
+		put_xml(w, w->unit);
 		fputs(", ", w->out);
 		put_decimal(w->out, 100.0 * share(f->weight, l->total), 2, false);
 		fputc('%', w->out);
@@ -450,7 +480,7 @@ put_tooltip(const svg_writer *w, const tp_flame_frame *f)
 	fputs("&#10;target ", w->out);
 	put_decimal(w->out, 100.0 * share(f->weight, l->total), 2, false);
 	fprintf(w->out, "%% (%" PRIu64 " ", f->weight);
-	put_xml(w->out, w->unit);
+	put_xml(w, w->unit);
 	fputs(")&#10;baseline ", w->out);
 	put_decimal(w->out, 100.0 * share(f->baseline, l->baseline_total), 2, false);
 	fputs("%&#10;change ", w->out);
@@ -472,7 +502,7 @@ put_frame(const svg_writer *w, const tp_flame_frame *f)
 	else
 		warm_colour(f->name, colour, sizeof(colour));
 	fputs("<g class=\"f\" data-n=\"", w->out);
-	put_xml(w->out, f->name);
+	put_xml(w, f->name);
 	fprintf(w->out, "\" data-v=\"%" PRIu64 "\" data-x=\"%" PRIu64 "\" data-d=\"%" PRIu32 "\"",
 			f->weight, f->start, f->depth);
 	if (w->diff)
@@ -485,7 +515,7 @@ put_frame(const svg_writer *w, const tp_flame_frame *f)
 	put_decimal(w->out, width, 4, false);
 	fprintf(w->out, "%%\" height=\"%d\"><rect width=\"100%%\" height=\"100%%\" fill=\"%s\"/>"
 			"<text x=\"%d\" y=\"11.5\">", FRAME_HEIGHT, colour, LABEL_PAD);
-	put_label(w->out, f->name, width / 100.0 * REF_WIDTH);
+	put_label(w, f->name, width / 100.0 * REF_WIDTH);
 	fputs("</text></svg></g>\n", w->out);
 }
 
@@ -497,23 +527,24 @@ put_subtitle(const svg_writer *w, const tp_flame_layout *l)
 	if (l->total == 0)
 	{
 		fputs("no ", out);
-		put_xml(out, w->unit);
+		put_xml(w, w->unit);
 		return;
 	}
 	if (w->diff)
 		fputs("width: target, ", out);
 	fprintf(out, "%" PRIu64 " ", l->total);
-	put_xml(out, w->unit);
+	put_xml(w, w->unit);
 	if (w->diff)
 	{
-		fprintf(out, " \xc2\xb7 colour: change of share from baseline, %" PRIu64 " ",
-				l->baseline_total);
-		put_xml(out, w->unit);
+		put_xml(w, " \xc2\xb7 colour: change of share from baseline, ");
+		fprintf(out, "%" PRIu64 " ", l->baseline_total);
+		put_xml(w, w->unit);
 		fputs(" (red: larger, blue: smaller)", out);
 	}
 	if (l->omitted > 0)
 	{
-		fprintf(out, " \xc2\xb7 %zu frame%s under ", l->omitted, l->omitted == 1 ? "" : "s");
+		put_xml(w, " \xc2\xb7 ");
+		fprintf(out, "%zu frame%s under ", l->omitted, l->omitted == 1 ? "" : "s");
 		put_decimal(out, TP_FLAME_MIN_PERMILLE / 10.0, 1, false);
 		fputs("% not drawn", out);
 	}
@@ -529,16 +560,16 @@ put_document(svg_writer *w, const char *title)
 	fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 			"<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"100%%\""
 			" height=\"%d\" data-total=\"%" PRIu64 "\" data-unit=\"", height, l->total);
-	put_xml(out, w->unit);
+	put_xml(w, w->unit);
 	fputc('"', out);
 	if (w->diff)
 		fprintf(out, " data-btotal=\"%" PRIu64 "\"", l->baseline_total);
 	fputs(">\n<title>", out);
-	put_xml(out, title);
+	put_xml(w, title);
 	fprintf(out, "</title>\n<style>\n%s</style>\n", style);
 	fputs("<rect class=\"tp-bg\" width=\"100%\" height=\"100%\"/>\n"
 		  "<text class=\"tp-title\" x=\"50%\" y=\"22\">", out);
-	put_xml(out, title);
+	put_xml(w, title);
 	fputs("</text>\n<text class=\"tp-sub\" x=\"50%\" y=\"40\">", out);
 	put_subtitle(w, l);
 	fputs("</text>\n"
@@ -587,6 +618,7 @@ render(const tp_flame_stacks *stacks, const tp_flame_stacks *baseline,
 	w.layout = &layout;
 	w.unit = draw->unit;
 	w.diff = baseline != NULL;
+	w.ascii = tp_flame_stacks_ascii(stacks);
 	for (size_t i = 0; w.diff && i < layout.count && !w.stopped; i++)
 	{
 		double		c = change_of(&layout, &layout.frames[i]);

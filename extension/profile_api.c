@@ -530,6 +530,16 @@ draw_flame_graphs(FlameCollect *target, FlameCollect *baseline, const char *titl
 		if (target->stacks == NULL || (baseline != NULL && baseline->stacks == NULL))
 			ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 		tp_flame_stacks_set_check(target->stacks, flame_check_interrupts, NULL);
+
+		/*
+		 * The SVG declares itself UTF-8.  Converted to another encoding
+		 * (psql -Atc ... > f.svg with a LATIN1 or WIN1252 client) its "µs"
+		 * became a byte no XML reader takes, and in a database of another
+		 * encoding a name could lose characters to '?': then it is written
+		 * in ASCII, the other characters as character references.
+		 */
+		tp_flame_stacks_set_ascii(target->stacks, GetDatabaseEncoding() != PG_UTF8 ||
+								  pg_get_client_encoding() != PG_UTF8);
 		sample_store_scan(collect_target, target);
 		if (baseline != NULL)
 			sample_store_scan(collect_baseline, baseline);

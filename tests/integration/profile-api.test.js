@@ -67,6 +67,32 @@ describe('the profile SQL API (one cluster)', () => {
 			await cluster.stop();
 	});
 
+	test('the SVG read through a client encoding that is not UTF-8 (psql -Atc ... > f.svg) is still well-formed: ' +
+		'ASCII, non-ASCII characters as character references', async () => {
+		// Before, the unit "µs" (and the subtitle's "·") went out in the
+		// client's encoding: byte 0xB5 in a file declaring UTF-8, which
+		// xmllint and browsers refuse ("Input is not proper UTF-8").
+		for (const fn of ['flamegraph', 'flamegraph_diff']) {
+			for (const encoding of ['LATIN1', 'WIN1252']) {
+				const bytes = await psqlBytes(cluster, `SELECT traceprof.${fn}('${ctx.traceId}')`,
+					{ PGCLIENTENCODING: encoding });
+				const nonAscii = bytes.findIndex((b) => b > 0x7f);
+				assert.equal(nonAscii, -1, `${fn} through ${encoding}: a byte outside ASCII at ${nonAscii}: ` +
+					JSON.stringify(bytes.subarray(Math.max(0, nonAscii - 40), nonAscii + 10).toString('latin1')));
+				const svg = bytes.toString('utf8');
+				assert.match(svg, /^<\?xml version="1.0" encoding="UTF-8"/);
+				assert.match(svg, / data-unit="&#181;s"/, `${fn} through ${encoding}: the unit as a reference`);
+				if (fn === 'flamegraph_diff')
+					assert.match(svg, / &#183; colour: /, `${fn} through ${encoding}: the subtitle's separator as a reference`);
+				assert.match(svg, /<\/svg>\n+$/, `${fn} through ${encoding}: the whole document`);
+			}
+		}
+		// Through UTF-8 the document is UTF-8 as before.
+		const utf8 = (await psqlBytes(cluster, `SELECT traceprof.flamegraph('${ctx.traceId}')`, { PGCLIENTENCODING: 'UTF8' }))
+			.toString('utf8');
+		assert.match(utf8, / data-unit="\u00b5s"/);
+	});
+
 	test('argument errors name the bad argument and say what is expected (errhint), first argument first', async () => {
 		const hint = /32 lowercase hex digits/;
 		for (const sql of ['SELECT * FROM traceprof.profile($1)', 'SELECT * FROM traceprof.profile_top($1)',
