@@ -123,7 +123,7 @@ AS 'MODULE_PATHNAME', 'traceprof_profile_stacks'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION profile(text, text) IS
-    'CPU (or wall) stack samples of a trace (or one span): folded stacks, root first';
+    'CPU (or wall) stack samples of a trace (or one span): folded stacks, root first, the heaviest first';
 
 CREATE FUNCTION profile_top(
     trace_id text,
@@ -140,7 +140,7 @@ AS 'MODULE_PATHNAME', 'traceprof_profile_top'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION profile_top(text, int, text) IS
-    'The n functions of a trace (or one span) with the most samples where they were running (self), with samples where they were on the stack (total)';
+    'The n functions of a trace (or one span) with the most self time (CPU or wall time where they were running), with their time on the stack (total) and both as samples';
 
 CREATE FUNCTION flamegraph(trace_id text, span_id text DEFAULT NULL)
 RETURNS text

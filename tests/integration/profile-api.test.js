@@ -106,6 +106,18 @@ describe('the profile SQL API (one cluster)', () => {
 				'22023', new RegExp(`^invalid n ${n}$`), /0 or more.*NULL/);
 	});
 
+	test('the functions\' comments (\\df+, obj_description) say what they do: profile_top ranks by self time, ' +
+		'profile() returns the heaviest stacks first', async () => {
+		// Before, profile_top's comment said "the most samples" while it ranks
+		// by self_ns (samples taken at another sample_hz weigh their time).
+		const comment = async (fn) => (await client.query(
+			'SELECT obj_description($1::regprocedure, \'pg_proc\') AS c', [fn])).rows[0].c;
+		const top = await comment('traceprof.profile_top(text, int, text)');
+		assert.match(top, /most self time/, top);
+		assert.doesNotMatch(top, /most samples/, top);
+		assert.match(await comment('traceprof.profile(text, text)'), /heaviest first/);
+	});
+
 	test('profile() returns the heaviest stacks first, in the same order every call', async () => {
 		// Before, rows came in the order of a hash table: SELECT * ... LIMIT 10
 		// showed ten arbitrary stacks, not the ten heaviest.
