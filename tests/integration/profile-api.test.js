@@ -11,7 +11,7 @@ const path = require('node:path');
 const { execFile } = require('node:child_process');
 
 const { PG_BIN } = require('./lib/paths');
-const { startTraced, connect, newContext, traced } = require('./lib/traced');
+const { startTraced, connect, newContext, traced, sleep } = require('./lib/traced');
 
 /** The query fails with SQLSTATE code, its message and hint matching (a success is shown). */
 async function assertRejectsWith(promise, code, messageRe, hintRe) {
@@ -132,5 +132,73 @@ describe('the profile SQL API (one cluster)', () => {
 			assert.ok(order < 0, `row ${i - 1} before row ${i}: ${JSON.stringify(a)} / ${JSON.stringify(b)}`);
 		}
 		assert.deepEqual((await client.query(sql, [ctx.traceId])).rows, rows, 'the same order again');
+	});
+});
+
+describe('reading while the sample store is written (own cluster, a ring of 1024 samples)', () => {
+	let cluster;
+
+	before(async () => {
+		cluster = await startTraced({
+			'traceprof.sample_hz': '250', 'traceprof.max_samples': '1024', 'traceprof.backend_samples': '128', jit: 'off',
+		});
+	});
+
+	after(async () => {
+		if (cluster)
+			await cluster.stop();
+	});
+
+	test('no torn read: while two sessions overwrite the ring, a trace\'s rows never carry the other trace\'s frames', async (t) => {
+		// A runs numeric work, B md5 (libcrypto): a copy of a slot taken
+		// while a writer refills it would show one trace's id with the
+		// other's frames.  The ring comes round every second or two.
+		const a = newContext();
+		const b = newContext();
+		const writers = [await connect(cluster), await connect(cluster)];
+		const reader = await connect(cluster);
+		const deadline = Date.now() + 5000;
+		let stop = false;
+		const write = async (c, ctx, sql) => {
+			while (!stop)
+				await traced(c, ctx, sql);
+		};
+		const running = [
+			write(writers[0], a, 'SELECT sum(g::numeric * g) FROM generate_series(1, 200000) AS g'),
+			write(writers[1], b, 'SELECT count(DISTINCT md5(g::text)) FROM generate_series(1, 60000) AS g'),
+		];
+		let reads = 0;
+		let rowsA = 0;
+		let rowsB = 0;
+		try {
+			while (Date.now() < deadline) {
+				const pa = (await reader.query('SELECT span_name, stack, samples FROM traceprof.profile($1)', [a.traceId])).rows;
+				const pb = (await reader.query('SELECT span_name, stack, samples FROM traceprof.profile($1)', [b.traceId])).rows;
+				const top = (await reader.query('SELECT function FROM traceprof.profile_top($1, NULL)', [a.traceId])).rows;
+				const svg = (await reader.query('SELECT traceprof.flamegraph($1) AS svg', [a.traceId])).rows[0].svg;
+				reads++;
+				rowsA += pa.length;
+				rowsB += pb.length;
+				for (const r of pa) {
+					assert.doesNotMatch(r.stack, /md5|libcrypto|OPENSSL|EVP_/, `a row of A with B's frames: ${r.stack}`);
+					assert.equal(r.span_name, 'SELECT');
+					assert.ok(Number(r.samples) > 0);
+				}
+				for (const r of pb)
+					assert.doesNotMatch(r.stack, /numeric_mul|int4_numeric/, `a row of B with A's frames: ${r.stack}`);
+				assert.ok(!top.some((f) => /md5|libcrypto|OPENSSL|EVP_/.test(f.function)), 'profile_top of A names no frame of B');
+				assert.doesNotMatch(svg, /data-n="[^"]*(md5|libcrypto|OPENSSL|EVP_)/, 'the flame graph of A draws no frame of B');
+				await sleep(50);	// two cores: leave the writers most of them
+			}
+		} finally {
+			stop = true;
+			await Promise.all(running).catch(() => {});
+			for (const c of [...writers, reader])
+				await c.end().catch(() => {});
+		}
+		t.diagnostic(`${reads} rounds of reads, ${rowsA} rows of A and ${rowsB} of B`);
+		assert.ok(reads >= 10 && rowsA > 0 && rowsB > 0, `the reads saw both traces: ${reads} rounds, ${rowsA} / ${rowsB} rows`);
+		const stored = Number(await cluster.psql('SELECT samples_stored FROM traceprof.stats'));
+		assert.ok(stored > 1024, `the ring of 1024 came round while it was read: ${stored} samples stored`);
 	});
 });
