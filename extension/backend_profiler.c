@@ -437,6 +437,9 @@ frame_name(uintptr_t pc, bool is_return_address)
 		entry->name_id = function_names_intern(name);
 		entry->named = jit != NULL;
 	}
+	/* A name the full table could not keep is not a function's name. */
+	if (entry->name_id == FUNCTION_NAMES_OVERFLOW)
+		entry->named = false;
 	return entry;
 }
 

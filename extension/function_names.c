@@ -5,7 +5,8 @@
  * Backends intern frame and span names when they store samples (never in
  * the signal handler); a backend-local cache keeps the shared lock off the
  * common path.  The table is fixed-size: once full, new names map to one
- * overflow id, counted, and the profile says so.
+ * overflow id (FUNCTION_NAMES_OVERFLOW, not 0: a sample's span name id 0
+ * means no span), counted, and the profile says so.
  */
 #include "postgres.h"
 
@@ -26,8 +27,9 @@ typedef struct NameEntry
 typedef struct NameTable
 {
 	LWLock	   *lock;
-	uint32		count;			/* ids 1..count are in use */
+	uint32		count;			/* ids 1..count are in use, 1 the overflow's */
 	pg_atomic_uint64 overflow;	/* lookups that found the table full */
+	pg_atomic_flag full_logged;	/* the server log said so, once */
 	char		names[FLEXIBLE_ARRAY_MEMBER];	/* [id] -> name */
 } NameTable;
 
@@ -78,9 +80,11 @@ function_names_shmem_startup(void)
 	if (!found)
 	{
 		table->lock = &(GetNamedLWLockTranche("traceprof function names"))->lock;
-		table->count = 0;
+		table->count = FUNCTION_NAMES_OVERFLOW;
 		pg_atomic_init_u64(&table->overflow, 0);
-		strlcpy(table->names, "[too many functions]", TRACEPROF_NAME_LEN);
+		pg_atomic_init_flag(&table->full_logged);
+		strlcpy(table->names + (Size) FUNCTION_NAMES_OVERFLOW * TRACEPROF_NAME_LEN,
+				"[too many functions]", TRACEPROF_NAME_LEN);
 	}
 	memset(&info, 0, sizeof(info));
 	info.keysize = TRACEPROF_NAME_LEN;
@@ -88,6 +92,21 @@ function_names_shmem_startup(void)
 	shared_index = ShmemInitHash("traceprof function name index",
 								 traceprof_max_functions, traceprof_max_functions,
 								 &info, HASH_ELEM | HASH_STRINGS);
+}
+
+/*
+ * A name found the table full.  Nothing frees a name until restart, so the
+ * profiles stay degraded: the operator is told once, in the server log.
+ */
+static pg_noinline void
+count_overflow(void)
+{
+	pg_atomic_fetch_add_u64(&table->overflow, 1);
+	if (pg_atomic_test_set_flag(&table->full_logged))
+		ereport(LOG,
+				(errmsg("traceprof: traceprof.max_functions (%d) is full", traceprof_max_functions),
+				 errdetail("Frame and span names seen from now on read \"[too many functions]\" in profiles; traceprof.stats counts them in names_overflow."),
+				 errhint("Raise traceprof.max_functions (it takes a restart).")));
 }
 
 static uint32
@@ -116,10 +135,10 @@ shared_lookup(const char *key)
 			strlcpy(table->names + (Size) entry->id * TRACEPROF_NAME_LEN, key, TRACEPROF_NAME_LEN);
 		}
 	}
-	id = entry ? entry->id : 0;
+	id = entry ? entry->id : FUNCTION_NAMES_OVERFLOW;
 	LWLockRelease(table->lock);
-	if (id == 0)
-		pg_atomic_fetch_add_u64(&table->overflow, 1);
+	if (entry == NULL)
+		count_overflow();
 	return id;
 }
 
@@ -166,7 +185,7 @@ function_names_intern(const char *name)
 const char *
 function_names_get(uint32 id)
 {
-	if (id > table->count)
+	if (id == 0 || id > table->count)
 		return "[unknown]";
 	return table->names + (Size) id * TRACEPROF_NAME_LEN;
 }

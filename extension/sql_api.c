@@ -25,7 +25,7 @@ PG_FUNCTION_INFO_V1(traceprof_stats);
 PG_FUNCTION_INFO_V1(traceprof_reset);
 
 #define SPANS_COLUMNS 16
-#define STATS_COLUMNS 16
+#define STATS_COLUMNS 17
 #define HIDDEN "<insufficient privilege>"
 
 typedef struct SpanScan
@@ -223,6 +223,7 @@ traceprof_stats(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(samples_exported);
 	values[i++] = Int64GetDatum(stats.upload_failures);
 	values[i++] = Float8GetDatum(100.0 * sample_store_named_share());
+	values[i++] = Int64GetDatum(function_names_overflow());
 	Assert(i == STATS_COLUMNS);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }

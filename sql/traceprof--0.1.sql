@@ -101,7 +101,8 @@ CREATE FUNCTION stats_internal(
     OUT samples_dropped int8,
     OUT samples_exported int8,
     OUT upload_failures int8,
-    OUT named_frames_percent float8)
+    OUT named_frames_percent float8,
+    OUT names_overflow int8)
 RETURNS record
 AS 'MODULE_PATHNAME', 'traceprof_stats'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;

@@ -205,3 +205,36 @@ describe('reading while the sample store is written (own cluster, a ring of 1024
 		assert.ok(stored > 1024, `the ring of 1024 came round while it was read: ${stored} samples stored`);
 	});
 });
+
+// Nothing frees a frame or span name until restart (span names hold their
+// table's name): once traceprof.max_functions is full, profiles read
+// "[too many functions]" for good.  The operator must be able to see it.
+test('a full traceprof.max_functions: counted in traceprof.stats (names_overflow), logged once, profiles say so', async (t) => {
+	const TABLES = 1100;	// span names "SELECT t<i>", beyond a table of 1024 names
+	const cluster = await startTraced({
+		'traceprof.max_functions': '1024', 'traceprof.sample_hz': '250', 'traceprof.profile_mode': 'wall',
+		'traceprof.track': 'all', jit: 'off',
+	});
+	t.after(() => cluster.stop());
+	const client = await connect(cluster);
+	t.after(() => client.end());
+	await client.query(`DO $$ BEGIN FOR i IN 1..${TABLES} LOOP EXECUTE format('CREATE TABLE t%s AS SELECT 1 AS a', i); END LOOP; END $$`);
+	const ctx = newContext();
+	// Each nested SELECT sleeps 8 ms: two wall samples at 250 Hz, under its
+	// own span.  In statements of 275: the backend's ring (2048 samples)
+	// is drained at each one's end.
+	for (let first = 1; first <= TABLES; first += 275) {
+		await traced(client, ctx, `DO $$ BEGIN FOR i IN ${first}..${first + 274} LOOP
+			EXECUTE format('SELECT pg_sleep(0.008) FROM t%s', i); END LOOP; END $$`);
+	}
+	const stats = (await client.query('SELECT names_overflow FROM traceprof.stats')).rows[0];
+	assert.ok(Number(stats.names_overflow) > 0, `names that found the table full are counted: ${stats.names_overflow}`);
+	const rows = (await client.query('SELECT span_name, stack FROM traceprof.profile($1)', [ctx.traceId])).rows;
+	const spanNames = new Set(rows.map((r) => r.span_name));
+	t.diagnostic(`${rows.length} rows, ${spanNames.size} distinct span names, names_overflow ${stats.names_overflow}`);
+	// Not '': that is a sample taken outside any span.
+	assert.ok(spanNames.has('[too many functions]'), 'profiles say which span names were lost');
+	assert.ok(!spanNames.has(''), 'no sample reads as taken outside a span');
+	const logged = cluster.readLog().split('\n').filter((l) => /traceprof\.max_functions \(1024\) is full/.test(l));
+	assert.equal(logged.length, 1, `one LOG line, however many names overflow:\n${logged.join('\n')}`);
+});
