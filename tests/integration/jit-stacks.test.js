@@ -100,11 +100,12 @@ test('samples in JIT code have ExecAgg under the JIT frame and reach PostgresMai
 // walk through it can hand the sampler an address that only looks like
 // JIT code, on a page nothing maps.  Reading that code directly killed the
 // backend with SIGSEGV in about 3% of such backends (87470a3 reads it
-// through process_vm_readv).  Fresh backends, each compiling with
-// optimization and inlining (the longest compile), sampled at 250 Hz.
+// through process_vm_readv): 160 backends all survive that with p < 1%.
+// Fresh backends, each compiling with optimization and inlining (the
+// longest compile), sampled at 250 Hz.
 test('fresh backends sampled at 250 Hz while LLVM compiles their first JIT code: none crashes, ' +
 	'and the samples in LLVM\'s code reach PostgresMain', { timeout: 300000 }, async (t) => {
-	const BACKENDS = 240;
+	const BACKENDS = 160;
 	const cluster = await startTraced({
 		'traceprof.sample_hz': '250', 'traceprof.profile': 'all', max_parallel_workers_per_gather: '0',
 		jit: 'on', jit_above_cost: '0', jit_inline_above_cost: '0', jit_optimize_above_cost: '0',
