@@ -26,7 +26,7 @@ const fs = require('node:fs');
 const { decodePprof } = require('./lib/pprof');
 
 const { freePort } = require('./lib/cluster');
-const { sleep, hex, newContext, waitFor, startTraced: startTracedCluster, connect, traced } = require('./lib/traced');
+const { sleep, hex, newContext, waitFor, startTraced: startTracedCluster, connect, traced, assertRejectsWith } = require('./lib/traced');
 const { startReceiver } = require('./lib/receiver');
 const { SpanKind, StatusCode } = require('./lib/otlp');
 const { startIngest } = require('./lib/ingest');
@@ -127,22 +127,6 @@ function inOrder(frames, names) {
 function crashLines(cluster) {
 	return cluster.readLog().split('\n')
 		.filter((l) => /terminated by signal|was terminated|PANIC|TRAP:|server process .* exited with exit code [^0]/.test(l));
-}
-
-/** The query fails with SQLSTATE code, a message and hint matching; a success is shown. */
-async function assertRejectsWith(promise, code, messageRe, hintRe) {
-	let result;
-	try {
-		result = await promise;
-	} catch (e) {
-		assert.equal(e.code, code, `SQLSTATE of ${JSON.stringify(e.message)}`);
-		assert.match(e.message, messageRe);
-		if (hintRe)
-			assert.match(e.hint || '', hintRe, `hint of ${JSON.stringify(e.message)}`);
-		return;
-	}
-	const shown = result && result.rows ? `${result.rows.length} row(s): ${JSON.stringify(result.rows.slice(0, 3))}` : String(result);
-	assert.fail(`expected an error ${code} matching ${messageRe}, but the query succeeded with ${shown}`);
 }
 
 // ---- tests 1, 2, 3 and 5 share one cluster (they run one after another) ----

@@ -11,22 +11,7 @@ const path = require('node:path');
 const { execFile } = require('node:child_process');
 
 const { PG_BIN } = require('./lib/paths');
-const { startTraced, connect, newContext, traced, sleep } = require('./lib/traced');
-
-/** The query fails with SQLSTATE code, its message and hint matching (a success is shown). */
-async function assertRejectsWith(promise, code, messageRe, hintRe) {
-	let result;
-	try {
-		result = await promise;
-	} catch (e) {
-		assert.equal(e.code, code, `SQLSTATE of ${JSON.stringify(e.message)}`);
-		assert.match(e.message, messageRe);
-		assert.match(e.hint || '', hintRe, `hint of ${JSON.stringify(e.message)}`);
-		return;
-	}
-	assert.fail(`expected an error ${code} matching ${messageRe}, but the query succeeded with ` +
-		`${result.rows.length} row(s)`);
-}
+const { startTraced, connect, newContext, traced, sleep, assertRejectsWith } = require('./lib/traced');
 
 /** psql -Atc sql, as the docs show it, its stdout as bytes; env adds to the environment. */
 function psqlBytes(cluster, sql, env) {

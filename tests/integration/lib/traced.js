@@ -3,6 +3,7 @@
 // preloaded and created, pg clients over its unix socket, fresh W3C
 // contexts, and polling with a deadline (nothing sleeps blindly).
 
+const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 
 const { startCluster } = require('./cluster');
@@ -96,4 +97,20 @@ async function tracedSelect(cluster, alias) {
 	return ctx;
 }
 
-module.exports = { sleep, hex, newContext, waitFor, startTraced, connect, traced, tracedSelect };
+/** The query fails with SQLSTATE code, its message (and hint, if given) matching; a success is shown. */
+async function assertRejectsWith(promise, code, messageRe, hintRe) {
+	let result;
+	try {
+		result = await promise;
+	} catch (e) {
+		assert.equal(e.code, code, `SQLSTATE of ${JSON.stringify(e.message)}`);
+		assert.match(e.message, messageRe);
+		if (hintRe)
+			assert.match(e.hint || '', hintRe, `hint of ${JSON.stringify(e.message)}`);
+		return;
+	}
+	const shown = result && result.rows ? `${result.rows.length} row(s): ${JSON.stringify(result.rows.slice(0, 3))}` : String(result);
+	assert.fail(`expected an error ${code} matching ${messageRe}, but the query succeeded with ${shown}`);
+}
+
+module.exports = { sleep, hex, newContext, waitFor, startTraced, connect, traced, tracedSelect, assertRejectsWith };
