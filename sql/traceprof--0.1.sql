@@ -5,6 +5,10 @@
 -- The schema is fixed (traceprof.control), and CREATE EXTENSION uses one
 -- that exists already.  Whoever owns it, or may create objects in it, could
 -- later replace the functions a superuser calls: refuse such a schema.
+-- These checks run with search_path = traceprof, that very schema, where a
+-- function fitting their arguments better than pg_catalog's would win (an
+-- aggregate string_agg(name, text) returning NULL hid every role): their
+-- functions are qualified.
 DO $$
 DECLARE
     owner name;
@@ -13,13 +17,13 @@ BEGIN
     SELECT r.rolname INTO owner
       FROM pg_namespace n JOIN pg_roles r ON r.oid = n.nspowner
      WHERE n.nspname = 'traceprof' AND NOT r.rolsuper;
-    SELECT string_agg(coalesce(r.rolname, 'PUBLIC'), ', ') INTO creators
-      FROM pg_namespace n, aclexplode(n.nspacl) a LEFT JOIN pg_roles r ON r.oid = a.grantee
+    SELECT pg_catalog.string_agg(coalesce(r.rolname, 'PUBLIC'), ', ') INTO creators
+      FROM pg_namespace n, pg_catalog.aclexplode(n.nspacl) a LEFT JOIN pg_roles r ON r.oid = a.grantee
      WHERE n.nspname = 'traceprof' AND a.privilege_type = 'CREATE' AND NOT coalesce(r.rolsuper, false);
     IF owner IS NOT NULL OR creators IS NOT NULL THEN
         RAISE EXCEPTION 'schema "traceprof" already exists and %',
-            CASE WHEN owner IS NOT NULL THEN format('is owned by role "%s", not a superuser', owner)
-                 ELSE format('grants CREATE to %s', creators) END
+            CASE WHEN owner IS NOT NULL THEN pg_catalog.format('is owned by role "%s", not a superuser', owner)
+                 ELSE pg_catalog.format('grants CREATE to %s', creators) END
             USING HINT = 'Whoever owns the schema or may create objects in it could replace the '
                          'extension''s functions.  Drop or rename that schema (CREATE EXTENSION '
                          'traceprof creates its own), or make a superuser its only owner and creator.';
@@ -36,16 +40,16 @@ DO $$
 DECLARE
     members text;
 BEGIN
-    SELECT string_agg(format('%s (a member of %s)', m.rolname, via), ', ' ORDER BY m.rolname) INTO members
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s (a member of %s)', m.rolname, via), ', ' ORDER BY m.rolname) INTO members
       FROM pg_roles m,
-           LATERAL (SELECT string_agg(g.rolname, ', ' ORDER BY g.rolname) AS via
+           LATERAL (SELECT pg_catalog.string_agg(g.rolname, ', ' ORDER BY g.rolname) AS via
                       FROM pg_namespace n
                       JOIN pg_roles g
                         ON g.oid = n.nspowner
-                        OR g.oid IN (SELECT a.grantee FROM aclexplode(n.nspacl) a
+                        OR g.oid IN (SELECT a.grantee FROM pg_catalog.aclexplode(n.nspacl) a
                                       WHERE a.privilege_type = 'CREATE')
                      WHERE n.nspname = 'traceprof' AND g.oid <> m.oid
-                       AND pg_has_role(m.oid, g.oid, 'MEMBER')) AS v
+                       AND pg_catalog.pg_has_role(m.oid, g.oid, 'MEMBER')) AS v
      WHERE NOT m.rolsuper AND v.via IS NOT NULL;
     IF members IS NOT NULL THEN
         RAISE EXCEPTION 'schema "traceprof" already exists and roles that are not superusers may create objects in it through membership: %', members

@@ -7,8 +7,28 @@ CREATE EXTENSION traceprof;
 ALTER SCHEMA traceprof OWNER TO CURRENT_USER;
 GRANT CREATE ON SCHEMA traceprof TO traceprof_mallory;
 CREATE EXTENSION traceprof;
-GRANT CREATE ON SCHEMA traceprof TO PUBLIC;
+-- The checks run with search_path = traceprof: an aggregate planted there
+-- that fits their arguments better than pg_catalog's must not blind them
+GRANT USAGE ON SCHEMA traceprof TO traceprof_mallory;
+SET ROLE traceprof_mallory;
+CREATE FUNCTION traceprof.blind(text, name, text) RETURNS text LANGUAGE sql AS 'SELECT NULL::text';
+CREATE AGGREGATE traceprof.string_agg(name, text) (SFUNC = traceprof.blind, STYPE = text);
+RESET ROLE;
+CREATE EXTENSION traceprof;
+DROP EXTENSION IF EXISTS traceprof;
+-- through membership too: a member of a superuser role granted CREATE
 REVOKE CREATE ON SCHEMA traceprof FROM traceprof_mallory;
+CREATE ROLE traceprof_root SUPERUSER NOLOGIN;
+GRANT CREATE ON SCHEMA traceprof TO traceprof_root;
+GRANT traceprof_root TO traceprof_mallory;
+CREATE EXTENSION traceprof;
+DROP EXTENSION IF EXISTS traceprof;
+DROP AGGREGATE traceprof.string_agg(name, text);
+DROP FUNCTION traceprof.blind(text, name, text);
+REVOKE traceprof_root FROM traceprof_mallory;
+REVOKE CREATE ON SCHEMA traceprof FROM traceprof_root;
+DROP ROLE traceprof_root;
+GRANT CREATE ON SCHEMA traceprof TO PUBLIC;
 CREATE EXTENSION traceprof;
 -- a schema of a superuser's, with nobody else creating in it, is fine
 REVOKE CREATE ON SCHEMA traceprof FROM PUBLIC;
