@@ -1,0 +1,337 @@
+'use strict';
+// The extension's lifecycle as a DBA goes through it: CREATE EXTENSION in
+// several databases, from template1, in a schema it does not support;
+// ALTER EXTENSION; databases without the extension; DROP EXTENSION (with
+// CASCADE) while other sessions trace and sample; what PUBLIC may execute;
+// pg_dump and pg_restore into clusters with and without the preload;
+// session_preload_libraries without the shared preload; reloads while
+// sessions hold the extension's functions.
+//
+// Two real PostgreSQL 15 clusters: one with shared_preload_libraries =
+// 'traceprof', one without.  Waits poll a condition with a deadline.
+
+const { test, describe, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const { PG_BIN } = require('./lib/paths');
+const { run } = require('./lib/run');
+const { startCluster } = require('./lib/cluster');
+const { newContext, waitFor, connect, traced, assertRejectsWith } = require('./lib/traced');
+const { makeTempDir, removeTempDir } = require('./lib/tmp');
+
+/** What the extension's CREATE makes, as pg_describe_object names it. */
+const MEMBERS = [
+	'function traceprof.flamegraph(text,text)',
+	'function traceprof.flamegraph_diff(text,text)',
+	'function traceprof.profile(text,text)',
+	'function traceprof.profile_top(text,integer,text)',
+	'function traceprof.reset()',
+	'function traceprof.spans_internal()',
+	'function traceprof.stats_internal()',
+	'view traceprof.spans',
+	'view traceprof.stats',
+];
+
+function crashLines(cluster) {
+	return cluster.readLog().split('\n')
+		.filter((l) => /terminated by signal|was terminated|PANIC|TRAP:|server process .* exited with exit code [^0]/.test(l));
+}
+
+async function members(client) {
+	return (await client.query(
+		'SELECT pg_describe_object(classid, objid, objsubid) AS o FROM pg_depend ' +
+		"WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e' " +
+		"AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'traceprof') ORDER BY 1")).rows.map((r) => r.o);
+}
+
+/** A PostgreSQL client program (pg_dump, pg_restore, psql) on cluster's socket as postgres; its result. */
+function pgProgram(cluster, program, args, options = {}) {
+	return run(path.join(PG_BIN, program), ['-h', cluster.socketDir, '-p', String(cluster.port), '-U', 'postgres', ...args],
+		{ timeout: 30000, ...options });
+}
+
+describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
+	let cluster;
+	let bare;
+	let admin;
+	let appAdmin;
+
+	before(async () => {
+		[cluster, bare] = await Promise.all([
+			startCluster({ settings: { shared_preload_libraries: 'traceprof', 'traceprof.sample_hz': '250' } }),
+			startCluster(),
+		]);
+		await cluster.psql('CREATE EXTENSION traceprof;', { db: 'app' });
+		admin = await connect(cluster, 'postgres', 'postgres');
+		appAdmin = await connect(cluster, 'postgres', 'app');
+	});
+
+	after(async () => {
+		if (admin)
+			await admin.end();
+		if (appAdmin)
+			await appAdmin.end();
+		if (cluster) {
+			assert.deepEqual(crashLines(cluster), [], 'no backend crashed');
+			await cluster.stop();
+		}
+		if (bare)
+			await bare.stop();
+	});
+
+	test('L1. CREATE EXTENSION in two databases and from template1 share one ring; another schema, UPDATE and SET SCHEMA ' +
+		'are refused with what to do; \\dx+ lists only the extension\'s objects', async () => {
+		await admin.query('CREATE DATABASE lc_two');
+		await cluster.psql('CREATE EXTENSION traceprof;', { db: 'template1' });
+		await admin.query('CREATE DATABASE lc_tpl');
+		await cluster.psql('DROP EXTENSION traceprof; DROP SCHEMA traceprof;', { db: 'template1' });
+		const app = await connect(cluster, 'postgres', 'app');
+		const two = await connect(cluster, 'postgres', 'lc_two');
+		const tpl = await connect(cluster, 'postgres', 'lc_tpl');
+		try {
+			await assertRejectsWith(two.query('CREATE EXTENSION traceprof SCHEMA public'), '0A000',
+				/extension "traceprof" must be installed in schema "traceprof"/);
+			await two.query('CREATE EXTENSION traceprof');
+			for (const c of [app, two, tpl])
+				assert.deepEqual(await members(c), MEMBERS);
+
+			const ctx = newContext();
+			await traced(two, ctx, 'SELECT 1 AS in_lc_two');
+			for (const c of [app, tpl]) {
+				const rows = (await c.query("SELECT dbname, query FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server'",
+					[ctx.traceId])).rows;
+				assert.deepEqual(rows, [{ dbname: 'lc_two', query: 'SELECT $1 AS in_lc_two' }]);
+			}
+
+			const notices = [];
+			app.on('notice', (n) => notices.push(n.message));
+			await app.query('ALTER EXTENSION traceprof UPDATE');
+			assert.deepEqual(notices, ['version "0.1" of extension "traceprof" is already installed']);
+			await assertRejectsWith(app.query("ALTER EXTENSION traceprof UPDATE TO '0.2'"), '22023',
+				/extension "traceprof" has no update path from version "0.1" to version "0.2"/);
+			await assertRejectsWith(app.query('ALTER EXTENSION traceprof SET SCHEMA public'), '0A000',
+				/extension "traceprof" does not support SET SCHEMA/);
+		} finally {
+			await app.end();
+			await two.end();
+			await tpl.end();
+		}
+	});
+
+	test('L2. a database without the extension is traced too; its spans are read from one that has it', async () => {
+		await admin.query('CREATE DATABASE lc_none');
+		const none = await connect(cluster, 'app', 'lc_none');
+		const app = await connect(cluster, 'app', 'app');
+		try {
+			assert.equal((await none.query("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'traceprof'")).rows[0].n, 0);
+			const ctx = newContext();
+			await traced(none, ctx, 'SELECT 1 AS in_lc_none');
+			const rows = (await app.query("SELECT dbname, username, query FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server'",
+				[ctx.traceId])).rows;
+			assert.deepEqual(rows, [{ dbname: 'lc_none', username: 'app', query: 'SELECT $1 AS in_lc_none' }]);
+		} finally {
+			await none.end();
+			await app.end();
+		}
+	});
+
+	test('L3. DROP EXTENSION (CASCADE, over a user view) while other sessions trace and sample: no error there, ' +
+		'no crash; CREATE again in the same sessions reads their spans and samples', async () => {
+		const dba = await connect(cluster, 'postgres', 'app');
+		const workers = [await connect(cluster, 'app', 'app'), await connect(cluster, 'app', 'app')];
+		const reader = await connect(cluster, 'app', 'app');
+		let stop = false;
+		const errors = [];
+		const ctxs = workers.map(() => newContext());
+		const rounds = workers.map(() => 0);
+		const loops = workers.map(async (w, i) => {
+			await w.query(`SET traceprof.traceparent = '${ctxs[i].header}'`);
+			let n = 0;
+			while (!stop || n < 3) {
+				try {
+					await w.query("SELECT sum(length(md5(g::text))) FROM generate_series(1, 20000) g");
+					await w.query('BEGIN; SELECT count(*) FROM pg_class; COMMIT');
+				} catch (e) {
+					errors.push(`worker ${i}: ${e.message}`);
+				}
+				rounds[i] = ++n;
+			}
+			return n;
+		});
+		try {
+			await reader.query({ name: 'mine', text: 'SELECT count(*)::int AS n FROM traceprof.spans WHERE trace_id = $1', values: [ctxs[0].traceId] });
+			await dba.query('CREATE VIEW public.my_spans AS SELECT trace_id, name FROM traceprof.spans');
+			await assertRejectsWith(dba.query('DROP EXTENSION traceprof'), '2BP01',
+				/cannot drop extension traceprof because other objects depend on it/);
+			await dba.query('DROP EXTENSION traceprof CASCADE');
+			assert.equal((await dba.query("SELECT to_regclass('public.my_spans') IS NULL AS gone")).rows[0].gone, true);
+			await assertRejectsWith(reader.query({ name: 'mine', values: [ctxs[0].traceId] }), '42P01',
+				/relation "traceprof.spans" does not exist/);
+			// The schema stays (it holds the extension, so it cannot be one
+			// of its objects); what was in it is gone.
+			await assertRejectsWith(reader.query('SELECT traceprof.reset()'), '42883', /function traceprof.reset\(\) does not exist/);
+			assert.equal((await dba.query("SELECT count(*)::int AS n FROM pg_class WHERE relnamespace = 'traceprof'::regnamespace")).rows[0].n, 0);
+			// Tracing and sampling go on without the SQL objects.
+			const atDrop = rounds.slice();
+			await waitFor('two rounds of each worker after the drop', () => rounds.every((n, i) => n >= atDrop[i] + 2));
+			await dba.query('CREATE EXTENSION traceprof');
+			stop = true;
+			const runs = await Promise.all(loops);
+			assert.deepEqual(errors, [], 'the tracing sessions saw no error');
+			assert.ok(runs.every((n) => n >= 3), `every worker ran: ${runs}`);
+			for (const [i, ctx] of ctxs.entries()) {
+				const n = (await reader.query({ name: 'mine', values: [ctx.traceId] })).rows[0].n;
+				assert.ok(n >= 2 * runs[i], `worker ${i}: ${n} spans for ${runs[i]} rounds, read through the re-planned statement`);
+				const own = (await workers[i].query('SELECT count(*)::int AS n FROM traceprof.spans WHERE trace_id = $1', [ctx.traceId])).rows[0].n;
+				assert.ok(own >= n, 'the worker session reads the new view too');
+			}
+			const sampled = (await reader.query('SELECT coalesce(sum(self_samples), 0)::int AS n FROM traceprof.profile_top($1, NULL)',
+				[ctxs[0].traceId])).rows[0].n;
+			assert.ok(sampled > 0, 'the worker\'s samples are read after CREATE again');
+		} finally {
+			stop = true;
+			await Promise.allSettled(loops);
+			for (const c of [dba, reader, ...workers])
+				await c.end();
+		}
+	});
+
+	test('L4. PUBLIC may read the views and the profile functions, not reset(); a role created after the extension ' +
+		'sees its own spans whole and others\' redacted', async () => {
+		const rows = (await appAdmin.query(
+			"SELECT p.oid::regprocedure::text AS f, has_function_privilege('public', p.oid, 'EXECUTE') AS public_may " +
+			"FROM pg_proc p WHERE p.pronamespace = 'traceprof'::regnamespace ORDER BY 1")).rows;
+		assert.equal(rows.length, 7);
+		for (const r of rows)
+			assert.equal(r.public_may, r.f !== 'traceprof.reset()', `${r.f}: PUBLIC may execute: ${r.public_may}`);
+		// Counted from here: created after CREATE EXTENSION.
+		await admin.query('CREATE ROLE lc_late LOGIN');
+		const late = await connect(cluster, 'lc_late', 'app');
+		const app = await connect(cluster, 'app', 'app');
+		try {
+			const ctx = newContext();
+			await traced(late, ctx, "SELECT 'late' AS late_marker");
+			await traced(app, ctx, "SELECT 'app' AS app_marker");
+			const seen = (await late.query("SELECT username, query FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time",
+				[ctx.traceId])).rows;
+			assert.deepEqual(seen, [{ username: 'lc_late', query: 'SELECT $1 AS late_marker' },
+				{ username: 'app', query: '<insufficient privilege>' }]);
+			await assertRejectsWith(late.query('SELECT traceprof.reset()'), '42501', /permission denied for function reset/);
+			await late.query('SELECT * FROM traceprof.stats');
+			await late.query('SELECT * FROM traceprof.profile_top($1)', [ctx.traceId]);
+		} finally {
+			await late.end();
+			await app.end();
+		}
+	});
+
+	test('L5. pg_dump and pg_restore: a preloaded cluster restores the extension, the user view over it and a grant of reset(); ' +
+		'one without the preload says what to do; --schema-only holds none of the extension\'s objects', async () => {
+		const dir = makeTempDir('traceprof-dump-');
+		try {
+			await cluster.psql('CREATE ROLE lc_resetter; GRANT EXECUTE ON FUNCTION traceprof.reset() TO lc_resetter; ' +
+				'CREATE TABLE lc_orders (id int); CREATE VIEW lc_recent AS SELECT trace_id, name FROM traceprof.spans;', { db: 'app' });
+			const schema = await pgProgram(cluster, 'pg_dump', ['--schema-only', 'app']);
+			assert.equal(schema.code, 0, schema.stderr);
+			const lines = schema.stdout.split('\n').filter((l) => /traceprof/.test(l));
+			assert.deepEqual(lines.filter((l) => !/^--/.test(l) && !/FROM traceprof\.spans/.test(l)), [
+				'CREATE SCHEMA traceprof;',
+				'ALTER SCHEMA traceprof OWNER TO postgres;',
+				'CREATE EXTENSION IF NOT EXISTS traceprof WITH SCHEMA traceprof;',
+				"COMMENT ON EXTENSION traceprof IS 'OpenTelemetry spans for traced statements (W3C traceparent, sqlcommenter), exported over OTLP';",
+				'GRANT ALL ON FUNCTION traceprof.reset() TO lc_resetter;',
+			], 'the schema, the extension, its comment and the grant: nothing of what CREATE EXTENSION makes');
+
+			const file = path.join(dir, 'app.dump');
+			const dumped = await pgProgram(cluster, 'pg_dump', ['-Fc', '-f', file, 'app']);
+			assert.equal(dumped.code, 0, dumped.stderr);
+			await admin.query('CREATE DATABASE lc_restored');
+			const restored = await pgProgram(cluster, 'pg_restore', ['--exit-on-error', '-d', 'lc_restored', file]);
+			assert.equal(restored.code, 0, restored.stderr);
+			const r = await connect(cluster, 'postgres', 'lc_restored');
+			try {
+				assert.deepEqual(await members(r), MEMBERS);
+				await r.query('SELECT count(*) FROM lc_recent');
+				const acl = (await r.query("SELECT has_function_privilege('lc_resetter', 'traceprof.reset()', 'EXECUTE') AS g, " +
+					"has_function_privilege('public', 'traceprof.reset()', 'EXECUTE') AS p")).rows[0];
+				assert.deepEqual(acl, { g: true, p: false });
+			} finally {
+				await r.end();
+			}
+
+			// pg_dump | psql
+			await admin.query('CREATE DATABASE lc_piped');
+			const piped = await pgProgram(cluster, 'psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'lc_piped'], { input: schema.stdout });
+			assert.equal(piped.code, 0, piped.stderr);
+
+			// Without the preload: the restore names what is missing.
+			const bareRestore = await pgProgram(bare, 'pg_restore', ['-x', '-d', 'app', file]);
+			assert.notEqual(bareRestore.code, 0);
+			assert.match(bareRestore.stderr, /ERROR: {2}traceprof must be loaded via shared_preload_libraries\nHINT: {2}Add traceprof to shared_preload_libraries in postgresql.conf and restart the server\.\nCommand was: CREATE EXTENSION IF NOT EXISTS traceprof WITH SCHEMA traceprof;/);
+			assert.equal(await bare.psql("SELECT count(*) FROM pg_proc WHERE pronamespace = 'traceprof'::regnamespace", { db: 'app' }), '0',
+				'no function of the extension is left behind');
+			assert.deepEqual(crashLines(bare), []);
+		} finally {
+			removeTempDir(dir);
+		}
+	});
+
+	test('L6. session_preload_libraries = traceprof without the shared preload: a connection is refused with what to do, ' +
+		'the server goes on', async () => {
+		// As PostgreSQL does for any library that session_preload_libraries
+		// cannot load; returning from _PG_init instead would leave the profile
+		// functions reading shared memory that was never set up.
+		await bare.psql("CREATE DATABASE lc_spl; ALTER DATABASE lc_spl SET session_preload_libraries = 'traceprof';", { db: 'postgres' });
+		try {
+			await assertRejectsWith(connect(bare, 'postgres', 'lc_spl'), '55000',
+				/traceprof must be loaded via shared_preload_libraries/, /Add traceprof to shared_preload_libraries in postgresql.conf and restart the server/);
+		} finally {
+			await bare.psql('ALTER DATABASE lc_spl RESET session_preload_libraries;', { db: 'postgres' });
+		}
+		const client = await connect(bare, 'postgres', 'lc_spl');
+		try {
+			assert.equal((await client.query('SELECT 1 AS one')).rows[0].one, 1);
+		} finally {
+			await client.end();
+		}
+		assert.deepEqual(crashLines(bare), []);
+	});
+
+	test('L7. pg_reload_conf() with changed traceprof settings while sessions hold the extension\'s functions ' +
+		'(an open cursor over traceprof.spans, a prepared profile_top)', async () => {
+		const app = await connect(cluster, 'app', 'app');
+		const holder = await connect(cluster, 'postgres', 'app');
+		try {
+			const ctx = newContext();
+			await app.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await app.query('SELECT sum(length(md5(g::text))) FROM generate_series(1, 100000) g');
+			await holder.query('BEGIN');
+			await holder.query('DECLARE c CURSOR FOR SELECT trace_id FROM traceprof.spans');
+			await holder.query('FETCH 1 FROM c');
+			await holder.query({ name: 'top', text: 'SELECT count(*)::int AS n FROM traceprof.profile_top($1, NULL)', values: [ctx.traceId] });
+			await admin.query("ALTER SYSTEM SET traceprof.profile = 'off'");
+			await admin.query("ALTER SYSTEM SET traceprof.sample_hz = 50");
+			await admin.query("ALTER SYSTEM SET traceprof.max_spans = 256");
+			await admin.query('SELECT pg_reload_conf()');
+			await waitFor('the reload in the app session', async () =>
+				(await app.query('SHOW traceprof.profile')).rows[0]['traceprof.profile'] === 'off');
+			assert.equal((await app.query('SHOW traceprof.sample_hz')).rows[0]['traceprof.sample_hz'], '50');
+			await holder.query('FETCH ALL FROM c');
+			await holder.query('COMMIT');
+			const before = (await holder.query({ name: 'top', values: [ctx.traceId] })).rows[0].n;
+			assert.ok(before > 0, 'samples from before the reload');
+			const samples = async () => Number((await appAdmin.query('SELECT samples_stored FROM traceprof.stats')).rows[0].samples_stored);
+			const stored = await samples();
+			await app.query('SELECT sum(length(md5(g::text))) FROM generate_series(1, 100000) g');
+			assert.equal(await samples(), stored, 'profile = off after the reload: no sample');
+			assert.match(cluster.readLog(), /parameter "traceprof.max_spans" cannot be changed without restarting the server/);
+		} finally {
+			await app.end();
+			await holder.end();
+			await admin.query('ALTER SYSTEM RESET ALL');
+			await admin.query('SELECT pg_reload_conf()');
+		}
+	});
+});
