@@ -60,6 +60,55 @@ BEGIN
 END
 $$;
 
+-- Nor one that holds objects a role that is not a superuser owns: made
+-- while it could create them, they stay its own after its CREATE is
+-- revoked, and a function or operator fitting a call better than ours
+-- would run with the caller's rights.
+DO $$
+DECLARE
+    owned text;
+BEGIN
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s (owned by %s)',
+                                 pg_catalog.pg_describe_object(o.classid, o.objid, 0), r.rolname),
+                                 ', ' ORDER BY o.classid, o.objid) INTO owned
+      FROM (SELECT 'pg_catalog.pg_class'::pg_catalog.regclass AS classid, c.oid AS objid, c.relowner AS owner
+              FROM pg_catalog.pg_class c WHERE c.relnamespace = 'traceprof'::pg_catalog.regnamespace
+            UNION ALL
+            SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, p.oid, p.proowner
+              FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'traceprof'::pg_catalog.regnamespace
+            UNION ALL
+            SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid, t.typowner
+              FROM pg_catalog.pg_type t WHERE t.typnamespace = 'traceprof'::pg_catalog.regnamespace
+               AND t.typrelid = 0 AND t.typelem = 0
+            UNION ALL
+            SELECT 'pg_catalog.pg_operator'::pg_catalog.regclass, o.oid, o.oprowner
+              FROM pg_catalog.pg_operator o WHERE o.oprnamespace = 'traceprof'::pg_catalog.regnamespace
+            UNION ALL
+            SELECT 'pg_catalog.pg_collation'::pg_catalog.regclass, c.oid, c.collowner
+              FROM pg_catalog.pg_collation c WHERE c.collnamespace = 'traceprof'::pg_catalog.regnamespace
+            UNION ALL
+            SELECT 'pg_catalog.pg_conversion'::pg_catalog.regclass, c.oid, c.conowner
+              FROM pg_catalog.pg_conversion c WHERE c.connamespace = 'traceprof'::pg_catalog.regnamespace
+            UNION ALL
+            SELECT 'pg_catalog.pg_opfamily'::pg_catalog.regclass, f.oid, f.opfowner
+              FROM pg_catalog.pg_opfamily f WHERE f.opfnamespace = 'traceprof'::pg_catalog.regnamespace
+            UNION ALL
+            SELECT 'pg_catalog.pg_ts_config'::pg_catalog.regclass, c.oid, c.cfgowner
+              FROM pg_catalog.pg_ts_config c WHERE c.cfgnamespace = 'traceprof'::pg_catalog.regnamespace
+            UNION ALL
+            SELECT 'pg_catalog.pg_ts_dict'::pg_catalog.regclass, d.oid, d.dictowner
+              FROM pg_catalog.pg_ts_dict d WHERE d.dictnamespace = 'traceprof'::pg_catalog.regnamespace) o
+      JOIN pg_catalog.pg_roles r ON r.oid = o.owner
+     WHERE NOT r.rolsuper;
+    IF owned IS NOT NULL THEN
+        RAISE EXCEPTION 'schema "traceprof" already exists and holds objects that roles that are not superusers own: %', owned
+            USING HINT = 'Their owners could have them run instead of the extension''s functions.  '
+                         'Drop those objects, or drop or rename the schema (CREATE EXTENSION '
+                         'traceprof creates its own).';
+    END IF;
+END
+$$;
+
 CREATE FUNCTION spans_internal(
     OUT trace_id text,
     OUT span_id text,

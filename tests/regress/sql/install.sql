@@ -23,11 +23,15 @@ GRANT CREATE ON SCHEMA traceprof TO traceprof_root;
 GRANT traceprof_root TO traceprof_mallory;
 CREATE EXTENSION traceprof;
 DROP EXTENSION IF EXISTS traceprof;
-DROP AGGREGATE traceprof.string_agg(name, text);
-DROP FUNCTION traceprof.blind(text, name, text);
+-- what a role planted while it could create objects stays its own: refused
+-- after its CREATE is gone too
 REVOKE traceprof_root FROM traceprof_mallory;
 REVOKE CREATE ON SCHEMA traceprof FROM traceprof_root;
 DROP ROLE traceprof_root;
+CREATE EXTENSION traceprof;
+DROP EXTENSION IF EXISTS traceprof;
+DROP AGGREGATE traceprof.string_agg(name, text);
+DROP FUNCTION traceprof.blind(text, name, text);
 GRANT CREATE ON SCHEMA traceprof TO PUBLIC;
 CREATE EXTENSION traceprof;
 -- a schema of a superuser's, with nobody else creating in it, is fine
