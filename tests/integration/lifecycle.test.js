@@ -30,6 +30,7 @@ const MEMBERS = [
 	'function traceprof.reset()',
 	'function traceprof.spans_internal()',
 	'function traceprof.stats_internal()',
+	'schema traceprof',
 	'view traceprof.spans',
 	'view traceprof.stats',
 ];
@@ -86,13 +87,13 @@ describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 		await admin.query('CREATE DATABASE lc_two');
 		await cluster.psql('CREATE EXTENSION traceprof;', { db: 'template1' });
 		await admin.query('CREATE DATABASE lc_tpl');
-		await cluster.psql('DROP EXTENSION traceprof; DROP SCHEMA traceprof;', { db: 'template1' });
+		await cluster.psql('DROP EXTENSION traceprof;', { db: 'template1' });
 		const app = await connect(cluster, 'postgres', 'app');
 		const two = await connect(cluster, 'postgres', 'lc_two');
 		const tpl = await connect(cluster, 'postgres', 'lc_tpl');
 		try {
 			await assertRejectsWith(two.query('CREATE EXTENSION traceprof SCHEMA public'), '0A000',
-				/extension "traceprof" must be installed in schema "traceprof"/);
+				/extension "traceprof" must be installed in schema "pg_catalog"/);
 			await two.query('CREATE EXTENSION traceprof');
 			for (const c of [app, two, tpl])
 				assert.deepEqual(await members(c), MEMBERS);
@@ -169,10 +170,9 @@ describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 			assert.equal((await dba.query("SELECT to_regclass('public.my_spans') IS NULL AS gone")).rows[0].gone, true);
 			await assertRejectsWith(reader.query({ name: 'mine', values: [ctxs[0].traceId] }), '42P01',
 				/relation "traceprof.spans" does not exist/);
-			// The schema stays (it holds the extension, so it cannot be one
-			// of its objects); what was in it is gone.
-			await assertRejectsWith(reader.query('SELECT traceprof.reset()'), '42883', /function traceprof.reset\(\) does not exist/);
-			assert.equal((await dba.query("SELECT count(*)::int AS n FROM pg_class WHERE relnamespace = 'traceprof'::regnamespace")).rows[0].n, 0);
+			// The schema is one of its objects: gone with them.
+			await assertRejectsWith(reader.query('SELECT traceprof.reset()'), '3F000', /schema "traceprof" does not exist/);
+			assert.equal((await dba.query("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'traceprof'")).rows[0].n, 0);
 			// Tracing and sampling go on without the SQL objects.
 			const atDrop = rounds.slice();
 			await waitFor('two rounds of each worker after the drop', () => rounds.every((n, i) => n >= atDrop[i] + 2));
@@ -237,12 +237,10 @@ describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 			assert.equal(schema.code, 0, schema.stderr);
 			const lines = schema.stdout.split('\n').filter((l) => /traceprof/.test(l));
 			assert.deepEqual(lines.filter((l) => !/^--/.test(l) && !/FROM traceprof\.spans/.test(l)), [
-				'CREATE SCHEMA traceprof;',
-				'ALTER SCHEMA traceprof OWNER TO postgres;',
-				'CREATE EXTENSION IF NOT EXISTS traceprof WITH SCHEMA traceprof;',
+				'CREATE EXTENSION IF NOT EXISTS traceprof WITH SCHEMA pg_catalog;',
 				"COMMENT ON EXTENSION traceprof IS 'OpenTelemetry spans for traced statements (W3C traceparent, sqlcommenter), exported over OTLP';",
 				'GRANT ALL ON FUNCTION traceprof.reset() TO lc_resetter;',
-			], 'the schema, the extension, its comment and the grant: nothing of what CREATE EXTENSION makes');
+			], 'the extension, its comment and the grant: nothing of what CREATE EXTENSION makes, its schema included');
 
 			const file = path.join(dir, 'app.dump');
 			const dumped = await pgProgram(cluster, 'pg_dump', ['-Fc', '-f', file, 'app']);
@@ -269,9 +267,9 @@ describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 			// Without the preload: the restore names what is missing.
 			const bareRestore = await pgProgram(bare, 'pg_restore', ['-x', '-d', 'app', file]);
 			assert.notEqual(bareRestore.code, 0);
-			assert.match(bareRestore.stderr, /ERROR: {2}traceprof must be loaded via shared_preload_libraries\nHINT: {2}Add traceprof to shared_preload_libraries in postgresql.conf and restart the server\.\nCommand was: CREATE EXTENSION IF NOT EXISTS traceprof WITH SCHEMA traceprof;/);
-			assert.equal(await bare.psql("SELECT count(*) FROM pg_proc WHERE pronamespace = 'traceprof'::regnamespace", { db: 'app' }), '0',
-				'no function of the extension is left behind');
+			assert.match(bareRestore.stderr, /ERROR: {2}traceprof must be loaded via shared_preload_libraries\nHINT: {2}Add traceprof to shared_preload_libraries in postgresql.conf and restart the server\.\nCommand was: CREATE EXTENSION IF NOT EXISTS traceprof WITH SCHEMA pg_catalog;/);
+			assert.equal(await bare.psql("SELECT count(*) FROM pg_namespace WHERE nspname = 'traceprof'", { db: 'app' }), '0',
+				'nothing of the extension is left behind, its schema included');
 			assert.deepEqual(crashLines(bare), []);
 		} finally {
 			removeTempDir(dir);
