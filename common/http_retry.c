@@ -140,6 +140,46 @@ tp_http_append_field(struct curl_slist **list, const char *name, const char *val
 	return ok;
 }
 
+#define CONNECT_TIMEOUT_MS 3000L
+
+/* Abort the transfer when the host asks us to stop (a shutdown, a reload). */
+static int
+on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
+			curl_off_t ultotal, curl_off_t ulnow)
+{
+	const tp_http_post *post = userdata;
+
+	(void) dltotal, (void) dlnow, (void) ultotal, (void) ulnow;
+	return *post->cancel != 0;
+}
+
+void
+tp_http_post_setup(CURL *curl, const tp_http_post *post)
+{
+	curl_easy_setopt(curl, CURLOPT_URL, post->url);
+	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(curl, CURLOPT_POST, 1L);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, post->body);
+	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) post->len);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, post->headers);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, post->timeout_ms);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+					 post->timeout_ms < CONNECT_TIMEOUT_MS ? post->timeout_ms : CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);	/* no SIGALRM in our hosts */
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, post->error_buffer);
+	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, post->on_header);
+	curl_easy_setopt(curl, CURLOPT_HEADERDATA, post->userdata);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, post->on_body);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, post->userdata);
+	curl_easy_setopt(curl, CURLOPT_USERAGENT, post->user_agent);
+	if (post->ca_file != NULL)
+		curl_easy_setopt(curl, CURLOPT_CAINFO, post->ca_file);
+	/* The callback reads post: it must live until curl_easy_perform returns. */
+	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, post->cancel != NULL ? on_progress : NULL);
+	curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *) post);
+	curl_easy_setopt(curl, CURLOPT_NOPROGRESS, post->cancel != NULL ? 0L : 1L);
+}
+
 bool
 tp_curl_error_is_dropped_connection(CURLcode rc)
 {

@@ -55,6 +55,32 @@ bool		tp_http_append_header(struct curl_slist **list, const char *line);
 /* The same for "name: value", as long as the value is (a bearer token can run to kilobytes). */
 bool		tp_http_append_field(struct curl_slist **list, const char *name, const char *value);
 
+/*
+ * A POST as the OTLP exporter and the Pyroscope uploader both send it:
+ * http(s) only, the whole attempt within timeout_ms (connecting within 3 s
+ * of it), no signals, libcurl's message in error_buffer, the answer's
+ * header lines and body to the callbacks with userdata, aborted when
+ * *cancel (may be NULL) turns non-zero.
+ */
+typedef struct tp_http_post
+{
+	const char *url;
+	const void *body;
+	size_t		len;
+	struct curl_slist *headers;
+	long		timeout_ms;
+	const char *user_agent;
+	const char *ca_file;		/* NULL: the system's */
+	volatile sig_atomic_t *cancel;
+	char	   *error_buffer;	/* CURL_ERROR_SIZE bytes */
+	curl_write_callback on_header;
+	curl_write_callback on_body;
+	void	   *userdata;
+} tp_http_post;
+
+/* Set post's options on curl, for curl_easy_perform. */
+void		tp_http_post_setup(CURL *curl, const tp_http_post *post);
+
 /* The connection dropped before a complete answer: worth another attempt. */
 bool		tp_curl_error_is_dropped_connection(CURLcode rc);
 

@@ -137,17 +137,6 @@ on_body(char *data, size_t size, size_t n, void *userdata)
 	return len;
 }
 
-/* Abort the transfer when the host asks us to stop (e.g. on SIGTERM). */
-static int
-on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
-			curl_off_t ultotal, curl_off_t ulnow)
-{
-	const tp_otlp_target *target = userdata;
-
-	(void) dltotal, (void) dlnow, (void) ultotal, (void) ulnow;
-	return target->cancel != NULL && *target->cancel;
-}
-
 /* gRPC wraps each message in a 5-byte prefix: compressed flag + length. */
 static uint8_t *
 grpc_frame(const uint8_t *body, size_t len)
@@ -426,6 +415,7 @@ attempt(tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
 {
 	CURL	   *curl = target_connection(target);
 	struct curl_slist *headers;
+	tp_http_post post;
 	char		curl_message[CURL_ERROR_SIZE] = "";
 	CURLcode	rc;
 	attempt_outcome outcome;
@@ -441,29 +431,21 @@ attempt(tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
 		snprintf(err, errlen, "out of memory for the request's headers: not sent");
 		return ATTEMPT_FAILED;
 	}
-	curl_easy_setopt(curl, CURLOPT_URL, target->url);
-	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(curl, CURLOPT_POST, 1L);
-	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, payload);
-	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) payload_len);
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, budget_ms);
-	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, budget_ms < 3000 ? budget_ms : 3000L);
-	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);	/* no SIGALRM in our hosts */
-	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_message);
-	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(curl, CURLOPT_HEADERDATA, r);
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(curl, CURLOPT_USERAGENT, "traceprof-otlp/0.1");
-	if (target->ca_file != NULL)
-		curl_easy_setopt(curl, CURLOPT_CAINFO, target->ca_file);
-	if (target->cancel != NULL)
-	{
-		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-		curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *) target);
-		curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-	}
+	post = (tp_http_post) {
+		.url = target->url,
+		.body = payload,
+		.len = payload_len,
+		.headers = headers,
+		.timeout_ms = budget_ms,
+		.user_agent = "traceprof-otlp/0.1",
+		.ca_file = target->ca_file,
+		.cancel = target->cancel,
+		.error_buffer = curl_message,
+		.on_header = on_header,
+		.on_body = on_body,
+		.userdata = r,
+	};
+	tp_http_post_setup(curl, &post);
 	if (target->protocol == TP_OTLP_GRPC)
 		curl_easy_setopt(curl, CURLOPT_HTTP_VERSION,
 						 strncmp(target->url, "https:", 6) == 0 ?

@@ -35,7 +35,6 @@
 #define DEFAULT_SERVER "http://localhost:4040"
 #define DEFAULT_TIMEOUT_MS 10000L
 #define MAX_TIMEOUT_MS 600000L
-#define CONNECT_TIMEOUT_MS 3000L
 #define SNIPPET_BYTES 200
 #define NS_PER_SEC 1000000000ULL
 
@@ -488,17 +487,6 @@ on_body(char *data, size_t size, size_t n, void *userdata)
 	return len;
 }
 
-/* Abort the transfer when the host asks us to stop (e.g. on SIGTERM). */
-static int
-on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
-			curl_off_t ultotal, curl_off_t ulnow)
-{
-	const tp_pyroscope_config *cfg = userdata;
-
-	(void) dltotal, (void) dlnow, (void) ultotal, (void) ulnow;
-	return *cfg->cancel != 0;
-}
-
 /* Only Retry-After matters: a throttling server says when to come back. */
 static size_t
 on_header(char *data, size_t size, size_t n, void *userdata)
@@ -586,6 +574,7 @@ static attempt_outcome
 attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen)
 {
 	const tp_pyroscope_config *cfg = req->cfg;
+	tp_http_post post;
 	char		curl_message[CURL_ERROR_SIZE] = "";
 	CURL	   *curl = curl_easy_init();
 	CURLcode	rc;
@@ -597,30 +586,21 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 		snprintf(err, errlen, "cannot initialise libcurl");
 		return ATTEMPT_FAILED;
 	}
-	curl_easy_setopt(curl, CURLOPT_URL, req->url);
-	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(curl, CURLOPT_POST, 1L);
-	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, req->pprof);
-	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) req->len);
-	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, req->headers);
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-					 timeout_ms < CONNECT_TIMEOUT_MS ? timeout_ms : CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);	/* no SIGALRM in our hosts */
-	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_message);
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, a);
-	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(curl, CURLOPT_HEADERDATA, a);
-	curl_easy_setopt(curl, CURLOPT_USERAGENT, "traceprof-pyroscope/0.1");
-	if (cfg->ca_file != NULL)
-		curl_easy_setopt(curl, CURLOPT_CAINFO, cfg->ca_file);
-	if (cfg->cancel != NULL)
-	{
-		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-		curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *) cfg);
-		curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-	}
+	post = (tp_http_post) {
+		.url = req->url,
+		.body = req->pprof,
+		.len = req->len,
+		.headers = req->headers,
+		.timeout_ms = timeout_ms,
+		.user_agent = "traceprof-pyroscope/0.1",
+		.ca_file = cfg->ca_file,
+		.cancel = cfg->cancel,
+		.error_buffer = curl_message,
+		.on_header = on_header,
+		.on_body = on_body,
+		.userdata = a,
+	};
+	tp_http_post_setup(curl, &post);
 	if (cfg->basic_auth_user != NULL || cfg->basic_auth_password != NULL)
 	{
 		curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long) CURLAUTH_BASIC);
