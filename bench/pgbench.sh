@@ -65,7 +65,8 @@
 # (no extension, same settings and data) against A is the A/A control: its
 # spread is the method's resolution.  Ratio = B's (or D's) TPS / A's TPS in
 # the same run; CONCURRENT_ROUNDS rounds of CONCURRENT_SECONDS each, of
-# CONCURRENT_WORKLOADS (select tpcb, or one of them for more rounds);
+# CONCURRENT_WORKLOADS (select select_prepared tpcb, or some of them for
+# more rounds);
 # printed as the median over rounds, its 95% confidence interval and the
 # range.  Two
 # clusters of the same settings can differ by a few percent, so B also runs
@@ -101,7 +102,7 @@ mixed_rounds=${MIXED_ROUNDS:-5}
 mixed_secs=${MIXED_SECONDS:-10}
 concurrent_rounds=${CONCURRENT_ROUNDS:-8}
 concurrent_secs=${CONCURRENT_SECONDS:-10}
-concurrent_workloads=${CONCURRENT_WORKLOADS:-select tpcb}
+concurrent_workloads=${CONCURRENT_WORKLOADS:-select select_prepared tpcb}
 want() {
 	case " $sections " in *" $1 "*) return 0 ;; esac
 	return 1
@@ -695,20 +696,20 @@ if want concurrent; then
 			of_round[k, $2] = $6 / $5; rounds = $2 + 1
 		}
 		END {
-			name["select"] = "select-only"; name["tpcb"] = "TPC-B-like"
+			name["select"] = "select-only"; name["select_prepared"] = "select-only, prepared"; name["tpcb"] = "TPC-B-like"
 			label["aa"] = "A/A: no extension again"; label["idle"] = "loaded, idle"; label["trace"] = "tracing 100%"
 			label["export"] = "tracing 100% + export"; label["bare"] = "B without its library"
 			target["idle"] = "TPS >= 0.99x"; target["trace"] = "TPS >= 0.97x"; target["aa"] = "1 (resolution)"
 			target["export"] = "TPS >= 0.95x, 0 dropped"; target["bare"] = "B against A"
-			printf "%-14s %-26s %6s %9s %19s %19s\n", "workload", "against no extension", "rounds", "ratio", "95% CI", "range"
-			split("select tpcb", w, " "); split("aa bare idle trace export", c, " ")
-			for (i = 1; i <= 2; i++) for (j = 1; j <= 5; j++) {
+			printf "%-22s %-26s %6s %9s %19s %19s\n", "workload", "against no extension", "rounds", "ratio", "95% CI", "range"
+			nw = split("select select_prepared tpcb", w, " "); split("aa bare idle trace export", c, " ")
+			for (i = 1; i <= nw; i++) for (j = 1; j <= 5; j++) {
 				k = w[i] SUBSEP c[j]; m = count[k]
 				if (m == 0) continue
 				for (x = 1; x <= m; x++) q[x] = ratio[k, x]
 				sort(q, m)
 				lo = ci_rank(m)
-				printf "%-14s %-26s %6d %9.4f %9.4f..%-9.4f %9.4f..%-9.4f %s%s\n", name[w[i]], label[c[j]], m, median(q, m),
+				printf "%-22s %-26s %6d %9.4f %9.4f..%-9.4f %9.4f..%-9.4f %s%s\n", name[w[i]], label[c[j]], m, median(q, m),
 					q[lo], q[m - lo + 1], q[1], q[m], target[c[j]],
 					c[j] == "export" ? sprintf(" (spans dropped: %d)", dropped[k]) : ""
 				if (summary != "")
@@ -717,8 +718,8 @@ if want concurrent; then
 			}
 			# The same configurations against cluster B itself without its
 			# library: the ratio of each round over the bare ratio of that round.
-			printf "\n%-14s %-26s %6s %9s %19s %19s\n", "workload", "against B without library", "rounds", "ratio", "95% CI", "range"
-			for (i = 1; i <= 2; i++) for (j = 3; j <= 5; j++) {
+			printf "\n%-22s %-26s %6s %9s %19s %19s\n", "workload", "against B without library", "rounds", "ratio", "95% CI", "range"
+			for (i = 1; i <= nw; i++) for (j = 3; j <= 5; j++) {
 				k = w[i] SUBSEP c[j]; bare = w[i] SUBSEP "bare"; m = 0
 				for (r = 0; r < rounds; r++)
 					if (((k, r) in of_round) && ((bare, r) in of_round))
@@ -726,7 +727,7 @@ if want concurrent; then
 				if (m == 0) continue
 				sort(q, m)
 				lo = ci_rank(m)
-				printf "%-14s %-26s %6d %9.4f %9.4f..%-9.4f %9.4f..%-9.4f %s\n", name[w[i]], label[c[j]], m, median(q, m),
+				printf "%-22s %-26s %6d %9.4f %9.4f..%-9.4f %9.4f..%-9.4f %s\n", name[w[i]], label[c[j]], m, median(q, m),
 					q[lo], q[m - lo + 1], q[1], q[m], target[c[j]]
 				if (summary != "")
 					printf "pgbench|concurrent runs, %s, %s: TPS ratio to cluster B without its library, median (range)|%.4fx (%.4f..%.4f)|%s\n",
