@@ -501,6 +501,25 @@ attempt_export(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 	return x->outcome == ATTEMPT_RETRY;
 }
 
+/* What tp_otlp_send returns for its last attempt's outcome. */
+static tp_export_result
+export_result(attempt_outcome outcome)
+{
+	switch (outcome)
+	{
+		case ATTEMPT_DELIVERED:
+			return TP_EXPORT_OK;
+		case ATTEMPT_UNREACHABLE:
+			return TP_EXPORT_UNREACHABLE;
+		case ATTEMPT_REJECTED:
+			return TP_EXPORT_REJECTED;
+		case ATTEMPT_TOO_LARGE:
+			return TP_EXPORT_TOO_LARGE;
+		default:
+			return TP_EXPORT_FAILED;
+	}
+}
+
 long
 tp_otlp_retry_wait_ms(const tp_otlp_target *target)
 {
@@ -532,17 +551,39 @@ tp_otlp_send(tp_otlp_target *target, const uint8_t *body, size_t len,
 	free(framed);
 	/* What libcurl or the collector wrote may quote the path, and a token in it. */
 	tp_http_url_scrub(target->url, err, errlen);
-	switch (x.outcome)
+	return export_result(x.outcome);
+}
+
+/*
+ * Not static only so that a fuzz target (tests/fuzz/otlp_answer.c) can
+ * drive the answer handling without a network: the same callbacks and
+ * classify_answer that attempt() runs on what libcurl hands it.
+ */
+tp_export_result
+tp_otlp_read_answer(const tp_otlp_target *target, long http_status,
+					const char *const *header_lines, const size_t *header_lens, size_t nheaders,
+					const uint8_t *body, size_t body_len,
+					bool *retry, long *retry_after_ms, char *err, size_t errlen)
+{
+	response	r = {.http_status = http_status, .retry_after_ms = -1, .grpc_status = -1,
+	.grpc_retry_delay_ms = -1};
+	attempt_outcome outcome;
+
+	err[0] = '\0';
+	for (size_t i = 0; i < nheaders; i++)
+		on_header((char *) header_lines[i], 1, header_lens[i], &r);
+	if (body_len > 0 && on_body((char *) body, 1, body_len, &r) != body_len)
 	{
-		case ATTEMPT_DELIVERED:
-			return TP_EXPORT_OK;
-		case ATTEMPT_UNREACHABLE:
-			return TP_EXPORT_UNREACHABLE;
-		case ATTEMPT_REJECTED:
-			return TP_EXPORT_REJECTED;
-		case ATTEMPT_TOO_LARGE:
-			return TP_EXPORT_TOO_LARGE;
-		default:
-			return TP_EXPORT_FAILED;
+		free(r.body);
+		snprintf(err, errlen, "out of memory");
+		*retry = false;
+		*retry_after_ms = -1;
+		return TP_EXPORT_FAILED;
 	}
+	outcome = classify_answer(target, &r, err, errlen);
+	tp_http_url_scrub(target->url, err, errlen);
+	free(r.body);
+	*retry = outcome == ATTEMPT_RETRY;
+	*retry_after_ms = r.retry_after_ms;
+	return export_result(outcome);
 }

@@ -46,6 +46,22 @@ tp_export_result tp_otlp_send(tp_otlp_target *target,
 							  const uint8_t *body, size_t len,
 							  char *err, size_t errlen);
 
+/*
+ * What tp_otlp_send makes of one answer, from its bytes: the header lines
+ * (gRPC's trailers among them) each as libcurl hands them, ending in
+ * "\r\n" and not NUL-terminated, then the body, with the HTTP status.
+ * *retry says the attempt would be retried, *retry_after_ms holds a
+ * Retry-After or RetryInfo's delay (-1: none); err is as tp_otlp_send
+ * writes it (a partial success's too).  For tests/fuzz/otlp_answer.c: the
+ * answers come from the network, and must never crash a worker.
+ */
+tp_export_result tp_otlp_read_answer(const tp_otlp_target *target, long http_status,
+									 const char *const *header_lines,
+									 const size_t *header_lens, size_t nheaders,
+									 const uint8_t *body, size_t body_len,
+									 bool *retry, long *retry_after_ms,
+									 char *err, size_t errlen);
+
 /* What an export's result says of its request's size (size_limit.h). */
 static inline tp_size_answer
 tp_otlp_size_answer(tp_export_result result)
