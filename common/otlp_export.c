@@ -206,6 +206,8 @@ read_partial_success(const uint8_t *body, size_t len, int64_t *rejected, char *e
 		snprintf(err, errlen, "collector accepted the request but rejected %lld span(s): %s",
 				 (long long) answer->partial_success->rejected_spans,
 				 answer->partial_success->error_message);
+		/* The collector's own text: a line break in it would forge log lines. */
+		tp_make_printable(err);
 	}
 	traceprof__otlp__export_trace_service_response__free_unpacked(answer, NULL);
 }
