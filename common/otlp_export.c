@@ -8,6 +8,8 @@
  * all within one time budget so a broken collector can never hang a caller.
  */
 #include <curl/curl.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,29 @@ grpc_message_decode(const char *value, char *out, size_t outlen)
 	tp_make_printable(out);
 }
 
+#define GRPC_INTERNAL 13
+
+/*
+ * A grpc-status value, a decimal code.  atoi() read anything else (an
+ * empty value too) as 0, OK, and a broken answer's spans counted as
+ * delivered; what is no number is INTERNAL, as gRPC's clients read it.
+ */
+static int
+grpc_status_code(const char *value)
+{
+	char	   *end;
+	long		code;
+
+	if (*value < '0' || *value > '9')
+		return GRPC_INTERNAL;
+	errno = 0;
+	code = strtol(value, &end, 10);
+	end += strspn(end, " \t");
+	if (errno != 0 || *end != '\0' || code > INT_MAX)
+		return GRPC_INTERNAL;
+	return (int) code;
+}
+
 static size_t
 on_header(char *data, size_t size, size_t n, void *userdata)
 {
@@ -108,7 +133,7 @@ on_header(char *data, size_t size, size_t n, void *userdata)
 	if (strcasecmp(line, "retry-after") == 0)
 		r->retry_after_ms = tp_parse_retry_after(value);
 	else if (strcasecmp(line, "grpc-status") == 0)
-		r->grpc_status = atoi(value);
+		r->grpc_status = grpc_status_code(value);
 	else if (strcasecmp(line, "grpc-message") == 0)
 		grpc_message_decode(value, r->grpc_message, sizeof(r->grpc_message));
 	return len;

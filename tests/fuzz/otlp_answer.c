@@ -15,9 +15,11 @@
  * is -1 or at most a day; a retry fails the attempt (TP_EXPORT_FAILED);
  * whatever is not taken says why in err; the status decides as
  * documented: 429/502/503/504 retried, 413 too large, 3xx rejected, an
- * OTLP/HTTP 2xx delivered.
+ * OTLP/HTTP 2xx delivered; a gRPC answer is delivered only when its
+ * last grpc-status says 0.
  */
 #include <stdbool.h>
+#include <strings.h>
 
 #include "fuzz.h"
 #include "http_retry.h"
@@ -29,6 +31,43 @@
 static const long statuses[16] = {
 	200, 200, 200, 204, 400, 401, 404, 413, 429, 500, 502, 503, 504, 301, 100, 0,
 };
+
+/*
+ * Does the last grpc-status line the header callback reads (one under 512
+ * bytes, the value up to a line break, blanks around it) say 0?
+ */
+static bool
+last_grpc_status_is_zero(char *const *lines, const size_t *lens, size_t n)
+{
+	static const char name[] = "grpc-status:";
+	bool		zero = false;
+
+	for (size_t i = 0; i < n; i++)
+	{
+		const char *v = lines[i] + strlen(name);
+		size_t		len;
+
+		if (lens[i] >= 512 || lens[i] < strlen(name) ||
+			strncasecmp(lines[i], name, strlen(name)) != 0)
+			continue;
+		len = lens[i] - strlen(name);
+		for (size_t j = 0; j < len; j++)
+			if (v[j] == '\r' || v[j] == '\n')
+				len = j;
+		while (len > 0 && (*v == ' ' || *v == '\t'))
+		{
+			v++;
+			len--;
+		}
+		while (len > 0 && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+			len--;
+		zero = len > 0;
+		for (size_t j = 0; j < len; j++)
+			if (v[j] != '0')
+				zero = false;
+	}
+	return zero;
+}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -83,6 +122,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(result == TP_EXPORT_REJECTED);
 	if (status >= 200 && status <= 299 && target.protocol == TP_OTLP_HTTP_PROTOBUF)
 		FUZZ_CHECK(result == TP_EXPORT_OK);
+	if (result == TP_EXPORT_OK && target.protocol == TP_OTLP_GRPC)
+		FUZZ_CHECK(last_grpc_status_is_zero(lines, lens, nlines));
 	for (size_t i = 0; i < nlines; i++)
 		free(lines[i]);
 	return 0;

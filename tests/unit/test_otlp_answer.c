@@ -94,10 +94,54 @@ TEST(answers_are_classified_as_before)
 	CHECK_STR(err, "http://collector.invalid:4318/v1/traces: HTTP status 413: <h1>413 Request Entity Too Large</h1>");
 }
 
+/* A gRPC answer's status trailer, as the only header line. */
+static tp_export_result
+grpc_answer(const char *status_line, bool *retry, char *err, size_t errlen)
+{
+	tp_otlp_target target = {.protocol = TP_OTLP_GRPC, .url = "http://collector.invalid:4317"};
+	const char *lines[] = {status_line};
+	size_t		lens[] = {strlen(status_line)};
+	long		retry_after_ms;
+
+	return tp_otlp_read_answer(&target, 200, lines, lens, 1, NULL, 0,
+							   retry, &retry_after_ms, err, errlen);
+}
+
+/*
+ * atoi() read a grpc-status that is no number, an empty one too, as 0: a
+ * broken answer's spans counted as delivered (found by
+ * tests/fuzz/otlp_answer.c).  gRPC's clients read it as INTERNAL.
+ */
+TEST(a_grpc_status_that_is_no_number_is_internal)
+{
+	static const char *const malformed[] = {
+		"grpc-status:\r\n", "grpc-status: \r\n", "grpc-status: abc\r\n", "grpc-status: 0x0\r\n",
+		"grpc-status: +0\r\n", "grpc-status: -0\r\n", "grpc-status: 4294967296\r\n",
+		"grpc-status: 99999999999999999999\r\n", "grpc-status: 0 0\r\n",
+	};
+	bool		retry;
+	char		err[1024];
+
+	for (size_t i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++)
+	{
+		CHECK(grpc_answer(malformed[i], &retry, err, sizeof(err)) == TP_EXPORT_REJECTED);
+		CHECK(!retry);
+		CHECK(strstr(err, "gRPC status 13") != NULL);
+	}
+	CHECK(grpc_answer("grpc-status: 0\r\n", &retry, err, sizeof(err)) == TP_EXPORT_OK);
+	CHECK(grpc_answer("grpc-status:\t00 \r\n", &retry, err, sizeof(err)) == TP_EXPORT_OK);
+	CHECK(grpc_answer("GRPC-STATUS: 14\r\n", &retry, err, sizeof(err)) == TP_EXPORT_FAILED);
+	CHECK(retry);
+	CHECK(strstr(err, "gRPC status 14") != NULL);
+	CHECK(grpc_answer("grpc-status: 2147483647\r\n", &retry, err, sizeof(err)) == TP_EXPORT_REJECTED);
+	CHECK(strstr(err, "gRPC status 2147483647") != NULL);
+}
+
 int
 main(void)
 {
 	RUN(a_partial_success_message_is_one_line);
 	RUN(answers_are_classified_as_before);
+	RUN(a_grpc_status_that_is_no_number_is_internal);
 	return unit_summary();
 }
