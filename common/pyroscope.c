@@ -569,6 +569,15 @@ typedef struct request
 	attempt_outcome outcome;
 } request;
 
+/* An answer that is no success: what it says, and whether to try again. */
+static attempt_outcome
+classify_refusal(const char *where, long status, answer *a, char *err, size_t errlen)
+{
+	describe_status(where, status, a, err, errlen);
+	if (status == 413)
+		return ATTEMPT_TOO_LARGE;
+	return tp_http_status_is_retryable(status) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
+}
 
 static attempt_outcome
 attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen)
@@ -621,13 +630,7 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 		outcome = tp_curl_error_is_dropped_connection(rc) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
 	}
 	else
-	{
-		describe_status(req->where, status, a, err, errlen);
-		if (status == 413)
-			outcome = ATTEMPT_TOO_LARGE;
-		else
-			outcome = tp_http_status_is_retryable(status) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
-	}
+		outcome = classify_refusal(req->where, status, a, err, errlen);
 	curl_easy_cleanup(curl);
 	return outcome;
 }
@@ -641,6 +644,32 @@ attempt_upload(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 	req->outcome = attempt(req, timeout_ms, &a, err, errlen);
 	*retry_after_ms = a.retry_after_ms;
 	return req->outcome == ATTEMPT_RETRY;
+}
+
+/*
+ * Not static only so that a fuzz target (tests/fuzz/pyroscope_answer.c)
+ * can drive the answer handling without a network: the same callbacks and
+ * classify_refusal that attempt() runs on what libcurl hands it.
+ */
+bool
+tp_pyroscope_read_answer(const char *where, long status,
+						 const char *const *header_lines, const size_t *header_lens, size_t nheaders,
+						 const uint8_t *body, size_t body_len,
+						 bool *retry, long *retry_after_ms, char *err, size_t errlen)
+{
+	answer		a = {.len = 0, .retry_after_ms = -1};
+	attempt_outcome outcome = ATTEMPT_DELIVERED;
+
+	err[0] = '\0';
+	for (size_t i = 0; i < nheaders; i++)
+		on_header((char *) header_lines[i], 1, header_lens[i], &a);
+	if (body_len > 0)
+		on_body((char *) body, 1, body_len, &a);
+	if (!tp_http_answered_ok(CURLE_OK, status))
+		outcome = classify_refusal(where, status, &a, err, errlen);
+	*retry = outcome == ATTEMPT_RETRY;
+	*retry_after_ms = a.retry_after_ms;
+	return outcome == ATTEMPT_DELIVERED;
 }
 
 /*

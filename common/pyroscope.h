@@ -145,6 +145,22 @@ bool		tp_pyroscope_ingest_counted(tp_pyroscope_config *cfg,
 										uint64_t from_ns, uint64_t until_ns,
 										tp_pyroscope_counts *counts, char *err, size_t errlen);
 
+/*
+ * What an upload makes of one answer, from its bytes: the header lines
+ * each as libcurl hands them (ending in "\r\n", not NUL-terminated), then
+ * the body, with the HTTP status.  True when the server took the upload;
+ * otherwise err says why, naming where (the endpoint as shown), and
+ * *retry whether the attempt would be retried.  *retry_after_ms holds a
+ * Retry-After (-1: none).  For tests/fuzz/pyroscope_answer.c: the answers
+ * come from the network, and must never crash a worker.
+ */
+bool		tp_pyroscope_read_answer(const char *where, long status,
+									 const char *const *header_lines,
+									 const size_t *header_lens, size_t nheaders,
+									 const uint8_t *body, size_t body_len,
+									 bool *retry, long *retry_after_ms,
+									 char *err, size_t errlen);
+
 /* Milliseconds left of the server's last Retry-After; 0: upload at will. */
 long		tp_pyroscope_retry_wait_ms(const tp_pyroscope_config *cfg);
 
