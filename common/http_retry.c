@@ -41,17 +41,20 @@ tp_parse_retry_after(const char *value)
 {
 	char	   *end;
 	long		seconds = strtol(value, &end, 10);
+	time_t		when;
+	time_t		now;
 
 	if (end != value)
 		end += strspn(end, " \t\r\n");	/* a header value's trailing blanks */
 	if (end != value && *end == '\0')
 		return seconds < 0 ? -1 : (seconds > MAX_RETRY_AFTER_S ? MAX_RETRY_AFTER_S : seconds) * 1000;
 
-	time_t		when = curl_getdate(value, NULL);
-
+	when = curl_getdate(value, NULL);
 	if (when < 0)
 		return -1;
-	seconds = when > time(NULL) ? (long) (when - time(NULL)) : 0;
+	/* One reading of the clock: a second one, later, could pass the date and go negative. */
+	now = time(NULL);
+	seconds = when > now ? (long) (when - now) : 0;
 	return (seconds > MAX_RETRY_AFTER_S ? MAX_RETRY_AFTER_S : seconds) * 1000;
 }
 
