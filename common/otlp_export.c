@@ -76,9 +76,9 @@ grpc_message_decode(const char *value, char *out, size_t outlen)
 #define GRPC_INTERNAL 13
 
 /*
- * A grpc-status value, a decimal code.  atoi() read anything else (an
- * empty value too) as 0, OK, and a broken answer's spans counted as
- * delivered; what is no number is INTERNAL, as gRPC's clients read it.
+ * A grpc-status value, a decimal code.  Anything else (an empty value too)
+ * is INTERNAL, as gRPC's clients read it: never OK, which would count a
+ * broken answer's spans as delivered.
  */
 static int
 grpc_status_code(const char *value)
