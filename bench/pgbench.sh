@@ -681,7 +681,7 @@ if want concurrent; then
 					exporter_drained
 				fi
 				echo "concurrent $r $wl $cfg $(tps_of "$dir/concurrent.a") $(tps_of "$dir/concurrent.b") $dropped" >>"$dir/results"
-				say "  round $r  $wl  $cfg  $(tps_of "$dir/concurrent.a") / $(tps_of "$dir/concurrent.b") TPS"
+				say "  round $r  $wl  $cfg  $(tps_of "$dir/concurrent.a") / $(tps_of "$dir/concurrent.b") TPS$([ "$cfg" != export ] || echo ", $dropped spans dropped")"
 				[ "$cfg" != bare ] || restart_b traceprof "$wl"
 			done
 		done
