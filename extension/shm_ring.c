@@ -66,6 +66,8 @@ struct ShmRing
 	/* The exporter's alone: since when positions below stuck_end hold it up. */
 	TimestampTz stuck_since;	/* 0: not held up */
 	uint64		stuck_end;
+	/* Also the exporter's: positions below it were claimed while export was off. */
+	uint64		stale_end;
 	char		slots[FLEXIBLE_ARRAY_MEMBER] pg_attribute_aligned(PG_CACHE_LINE_SIZE);
 };
 
@@ -122,6 +124,7 @@ shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record)
 	pg_atomic_init_u32(&ring->resetting, 0);
 	ring->stuck_since = 0;
 	ring->stuck_end = 0;
+	ring->stale_end = 0;
 	for (int i = 0; i < capacity; i++)
 		pg_atomic_init_u64(&slot_at(ring, i)->seq, 0);
 }
@@ -424,9 +427,20 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 	uint64		position = pg_atomic_read_u64(&ring->exported_upto);
 	int			visited = 0;
 
-	/* Records overwritten while export was off are gone: skip past them. */
+	/*
+	 * Records overwritten while export was off are gone: skip past them.
+	 * Writers lapped each other then, so some positions of the last lap
+	 * were given up, and nobody will publish them: waiting for them held
+	 * export up for SHM_RING_WAIT_MS, while writers, now keeping what is
+	 * not exported, dropped every span once the ring filled.  They are
+	 * skipped at once; a writer that publishes one later counts its record
+	 * as dropped.
+	 */
 	if (end - position > (uint64) ring->capacity)
+	{
 		position = end - ring->capacity;
+		ring->stale_end = end;
+	}
 	while (position < end && visited < max)
 	{
 		uint64		next;
@@ -435,11 +449,11 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 		/*
 		 * Not published yet (the slot holds 0, a previous lap's number, or
 		 * this position's while written): next round, unless it has held
-		 * export up too long.
+		 * export up too long or was claimed while export was off.
 		 */
 		if (pg_atomic_read_u64(&slot_at(ring, position)->seq) != position + 1)
 		{
-			if (!waited_long_enough(ring, position, end))
+			if (position >= ring->stale_end && !waited_long_enough(ring, position, end))
 				break;
 			position++;
 			continue;
