@@ -51,6 +51,31 @@ fuzz_next_field(const uint8_t **data, const uint8_t *end, size_t *len)
 	return start;
 }
 
+/*
+ * [data, data + len) as header lines the way libcurl hands them: each up to
+ * and with its '\n', in a buffer of its own and exactly as long (no NUL:
+ * ASan sees a read past its end).  At most max; returns how many, to be
+ * freed by the caller.
+ */
+static inline size_t
+fuzz_header_lines(const uint8_t *data, size_t len, char **lines, size_t *lens, size_t max)
+{
+	size_t		n = 0;
+
+	for (size_t i = 0; i < len && n < max;)
+	{
+		const uint8_t *nl = memchr(data + i, '\n', len - i);
+		size_t		line_len = nl ? (size_t) (nl + 1 - (data + i)) : len - i;
+
+		lines[n] = malloc(line_len);
+		FUZZ_CHECK(lines[n] != NULL);
+		memcpy(lines[n], data + i, line_len);
+		lens[n++] = line_len;
+		i += line_len;
+	}
+	return n;
+}
+
 #define FUZZ_ENV_VALUE_MAX 4096
 
 typedef struct fuzz_env

@@ -49,17 +49,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	status = statuses[data[0] & 15];
 	p++;
 	headers = fuzz_next_field(&p, end, &headers_len);
-	for (size_t i = 0; i < headers_len && nlines < MAX_LINES;)
-	{
-		const uint8_t *nl = memchr(headers + i, '\n', headers_len - i);
-		size_t		len = nl ? (size_t) (nl + 1 - (headers + i)) : headers_len - i;
-
-		lines[nlines] = malloc(len);
-		FUZZ_CHECK(lines[nlines] != NULL);
-		memcpy(lines[nlines], headers + i, len);
-		lens[nlines++] = len;
-		i += len;
-	}
+	nlines = fuzz_header_lines(headers, headers_len, lines, lens, MAX_LINES);
 
 	memset(err, 'x', sizeof(err));
 	taken = tp_pyroscope_read_answer(WHERE, status, (const char *const *) lines, lens, nlines,
