@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base64_encode.h"
 #include "http_retry.h"
 #include "grpc_status_details.h"
 #include "unit.h"
@@ -101,31 +102,9 @@ status(const msg *anys, int count)
 static char *
 base64(const msg *m, int padded)
 {
-	static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char	   *out = malloc(m->n / 3 * 4 + 8);
-	size_t		o = 0;
+	char	   *out = malloc(test_base64_len(m->n, padded) + 1);
 
-	for (size_t i = 0; i < m->n; i += 3)
-	{
-		uint32_t	v = (uint32_t) m->b[i] << 16;
-		size_t		left = m->n - i;
-
-		if (left > 1)
-			v |= (uint32_t) m->b[i + 1] << 8;
-		if (left > 2)
-			v |= m->b[i + 2];
-		out[o++] = abc[v >> 18 & 63];
-		out[o++] = abc[v >> 12 & 63];
-		if (left > 1)
-			out[o++] = abc[v >> 6 & 63];
-		else if (padded)
-			out[o++] = '=';
-		if (left > 2)
-			out[o++] = abc[v & 63];
-		else if (padded)
-			out[o++] = '=';
-	}
-	out[o] = '\0';
+	out[test_base64(m->b, m->n, padded, out)] = '\0';
 	return out;
 }
 
