@@ -39,15 +39,22 @@ tp_sleep_ms(long ms, volatile sig_atomic_t *cancel)
 long
 tp_parse_retry_after(const char *value)
 {
-	char	   *end;
-	long		seconds = strtol(value, &end, 10);
+	long		seconds = 0;
+	const char *end = value;
 	time_t		when;
 	time_t		now;
 
+	/* delay-seconds is digits only (RFC 9110, 10.2.3): no sign, no blanks before. */
+	for (; *end >= '0' && *end <= '9'; end++)
+		if (seconds <= MAX_RETRY_AFTER_S)
+			seconds = seconds * 10 + (*end - '0');
 	if (end != value)
+	{
 		end += strspn(end, " \t\r\n");	/* a header value's trailing blanks */
-	if (end != value && *end == '\0')
-		return seconds < 0 ? -1 : (seconds > MAX_RETRY_AFTER_S ? MAX_RETRY_AFTER_S : seconds) * 1000;
+		if (*end != '\0')
+			return -1;
+		return (seconds > MAX_RETRY_AFTER_S ? MAX_RETRY_AFTER_S : seconds) * 1000;
+	}
 
 	when = curl_getdate(value, NULL);
 	if (when < 0)

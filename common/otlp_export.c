@@ -8,7 +8,6 @@
  * all within one time budget so a broken collector can never hang a caller.
  */
 #include <curl/curl.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +24,6 @@
 #define MAX_RESPONSE_BYTES (64 * 1024)
 #define GRPC_FRAME_HEADER 5
 #define BODY_SHOWN_BYTES 200
-#define GRPC_DETAILS_HEADER "grpc-status-details-bin:"
 
 typedef enum attempt_outcome
 {
@@ -52,22 +50,24 @@ typedef struct response
 
 /*
  * gRPC sends grpc-message percent-encoded (what is not printable ASCII, and
- * '%' itself): decoded, then made one printable line of UTF-8.
+ * '%' itself): decoded, then made one printable line of UTF-8.  A message
+ * longer than out is cut.
  */
 static void
-grpc_message_decode(const char *value, char *out, size_t outlen)
+grpc_message_decode(const char *value, size_t len, char *out, size_t outlen)
 {
 	size_t		n = 0;
 
-	for (const char *p = value; *p != '\0' && n + 1 < outlen; p++)
+	for (size_t i = 0; i < len && n + 1 < outlen; i++)
 	{
-		if (p[0] == '%' && tp_hex_digit(p[1]) >= 0 && tp_hex_digit(p[2]) >= 0)
+		if (value[i] == '%' && i + 2 < len &&
+			tp_hex_digit(value[i + 1]) >= 0 && tp_hex_digit(value[i + 2]) >= 0)
 		{
-			out[n++] = (char) (tp_hex_digit(p[1]) << 4 | tp_hex_digit(p[2]));
-			p += 2;
+			out[n++] = (char) (tp_hex_digit(value[i + 1]) << 4 | tp_hex_digit(value[i + 2]));
+			i += 2;
 		}
 		else
-			out[n++] = *p;
+			out[n++] = value[i];
 	}
 	out[n] = '\0';
 	tp_make_printable(out);
@@ -81,61 +81,77 @@ grpc_message_decode(const char *value, char *out, size_t outlen)
  * broken answer's spans as delivered.
  */
 static int
-grpc_status_code(const char *value)
+grpc_status_code(const char *value, size_t len)
 {
-	char	   *end;
-	long		code;
+	long		code = 0;
 
-	if (*value < '0' || *value > '9')
+	if (len == 0)
 		return GRPC_INTERNAL;
-	errno = 0;
-	code = strtol(value, &end, 10);
-	end += strspn(end, " \t");
-	if (errno != 0 || *end != '\0' || code > INT_MAX)
-		return GRPC_INTERNAL;
+	for (size_t i = 0; i < len; i++)
+	{
+		if (value[i] < '0' || value[i] > '9')
+			return GRPC_INTERNAL;
+		code = code * 10 + (value[i] - '0');
+		if (code > INT_MAX)
+			return GRPC_INTERNAL;
+	}
 	return (int) code;
 }
 
+/* Whether a header line's name, of len bytes, is name (any case). */
+static bool
+header_is(const char *line, size_t len, const char *name)
+{
+	return len == strlen(name) && strncasecmp(line, name, len) == 0;
+}
+
+/*
+ * One header line, of any length: the name before its colon, the value
+ * after it without the blanks and line end around it (RFC 9110, 5.5).
+ */
 static size_t
 on_header(char *data, size_t size, size_t n, void *userdata)
 {
 	response   *r = userdata;
 	size_t		len = size * n;
-	char		line[512];
-	char	   *value;
+	const char *colon = memchr(data, ':', len);
+	const char *value;
+	size_t		name_len;
+	size_t		value_len;
 
-	if (len > strlen(GRPC_DETAILS_HEADER) &&
-		strncasecmp(data, GRPC_DETAILS_HEADER, strlen(GRPC_DETAILS_HEADER)) == 0)
+	if (colon == NULL)
+		return len;
+	name_len = colon - data;
+	value = colon + 1;
+	value_len = len - name_len - 1;
+	while (value_len > 0 && (*value == ' ' || *value == '\t'))
 	{
-		const char *v = data + strlen(GRPC_DETAILS_HEADER);
-		size_t		vlen = len - strlen(GRPC_DETAILS_HEADER);
-
-		while (vlen > 0 && (*v == ' ' || *v == '\t'))
-		{
-			v++;
-			vlen--;
-		}
-		while (vlen > 0 && strchr(" \t\r\n", v[vlen - 1]) != NULL)
-			vlen--;
-		r->grpc_retry_delay_ms = tp_grpc_retry_delay_ms(v, vlen);
-		return len;
+		value++;
+		value_len--;
 	}
-	if (len >= sizeof(line))
-		return len;
-	memcpy(line, data, len);
-	line[len] = '\0';
-	line[strcspn(line, "\r\n")] = '\0';
-	value = strchr(line, ':');
-	if (value == NULL)
-		return len;
-	*value++ = '\0';
-	value += strspn(value, " \t");
-	if (strcasecmp(line, "retry-after") == 0)
-		r->retry_after_ms = tp_parse_retry_after(value);
-	else if (strcasecmp(line, "grpc-status") == 0)
-		r->grpc_status = grpc_status_code(value);
-	else if (strcasecmp(line, "grpc-message") == 0)
-		grpc_message_decode(value, r->grpc_message, sizeof(r->grpc_message));
+	while (value_len > 0 && strchr(" \t\r\n", value[value_len - 1]) != NULL)
+		value_len--;
+
+	if (header_is(data, name_len, "grpc-status-details-bin"))
+		r->grpc_retry_delay_ms = tp_grpc_retry_delay_ms(value, value_len);
+	else if (header_is(data, name_len, "grpc-status"))
+		r->grpc_status = grpc_status_code(value, value_len);
+	else if (header_is(data, name_len, "grpc-message"))
+		grpc_message_decode(value, value_len, r->grpc_message, sizeof(r->grpc_message));
+	else if (header_is(data, name_len, "retry-after"))
+	{
+		char		text[64];
+
+		/* Neither form is this long (an HTTP-date has 29 characters). */
+		if (value_len < sizeof(text))
+		{
+			memcpy(text, value, value_len);
+			text[value_len] = '\0';
+			r->retry_after_ms = tp_parse_retry_after(text);
+		}
+		else
+			r->retry_after_ms = -1;
+	}
 	return len;
 }
 
@@ -224,13 +240,19 @@ read_partial_success(const uint8_t *body, size_t len, int64_t *rejected, char *e
 	if (answer == NULL)
 		return;
 	if (answer->partial_success != NULL &&
-		(answer->partial_success->rejected_spans > 0 ||
+		(answer->partial_success->rejected_spans != 0 ||
 		 answer->partial_success->error_message[0] != '\0'))
 	{
-		*rejected = answer->partial_success->rejected_spans;
-		snprintf(err, errlen, "collector accepted the request but rejected %lld span(s): %s",
-				 (long long) answer->partial_success->rejected_spans,
-				 answer->partial_success->error_message);
+		int64_t		count = answer->partial_success->rejected_spans;
+
+		/* A count below zero is the collector's mistake: none were refused. */
+		*rejected = count > 0 ? count : 0;
+		if (count >= 0)
+			snprintf(err, errlen, "collector accepted the request but rejected %lld span(s): %s",
+					 (long long) count, answer->partial_success->error_message);
+		else
+			snprintf(err, errlen, "collector accepted the request with an invalid rejected_spans (%lld): %s",
+					 (long long) count, answer->partial_success->error_message);
 		/* The collector's own text: a line break in it would forge log lines. */
 		tp_make_printable(err);
 	}

@@ -41,6 +41,11 @@ TEST(retry_after_garbage_is_ignored)
 	CHECK(tp_parse_retry_after("soon") == -1);
 	CHECK(tp_parse_retry_after("1.5") == -1);
 	CHECK(tp_parse_retry_after("5 minutes") == -1);
+	/* delay-seconds is digits only: no sign, no blank before them. */
+	CHECK(tp_parse_retry_after("+5") == -1);
+	CHECK(tp_parse_retry_after(" 5") == -1);
+	CHECK(tp_parse_retry_after("5x") == -1);
+	CHECK(tp_parse_retry_after("007") == 7000);
 }
 
 TEST(backoff_grows_with_jitter_and_a_cap)

@@ -137,11 +137,74 @@ TEST(a_grpc_status_that_is_no_number_is_internal)
 	CHECK(strstr(err, "gRPC status 2147483647") != NULL);
 }
 
+/*
+ * Header lines of 512 bytes or more were ignored whole: a long grpc-message
+ * was lost, and a grpc-status padded with blanks read as no status.  Any
+ * length is read now; the message is cut to what the error holds.
+ */
+TEST(long_header_lines_are_read)
+{
+	char		status[700];
+	char		message[3000];
+	bool		retry;
+	char		err[1024];
+
+	snprintf(status, sizeof(status), "grpc-status:%*s14\r\n", 600, "");
+	CHECK(grpc_answer(status, &retry, err, sizeof(err)) == TP_EXPORT_FAILED);
+	CHECK(retry);
+	CHECK(strstr(err, "gRPC status 14") != NULL);
+
+	{
+		tp_otlp_target target = {.protocol = TP_OTLP_GRPC, .url = "http://collector.invalid:4317"};
+		const char *lines[2];
+		size_t		lens[2];
+		long		retry_after_ms;
+		const char *said;
+
+		memcpy(message, "grpc-message: ", 14);
+		for (size_t i = 14; i < sizeof(message) - 3; i += 3)
+			memcpy(message + i, "%41", 3);	/* 'A', percent-encoded */
+		strcpy(message + sizeof(message) - 3, "\r\n");
+		lines[0] = "grpc-status: 3\r\n";
+		lines[1] = message;
+		lens[0] = strlen(lines[0]);
+		lens[1] = strlen(message);
+		CHECK(tp_otlp_read_answer(&target, 200, lines, lens, 2, NULL, 0,
+								  &retry, &retry_after_ms, err, sizeof(err)) == TP_EXPORT_REJECTED);
+		said = strstr(err, "AAAA");
+		CHECK(said != NULL);
+		/* 255 of the decoded 'A's, and no '%' of a cut escape. */
+		CHECK(said != NULL && strspn(said, "A") == 255);
+		CHECK(strchr(err, '%') == NULL);
+	}
+}
+
+/* A partial success's count below zero refuses no span and says so. */
+TEST(a_negative_rejected_count_is_reported_as_invalid)
+{
+	tp_otlp_target target = {.protocol = TP_OTLP_HTTP_PROTOBUF,
+	.url = "http://collector.invalid:4318/v1/traces"};
+	const char *lines[] = {"HTTP/1.1 200 OK\r\n"};
+	size_t		lens[] = {strlen(lines[0])};
+	size_t		len;
+	uint8_t    *body = partial_success(-1, "", &len);
+	bool		retry;
+	long		retry_after_ms;
+	char		err[1024];
+
+	CHECK(tp_otlp_read_answer(&target, 200, lines, lens, 1, body, len,
+							  &retry, &retry_after_ms, err, sizeof(err)) == TP_EXPORT_OK);
+	CHECK_STR(err, "collector accepted the request with an invalid rejected_spans (-1): ");
+	free(body);
+}
+
 int
 main(void)
 {
 	RUN(a_partial_success_message_is_one_line);
 	RUN(answers_are_classified_as_before);
 	RUN(a_grpc_status_that_is_no_number_is_internal);
+	RUN(long_header_lines_are_read);
+	RUN(a_negative_rejected_count_is_reported_as_invalid);
 	return unit_summary();
 }
