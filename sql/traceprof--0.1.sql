@@ -130,7 +130,7 @@ AS 'MODULE_PATHNAME', 'traceprof_reset'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION traceprof.reset() IS
-    'Zero the counters and hide the retained spans from traceprof.spans (export is not affected)';
+    'Zero the counters and hide the retained spans and samples from traceprof.spans and the profile functions (export is not affected)';
 
 REVOKE ALL ON FUNCTION traceprof.reset() FROM PUBLIC;
 GRANT USAGE ON SCHEMA traceprof TO PUBLIC;
