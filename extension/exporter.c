@@ -791,6 +791,7 @@ traceprof_exporter_main(Datum arg)
 
 	build_resource(&resource);
 	build_target(&target);
+	span_store_set_exporting(traceprof_exporting);
 	while (!ShutdownRequestPending)
 	{
 		if (wait_round(traceprof_export_interval_ms))
@@ -798,6 +799,7 @@ traceprof_exporter_main(Datum arg)
 			tp_kvlist_free(&resource);
 			build_resource(&resource);
 			rebuild_target(&target);
+			span_store_set_exporting(traceprof_exporting);
 		}
 		export_spans(&resource, &target, 0);
 	}
@@ -820,6 +822,7 @@ traceprof_profile_uploader_main(Datum arg)
 
 	start_worker();
 	build_pyroscope(&pyroscope);
+	sample_store_set_uploading(pyroscope.enabled);
 	while (!ShutdownRequestPending)
 	{
 		if (wait_round(traceprof_upload_interval_ms))
@@ -841,6 +844,7 @@ traceprof_profile_uploader_main(Datum arg)
 				pyroscope.size_limit = size_limit;
 			}
 			pfree(server);
+			sample_store_set_uploading(pyroscope.enabled);
 		}
 
 		/*

@@ -42,6 +42,8 @@ sample_store_shmem_startup(void)
 	pg_atomic_init_u64(&frames->named, 0);
 	pg_atomic_init_u64(&frames->total, 0);
 	shm_ring_init(ring, traceprof_max_samples, sizeof(TraceprofSample), sizeof(TraceprofSample));
+	/* Until the uploader starts: the first samples wait for it. */
+	shm_ring_set_keep_unexported(ring, traceprof_pyroscope_url[0] != '\0');
 }
 
 void
@@ -61,10 +63,12 @@ sample_store_named_share(void)
 	return total == 0 ? 0.0 : (double) pg_atomic_read_u64(&frames->named) / total;
 }
 
-static bool
-keep_for_export(void)
+/* The uploader's: whether writers keep samples until they are uploaded. */
+void
+sample_store_set_uploading(bool uploading)
 {
-	return traceprof_pyroscope_url != NULL && traceprof_pyroscope_url[0] != '\0';
+	if (ring != NULL)
+		shm_ring_set_keep_unexported(ring, uploading);
 }
 
 void
@@ -75,7 +79,7 @@ sample_store_write(const TraceprofSample *sample)
 	if (ring != NULL)
 		(void) shm_ring_write(ring, sample,
 							  offsetof(TraceprofSample, frames) + sample->depth * sizeof(uint32),
-							  keep_for_export(), &pending);
+							  shm_ring_keeps_unexported(ring), &pending);
 }
 
 /*
@@ -146,7 +150,7 @@ sample_store_counts(int64 *stored, int64 *dropped, int64 *exported)
 {
 	ShmRingCounts counts;
 
-	shm_ring_counts(ring, keep_for_export(), &counts);
+	shm_ring_counts(ring, shm_ring_keeps_unexported(ring), &counts);
 	*stored = counts.written;
 	*dropped = counts.dropped;
 	*exported = counts.exported;

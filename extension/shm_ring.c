@@ -17,7 +17,8 @@
  */
 typedef struct RingSlot
 {
-	pg_atomic_uint64 seq;		/* position + 1 when published, 0 while written */
+	pg_atomic_uint64 seq;		/* see SEQ_WRITING */
+	pg_atomic_uint64 abandoned; /* position + 1 of a writer that gave it up */
 	uint64		head;			/* position of the record's first slot */
 	uint32		len;			/* the whole record's bytes */
 	uint32		nslots;			/* slots the record takes */
@@ -47,6 +48,7 @@ struct ShmRing
 	int			capacity;		/* slots */
 	Size		slot_data;		/* bytes of record per slot */
 	Size		max_record;
+	pg_atomic_uint32 keep_unexported;	/* set by the exporting process */
 	pg_atomic_uint64 exported_upto; /* positions below were exported */
 	PaddedCounter next_write;	/* next position to claim */
 	pg_atomic_uint64 dropped;
@@ -66,8 +68,6 @@ struct ShmRing
 	/* The exporter's alone: since when positions below stuck_end hold it up. */
 	TimestampTz stuck_since;	/* 0: not held up */
 	uint64		stuck_end;
-	/* Also the exporter's: positions below it were claimed while export was off. */
-	uint64		stale_end;
 	char		slots[FLEXIBLE_ARRAY_MEMBER] pg_attribute_aligned(PG_CACHE_LINE_SIZE);
 };
 
@@ -114,6 +114,7 @@ shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record)
 	ring->capacity = capacity;
 	ring->slot_data = slot_data;
 	ring->max_record = max_record;
+	pg_atomic_init_u32(&ring->keep_unexported, 0);
 	pg_atomic_init_u64(&ring->next_write.value, 0);
 	pg_atomic_init_u64(&ring->exported_upto, 0);
 	pg_atomic_init_u64(&ring->dropped, 0);
@@ -124,16 +125,52 @@ shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record)
 	pg_atomic_init_u32(&ring->resetting, 0);
 	ring->stuck_since = 0;
 	ring->stuck_end = 0;
-	ring->stale_end = 0;
 	for (int i = 0; i < capacity; i++)
+	{
 		pg_atomic_init_u64(&slot_at(ring, i)->seq, 0);
+		pg_atomic_init_u64(&slot_at(ring, i)->abandoned, 0);
+	}
+}
+
+/*
+ * Whether writers keep records not yet exported (dropping new ones when
+ * the ring is full) or overwrite the oldest.  The process that exports
+ * decides, for all writers at once: each backend's own copy of the setting
+ * would change only at its next command, and one inside a long procedure
+ * would overwrite records waiting for export, or drop its own with nothing
+ * exporting them.  Export starts at the ring's end: what was written
+ * before stays for SQL.  Exporting that lap first would leave writers, who
+ * then keep what is not exported, a full ring to drop new records on; and
+ * writers lapping each other gave some of its positions up.
+ */
+void
+shm_ring_set_keep_unexported(ShmRing *ring, bool keep)
+{
+	if (!keep)
+	{
+		pg_atomic_write_u32(&ring->keep_unexported, 0);
+		return;
+	}
+	/* A full barrier: writers that claim after the end read keep. */
+	if (pg_atomic_exchange_u32(&ring->keep_unexported, 1) == 0)
+		pg_atomic_write_u64(&ring->exported_upto, pg_atomic_read_u64(&ring->next_write.value));
+}
+
+bool
+shm_ring_keeps_unexported(ShmRing *ring)
+{
+	return pg_atomic_read_u32(&ring->keep_unexported) != 0;
 }
 
 /*
  * A slot's seq: 0 never written, position + 1 once that position's record
  * is published, and position + 1 with SEQ_WRITING while its writer copies.
+ * SEQ_SKIPPED: the exporter passed the position without its record; its
+ * writer drops the record rather than publish it unseen.
  */
 #define SEQ_WRITING (UINT64CONST(1) << 63)
+#define SEQ_SKIPPED (UINT64CONST(1) << 62)
+#define SEQ_POSITION(seq) ((seq) & ~(SEQ_WRITING | SEQ_SKIPPED))
 
 /*
  * Take the slot of position for its writer.  A slot another writer still
@@ -148,7 +185,8 @@ take_slot(RingSlot *slot, uint64 position)
 
 	do
 	{
-		if ((seq & SEQ_WRITING) != 0 || seq > position)
+		/* Also a slot the exporter passed this position at (SEQ_SKIPPED). */
+		if ((seq & SEQ_WRITING) != 0 || SEQ_POSITION(seq) > position)
 			return false;
 	} while (!pg_atomic_compare_exchange_u64(&slot->seq, &seq, (position + 1) | SEQ_WRITING));
 	return true;
@@ -185,7 +223,8 @@ count_extra_slots(ShmRing *ring, uint64 position, uint64 n)
  * Claim nslots positions at *position and take their slots; false when the
  * record is dropped (counted): keep_unexported and the ring is full, or a
  * slot is not this writer's to take.  A slot taken before one that is not
- * is published empty, which readers skip.
+ * is published empty, which readers skip; the positions not taken are
+ * marked abandoned, so that the exporter need not wait for them.
  */
 static inline bool
 claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
@@ -220,6 +259,8 @@ claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
 			pg_write_barrier();
 			pg_atomic_write_u64(&taken->seq, *position + k + 1);
 		}
+		for (uint32 k = i; k < nslots; k++)
+			pg_atomic_write_u64(&slot_at(ring, *position + k)->abandoned, *position + k + 1);
 		/* Its positions hold no record: not counted as written. */
 		count_extra_slots(ring, *position, 1);
 		pg_atomic_fetch_add_u64(&ring->dropped, 1);
@@ -233,21 +274,31 @@ claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
  * it published sees all of it.  No locked instruction may follow the copy:
  * it would wait for every store to the slot's cold cache lines (measured:
  * most of the cost of storing a span).  The slots are this writer's alone
- * (take_slot), so a plain store cannot overwrite another's number.
+ * (take_slot) but for the exporter's SEQ_SKIPPED, looked for first: a
+ * record the exporter passed is dropped, not published where nobody reads
+ * it.  (The exporter's mark landing between that look and the store is
+ * the one way a record still goes unseen and uncounted: nanoseconds, after
+ * the writer was held up for SHM_RING_WAIT_MS.)
  */
 static inline void
 publish(ShmRing *ring, uint64 position, uint32 nslots, uint64 *pending)
 {
-	uint64		exported_upto;
+	bool		passed = false;
 
 	pg_write_barrier();
-	for (uint32 i = nslots; i-- > 0;)
-		pg_atomic_write_u64(&slot_at(ring, position + i)->seq, position + i + 1);
-	exported_upto = pg_atomic_read_u64(&ring->exported_upto);
-	/* The exporter gave up waiting for this writer (shm_ring_read_unexported). */
-	if (unlikely(exported_upto > position))
+	for (uint32 i = 0; i < nslots; i++)
+		passed |= (pg_atomic_read_u64(&slot_at(ring, position + i)->seq) & SEQ_SKIPPED) != 0;
+	if (unlikely(passed))
+	{
+		/* Free for the next lap, readable by nobody. */
+		for (uint32 i = 0; i < nslots; i++)
+			pg_atomic_write_u64(&slot_at(ring, position + i)->seq, (position + i + 1) | SEQ_SKIPPED);
 		pg_atomic_fetch_add_u64(&ring->dropped, 1);
-	*pending = tp_ring_between(exported_upto, position + nslots);
+	}
+	else
+		for (uint32 i = nslots; i-- > 0;)
+			pg_atomic_write_u64(&slot_at(ring, position + i)->seq, position + i + 1);
+	*pending = tp_ring_between(pg_atomic_read_u64(&ring->exported_upto), position + nslots);
 }
 
 bool
@@ -394,17 +445,22 @@ shm_ring_scan_retained(ShmRing *ring, void *buf, ShmRingVisitor visit, void *arg
 
 /*
  * The exporter meets a position not published yet: a writer between its
- * claim and its last store (a few hundred nanoseconds), or a writer that
- * gave the position up (its slot was still a writer's of an earlier lap,
- * one preempted while export was off; it counted its record as dropped),
- * or a writer whose process is stopped.  Export waits for it, but not for
- * ever: with export on, writers cannot lap the exporter, so a position
- * nobody will publish would stop export for good.  True once positions
- * claimed before the wait began (below stuck_end) have held it up for
- * SHM_RING_WAIT_MS: skip them.  A stopped writer that publishes later finds
- * its record passed and counts it as dropped (publish).
+ * claim and its last store (a few hundred nanoseconds), or one preempted
+ * or stopped there.  Export waits for it, but not for ever: with export
+ * on, writers cannot lap the exporter, so a position nobody will publish
+ * would stop export for good.  True once positions claimed before the wait
+ * began (below stuck_end) have held it up for SHM_RING_WAIT_MS: skip them.
+ * A writer that resumes later finds its record passed and counts it as
+ * dropped (publish).
  */
 #define SHM_RING_WAIT_MS 5000
+
+typedef enum Unpublished
+{
+	UNPUBLISHED_WAIT,			/* for the next round */
+	UNPUBLISHED_PASSED,
+	UNPUBLISHED_NOW_PUBLISHED,	/* meanwhile: read it */
+} Unpublished;
 
 static bool
 waited_long_enough(ShmRing *ring, uint64 position, uint64 end)
@@ -420,6 +476,48 @@ waited_long_enough(ShmRing *ring, uint64 position, uint64 end)
 	return TimestampDifferenceExceeds(ring->stuck_since, now, SHM_RING_WAIT_MS);
 }
 
+/*
+ * What the exporter does at a position whose slot does not hold it
+ * published.  Passed at once: a position its writer gave up (it counted
+ * the drop), or one a later lap took (a writer that had not seen export
+ * start, and so did not keep it); else after SHM_RING_WAIT_MS.
+ * A position passed is marked SEQ_SKIPPED with a compare-and-swap, which
+ * fails if its writer publishes first: whoever comes second knows, and the
+ * record is read, or dropped and counted by its writer, never both.  The
+ * one slot not marked is one an earlier lap's writer still copies into
+ * (one held up since before export started): its writer's, which a mark
+ * would let the next lap take while it copies.
+ */
+static Unpublished
+pass_unpublished(ShmRing *ring, uint64 position, uint64 end)
+{
+	RingSlot   *slot = slot_at(ring, position);
+	uint64		seq = pg_atomic_read_u64(&slot->seq);
+
+	if (pg_atomic_read_u64(&slot->abandoned) == position + 1 ||
+		SEQ_POSITION(seq) > position + 1 ||
+		(SEQ_POSITION(seq) == position + 1 && (seq & SEQ_SKIPPED) != 0))
+		return UNPUBLISHED_PASSED;
+	if (!waited_long_enough(ring, position, end))
+		return UNPUBLISHED_WAIT;
+	for (;;)
+	{
+		uint64		mark;
+
+		if (seq == position + 1)
+			return UNPUBLISHED_NOW_PUBLISHED;
+		if (SEQ_POSITION(seq) == position + 1)
+			mark = seq | SEQ_SKIPPED;	/* its writer copies */
+		else if ((seq & SEQ_WRITING) != 0)
+			return UNPUBLISHED_PASSED;	/* an earlier lap's writer copies */
+		else
+			mark = (position + 1) | SEQ_SKIPPED;	/* not taken yet */
+		/* On failure, seq is updated to the current value. */
+		if (pg_atomic_compare_exchange_u64(&slot->seq, &seq, mark))
+			return UNPUBLISHED_PASSED;
+	}
+}
+
 uint64
 shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *arg, int max)
 {
@@ -427,36 +525,23 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 	uint64		position = pg_atomic_read_u64(&ring->exported_upto);
 	int			visited = 0;
 
-	/*
-	 * Records overwritten while export was off are gone: skip past them.
-	 * Writers lapped each other then, so some positions of the last lap
-	 * were given up, and nobody will publish them: waiting for them held
-	 * export up for SHM_RING_WAIT_MS, while writers, now keeping what is
-	 * not exported, dropped every span once the ring filled.  They are
-	 * skipped at once; a writer that publishes one later counts its record
-	 * as dropped.
-	 */
-	if (end - position > (uint64) ring->capacity)
-	{
-		position = end - ring->capacity;
-		ring->stale_end = end;
-	}
 	while (position < end && visited < max)
 	{
 		uint64		next;
 		int			len;
 
-		/*
-		 * Not published yet (the slot holds 0, a previous lap's number, or
-		 * this position's while written): next round, unless it has held
-		 * export up too long or was claimed while export was off.
-		 */
+		/* The slot holds 0, an earlier lap's number, or this position's while written. */
 		if (pg_atomic_read_u64(&slot_at(ring, position)->seq) != position + 1)
 		{
-			if (position >= ring->stale_end && !waited_long_enough(ring, position, end))
+			Unpublished what = pass_unpublished(ring, position, end);
+
+			if (what == UNPUBLISHED_WAIT)
 				break;
-			position++;
-			continue;
+			if (what == UNPUBLISHED_PASSED)
+			{
+				position++;
+				continue;
+			}
 		}
 		len = read_record(ring, position, buf, &next);
 		if (len >= 0)

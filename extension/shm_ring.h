@@ -23,11 +23,18 @@ typedef struct ShmRing ShmRing;
 typedef bool (*ShmRingVisitor) (const void *record, Size len, uint64 next, void *arg);
 
 /* Bytes of a slot that are not record data. */
-#define SHM_RING_SLOT_OVERHEAD 24
+#define SHM_RING_SLOT_OVERHEAD 32
 
 /* capacity slots of slot_data bytes; records of up to max_record bytes. */
 extern Size shm_ring_size(int capacity, Size slot_data);
 extern void shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record);
+
+/*
+ * "Keep" mode, set by the process that exports the records (none at
+ * first); writers pass shm_ring_keeps_unexported() as keep_unexported.
+ */
+extern void shm_ring_set_keep_unexported(ShmRing *ring, bool keep);
+extern bool shm_ring_keeps_unexported(ShmRing *ring);
 
 /*
  * Copy len bytes (at most max_record) into the next slots.  False when

@@ -172,6 +172,8 @@ span_store_shmem_startup(void)
 	store->stats_reset = GetCurrentTimestamp();
 	store->last_error[0] = '\0';
 	shm_ring_init(ring, span_ring_slots(), SPAN_SLOT_DATA, TraceprofSpanSize());
+	/* Until the exporter starts: the spans of a server's first statements wait for it. */
+	shm_ring_set_keep_unexported(ring, traceprof_exporting);
 }
 
 void
@@ -180,11 +182,12 @@ span_store_write(const TraceprofSpan *span)
 	uint64		pending;
 	uint64		wake_at = Max(traceprof_max_spans / 4, 1);
 	Latch	   *exporter;
-	bool		exporting = traceprof_exporting;
+	bool		exporting;
 	Size		len;
 
 	if (store == NULL)
 		return;
+	exporting = shm_ring_keeps_unexported(ring);
 	/* OTLP and the other databases' readers want UTF-8 (span_encoding.c). */
 	if (unlikely(span->encoding != PG_UTF8 && span->encoding != PG_SQL_ASCII))
 		span = span_in_utf8(span);
@@ -210,12 +213,14 @@ span_store_write(const TraceprofSpan *span)
 
 	/*
 	 * Wake the exporter early when a quarter of the ring waits for it: when
-	 * this span crossed that mark (a long one takes several slots at once).
+	 * this span crossed that mark or a further quarter (a long one takes
+	 * several slots at once; the writer that crossed the last may have had
+	 * its span dropped).
 	 * The latch is read once: an exiting exporter clears it at any moment.
 	 */
 	exporter = ((volatile SpanStore *) store)->exporter_latch;
-	if (exporting && exporter != NULL &&
-		pending >= wake_at && pending - shm_ring_slots(ring, len) < wake_at)
+	if (exporting && exporter != NULL && pending >= wake_at &&
+		(pending - shm_ring_slots(ring, len)) / wake_at != pending / wake_at)
 		SetLatch(exporter);
 }
 
@@ -394,6 +399,13 @@ span_store_upload_failed(const char *message)
 	remember_failure(&store->upload_failures, message);
 }
 
+/* The exporter's: whether writers keep spans until they are exported. */
+void
+span_store_set_exporting(bool exporting)
+{
+	shm_ring_set_keep_unexported(ring, exporting);
+}
+
 void
 span_store_set_exporter_latch(Latch *latch)
 {
@@ -405,7 +417,7 @@ span_store_get_stats(SpanStoreStats *stats)
 {
 	ShmRingCounts counts;
 
-	shm_ring_counts(ring, traceprof_exporting, &counts);
+	shm_ring_counts(ring, shm_ring_keeps_unexported(ring), &counts);
 	stats->created = counts.written;
 	stats->dropped = counts.dropped;
 	stats->exported = counts.exported;

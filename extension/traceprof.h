@@ -47,7 +47,7 @@ extern int	traceprof_max_query_length;
 extern int	traceprof_max_spans;
 extern double traceprof_sample_rate;
 extern char *traceprof_otlp_endpoint;
-extern bool traceprof_exporting;	/* otlp_endpoint is set */
+extern bool traceprof_exporting;	/* otlp_endpoint is set; writers ask the ring */
 extern char *traceprof_otlp_ca_file;
 extern int	traceprof_otlp_protocol;
 extern char *traceprof_service_name;
@@ -209,6 +209,7 @@ extern void span_store_count_refused(int count);
 /* A failed span export (OTLP) or profile upload (Pyroscope), and why. */
 extern void span_store_export_failed(const char *message);
 extern void span_store_upload_failed(const char *message);
+extern void span_store_set_exporting(bool exporting);
 extern void span_store_set_exporter_latch(Latch *latch);
 extern void span_store_get_stats(SpanStoreStats *stats);
 extern void span_store_reset(void);
@@ -294,6 +295,7 @@ typedef bool (*SampleVisitor) (const TraceprofSample *sample, void *arg);
 
 extern Size sample_store_shmem_size(void);
 extern void sample_store_shmem_startup(void);
+extern void sample_store_set_uploading(bool uploading);
 extern void sample_store_write(const TraceprofSample *sample);
 extern void sample_store_count_lost(uint64 count);
 extern void sample_store_count_frames(uint64 named, uint64 total);

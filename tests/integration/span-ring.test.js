@@ -18,11 +18,12 @@
 //    grew by ~7 kB a span: gigabytes for the largest ring).
 //
 // 3. The lapping spans of 1 gave their positions up: nobody will publish
-//    them.  When an endpoint is set next, the exporter skips them at once:
-//    300 spans written right after its first request (more than the ring's
-//    128 slots) all arrive, none dropped.  It had waited for such a position
-//    for ever (every later span dropped), then 5 s, while writers, which
-//    never lap the exporter, dropped every span once the ring was full.
+//    them.  When an endpoint is set next, export starts at the ring's end
+//    and never waits for them: 300 spans written once it exports (more
+//    than the ring's 128 slots) all arrive, none dropped.  It had waited
+//    for such a position for ever (every later span dropped), then 5 s,
+//    while writers, which never lap the exporter, dropped every span once
+//    the ring was full.
 //
 // 4. A traceprof.reset() that lands while a backend writes a span longer
 //    than a slot, between its claim of the positions and the count of the
@@ -35,6 +36,28 @@
 //    before it zeroed that count, while another backend writes a span of 3
 //    slots.  Before the fix the count was zeroed under the span, whose 3
 //    positions then counted as 3 spans.
+//
+// 6. Export switched off while a backend runs a long statement that
+//    writes nested spans: the backend, which reloads its settings only at
+//    its next command, follows the exporter's switch at once (the ring's
+//    keep mode lives in shared memory).  Before the fix it kept waiting for
+//    an export that had stopped: once the ring was full, every later span
+//    of the statement was dropped (~250 of 384).
+//
+// 7. Export switched on while a backend is held mid-write (gdb), so that
+//    its slot is still being written when another backend's span comes to
+//    it a lap later: that span gives its position up, and the exporter,
+//    told so, passes it at once.  Before the fix the exporter waited 5 s at
+//    that position while the other backend filled the ring: most of its
+//    later spans were dropped.  The held span, written before export
+//    started, is published when its writer resumes, not exported.
+//
+// 8. A backend held mid-write with export on: the exporter waits 5 s at
+//    its position, then goes on without it.  When the backend resumes, its
+//    span is dropped and counted once, neither exported nor shown.  Before
+//    the fix it was published after the exporter passed it (shown in SQL,
+//    never exported), and whether it counted as dropped depended on the
+//    exporter having recorded its progress yet.
 //
 // A real PostgreSQL 15 cluster (shared_preload_libraries = 'traceprof',
 // max_spans at its minimum, 128) and gdb attached to one backend.
@@ -232,6 +255,40 @@ test('a scan of traceprof.spans over 65,536 slots stops at statement_timeout, no
 	}
 });
 
+/** spans_created and spans_dropped, as numbers. */
+async function ringCounts(client) {
+	const row = (await client.query('SELECT spans_created, spans_dropped FROM traceprof.stats')).rows[0];
+	return { created: Number(row.spans_created), dropped: Number(row.spans_dropped) };
+}
+
+/**
+ * Export to receiver every 100 ms, set by admin; resolves once the exporter
+ * took it: a span client writes then arrives (export starts with the spans
+ * written after it was switched on, so one written before never does).
+ */
+async function exportTo(admin, receiver, client) {
+	await admin.query(`ALTER SYSTEM SET traceprof.otlp_endpoint = '${receiver.httpEndpoint}'`);
+	await admin.query("ALTER SYSTEM SET traceprof.export_interval = '100'");
+	await admin.query('SELECT pg_reload_conf()');
+	await waitFor('a span exported', async () => {
+		const ctx = newContext();
+		await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		await client.query('SELECT 1 AS export_started');
+		await client.query('RESET traceprof.traceparent');
+		try {
+			return await waitFor('the span', () => receiver.spans().some((sp) => sp.traceId === ctx.traceId), 1000);
+		} catch {
+			return false;
+		}
+	}, 30000);
+}
+
+async function stopExporting(admin) {
+	await admin.query('ALTER SYSTEM RESET traceprof.otlp_endpoint');
+	await admin.query('ALTER SYSTEM RESET traceprof.export_interval');
+	await admin.query('SELECT pg_reload_conf()');
+}
+
 test('positions given up while export was off do not stop export once an endpoint is set', async (t) => {
 	const receiver = await startReceiver({ grpc: false });
 	const held = await connect(cluster);
@@ -246,13 +303,7 @@ test('positions given up while export was off do not stop export once an endpoin
 		await laps.heldQuery;
 		await others.query('SET traceprof.sample_rate = 0');
 
-		await admin.query(`ALTER SYSTEM SET traceprof.otlp_endpoint = '${receiver.httpEndpoint}'`);
-		await admin.query("ALTER SYSTEM SET traceprof.export_interval = '100'");
-		await admin.query('SELECT pg_reload_conf()');
-		// The exporter's first round sends the last lap and stops at a
-		// position given up; until it has, writers (which keep unexported
-		// spans once an endpoint is set) find the ring full of the old lap.
-		await waitFor('the exporter\'s first request', () => receiver.requests.length > 0, 30000);
+		await exportTo(admin, receiver, others);
 		const dropped = async () => Number((await admin.query('SELECT spans_dropped FROM traceprof.stats')).rows[0].spans_dropped);
 		const droppedBefore = await dropped();
 		const ctx = newContext();
@@ -278,9 +329,7 @@ test('positions given up while export was off do not stop export once an endpoin
 	} finally {
 		if (gdb)
 			await gdb.release().catch(() => {});
-		await admin.query('ALTER SYSTEM RESET traceprof.otlp_endpoint').catch(() => {});
-		await admin.query('ALTER SYSTEM RESET traceprof.export_interval').catch(() => {});
-		await admin.query('SELECT pg_reload_conf()').catch(() => {});
+		await stopExporting(admin).catch(() => {});
 		await Promise.all([held, others, admin].map((c) => c.end().catch(() => {})));
 		await receiver.close();
 	}
@@ -365,5 +414,146 @@ test('a span of several slots written while a reset is under way counts as one s
 		if (gdb)
 			await gdb.release().catch(() => {});
 		await Promise.all([writer, resetter, reader].map((c) => c.end().catch(() => {})));
+	}
+});
+
+test('a statement running when export is switched off drops none of its later spans', async () => {
+	const receiver = await startReceiver({ grpc: false });
+	const admin = await connect(cluster);
+	const runner = await connect(cluster);
+	try {
+		await exportTo(admin, receiver, runner);
+		const ctx = newContext();
+		await runner.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		await runner.query("SET traceprof.track = 'all'");
+		const before = await ringCounts(admin);
+		const NESTED = 3 * SLOTS;
+		// One statement, NESTED nested spans over ~2 s.
+		const running = runner.query(`DO $$ BEGIN FOR i IN 1..${NESTED} LOOP
+			PERFORM count(*) FROM pg_class WHERE oid = i; PERFORM pg_sleep(0.005); END LOOP; END $$`);
+		running.catch(() => { /* reported by the await below */ });
+		await waitFor('the statement under way', async () =>
+			(await ringCounts(admin)).created >= before.created + 20, 30000, 10);
+		await stopExporting(admin);
+		await running;
+		const after = await ringCounts(admin);
+		assert.ok(after.created - before.created >= NESTED,
+			`the statement's spans were written (${after.created - before.created})`);
+		assert.equal(after.dropped, before.dropped, 'no span dropped after export was switched off');
+		const shown = (await admin.query(
+			"SELECT count(*) AS n FROM traceprof.spans WHERE trace_id = $1", [ctx.traceId])).rows[0];
+		assert.ok(Number(shown.n) >= SLOTS - 1, `the ring keeps the newest spans (${shown.n})`);
+	} finally {
+		await stopExporting(admin).catch(() => {});
+		await Promise.all([admin, runner].map((c) => c.end().catch(() => {})));
+		await receiver.close();
+	}
+});
+
+test('a position given up under a slot still being written is passed at once by the exporter', async (t) => {
+	const receiver = await startReceiver({ grpc: false });
+	const held = await connect(cluster);
+	const others = await connect(cluster);
+	const admin = await connect(cluster);
+	let gdb;
+	try {
+		const pid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+		const heldCtx = newContext();
+		await held.query(`SET traceprof.traceparent = '${heldCtx.header}'`);
+		gdb = holdAtPublish(pid);
+		await gdb.armed();
+		const heldQuery = held.query("SELECT 'held span' AS marker");
+		heldQuery.catch(() => { /* reported by the await below */ });
+		await gdb.held();
+
+		await exportTo(admin, receiver, others);
+		const before = await ringCounts(admin);
+
+		// A lap and a half: one of them (not two) comes to the held slot.
+		const ctx = newContext();
+		const SPANS = SLOTS + SLOTS / 2;
+		await others.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		for (let i = 0; i < SPANS; i++)
+			await others.query(`SELECT ${i} AS past_held`);
+		const started = performance.now();
+		const arrived = await waitFor(() => `${SPANS - 1} spans of trace ${ctx.traceId} at the receiver (${receiver.spans().filter((s) => s.traceId === ctx.traceId).length} arrived)`, () => {
+			const spans = receiver.spans().filter((s) => s.traceId === ctx.traceId);
+			return spans.length >= SPANS - 1 ? spans : null;
+		}, 30000);
+		const waited = performance.now() - started;
+		t.diagnostic(`exported ${(waited / 1000).toFixed(1)} s after the statements`);
+		// Not the 5 s the exporter gives a position someone may still publish.
+		assert.ok(waited < 4000, `export went on at once (${waited.toFixed(0)} ms)`);
+		assert.equal(arrived.length, SPANS - 1, 'all but the span that came to the held slot');
+		assert.equal((await ringCounts(admin)).dropped, before.dropped + 1, 'that one span dropped, counted');
+
+		await gdb.release();
+		gdb = null;
+		await heldQuery;
+		// Written before export started: published, not exported, not dropped.
+		assert.equal((await ringCounts(admin)).dropped, before.dropped + 1);
+		await waitFor('nothing left waiting in the ring', async () =>
+			Number((await admin.query('SELECT spans_pending FROM traceprof.stats')).rows[0].spans_pending) === 0, 30000);
+		assert.equal(receiver.spans().filter((s) => s.traceId === heldCtx.traceId).length, 0,
+			'the held span never reached the receiver');
+	} finally {
+		if (gdb)
+			await gdb.release().catch(() => {});
+		await stopExporting(admin).catch(() => {});
+		await Promise.all([held, others, admin].map((c) => c.end().catch(() => {})));
+		await receiver.close();
+	}
+});
+
+test('a span its writer publishes after the exporter gave up waiting is dropped and counted, never shown', async (t) => {
+	const receiver = await startReceiver({ grpc: false });
+	const held = await connect(cluster);
+	const others = await connect(cluster);
+	const admin = await connect(cluster);
+	let gdb;
+	try {
+		await exportTo(admin, receiver, others);
+		const pid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+		const heldCtx = newContext();
+		await held.query(`SET traceprof.traceparent = '${heldCtx.header}'`);
+		gdb = holdAtPublish(pid);
+		await gdb.armed();
+		const heldQuery = held.query("SELECT 'held span' AS marker");
+		heldQuery.catch(() => { /* reported by the await below */ });
+		await gdb.held();
+		const before = await ringCounts(admin);
+
+		// Export stops at the held position, and goes on without it after 5 s.
+		const ctx = newContext();
+		const SPANS = 20;
+		await others.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		for (let i = 0; i < SPANS; i++)
+			await others.query(`SELECT ${i} AS after_held`);
+		const started = performance.now();
+		await waitFor(`the ${SPANS} spans after the held one at the receiver`,
+			() => receiver.spans().filter((s) => s.traceId === ctx.traceId).length === SPANS, 30000);
+		const waited = performance.now() - started;
+		t.diagnostic(`exported ${(waited / 1000).toFixed(1)} s after the statements`);
+		assert.ok(waited > 3000, `export waited for the held position (${waited.toFixed(0)} ms)`);
+
+		// Its writer resumes after the exporter passed it: dropped, counted
+		// once, and neither exported nor shown.
+		await gdb.release();
+		gdb = null;
+		await heldQuery;
+		assert.equal((await ringCounts(admin)).dropped, before.dropped + 1);
+		const shown = (await admin.query(
+			'SELECT count(*) AS n FROM traceprof.spans WHERE trace_id = $1', [heldCtx.traceId])).rows[0];
+		assert.equal(Number(shown.n), 0, 'a dropped span is not shown');
+		await waitFor('nothing left waiting in the ring', async () =>
+			Number((await admin.query('SELECT spans_pending FROM traceprof.stats')).rows[0].spans_pending) === 0, 30000);
+		assert.equal(receiver.spans().filter((s) => s.traceId === heldCtx.traceId).length, 0);
+		assert.equal(receiver.spans().filter((s) => s.traceId === ctx.traceId).length, SPANS);
+	} finally {
+		if (gdb)
+			await gdb.release().catch(() => {});
+		await stopExporting(admin).catch(() => {});
+		await Promise.all([held, others, admin].map((c) => c.end().catch(() => {})));
+		await receiver.close();
 	}
 });
