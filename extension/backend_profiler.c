@@ -259,6 +259,7 @@ typedef struct SampledSpan
 {
 	uint8		span_id[TP_SPAN_ID_BYTES];	/* hash key */
 	uint32		name_id;
+	Oid			userid;			/* the span's role, who may read its samples */
 } SampledSpan;
 
 static HTAB *sampled_spans;		/* since the last flush */
@@ -291,6 +292,7 @@ remember_span_name(const TraceprofSpan *span)
 
 	if (found)
 		return entry->name_id;
+	entry->userid = span->userid;
 	/* pprof's strings are UTF-8, as OTLP's (span_encoding.c). */
 	if (span->encoding != PG_UTF8)
 		span = span_in_utf8(span);
@@ -315,15 +317,12 @@ name_labelled_span(void)
 		remember_span_name(labelled);
 }
 
-static uint32
-sampled_span_name_id(const uint8 *span_id)
+static SampledSpan *
+sampled_span_of(const uint8 *span_id)
 {
-	SampledSpan *entry;
-
 	if (sampled_spans == NULL)
-		return 0;
-	entry = hash_search(sampled_spans, span_id, HASH_FIND, NULL);
-	return entry ? entry->name_id : 0;
+		return NULL;
+	return hash_search(sampled_spans, span_id, HASH_FIND, NULL);
 }
 
 static pg_noinline void
@@ -480,13 +479,19 @@ store_sample(const tp_sample *sample, void *arg)
 	TraceprofSample record;
 	SampleChain chain;
 	uint32		first = 0;
+	SampledSpan *span = sampled_span_of(sample->labels.span_id);
 
 	memcpy(record.trace_id, sample->labels.trace_id, TP_TRACE_ID_BYTES);
 	memcpy(record.span_id, sample->labels.span_id, TP_SPAN_ID_BYTES);
-	record.span_name_id = sampled_span_name_id(sample->labels.span_id);
+	record.span_name_id = span ? span->name_id : 0;
 	record.time_ns = (int64) sample->time_ns;
 	record.pid = MyProcPid;
-	record.userid = GetUserId();
+
+	/*
+	 * The span's role, not the one current now: samples are stored at a
+	 * transaction's end, after an abort has restored the role it began with.
+	 */
+	record.userid = span ? span->userid : GetUserId();
 	record.weight = sample->weight;
 	record.period_us = (uint32) (1000000 / started_hz);
 	record.wall = started_mode == PROFILE_MODE_WALL;

@@ -87,7 +87,8 @@ span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, t
 	add_string(&list, "db.namespace", r->dbname);
 	if (r->operation[0])
 		add_string(&list, "db.operation.name", r->operation);
-	if (r->collection[0])
+	/* Another role's table names are private, as its query text is. */
+	if (include_private && r->collection[0])
 		add_string(&list, "db.collection.name", r->collection);
 	if (include_private && r->query[0])
 		add_string_len(&list, "db.query.text", KEY_LEN("db.query.text"), r->query, r->query_len);
@@ -111,7 +112,8 @@ span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, t
 	{
 		tp_hex_encode(r->profile_span_id, TP_SPAN_ID_BYTES, attrs->profile_id);
 		add_string(&list, "pyroscope.profile.id", attrs->profile_id);
-		if (traceprof_pyroscope_url[0] != '\0')
+		/* They name the server of a superuser's setting. */
+		if (include_private && traceprof_pyroscope_url[0] != '\0')
 			add_profile_urls(&list, r);
 	}
 
@@ -120,7 +122,10 @@ span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, t
 	memcpy(out->context.span_id, r->span_id, TP_SPAN_ID_BYTES);
 	out->context.flags = r->flags;
 	memcpy(out->parent_span_id, r->parent_span_id, TP_SPAN_ID_BYTES);
-	out->name = (char *) (r->name[0] ? r->name : "statement");
+	if (include_private || r->collection[0] == '\0')
+		out->name = (char *) (r->name[0] ? r->name : "statement");
+	else
+		out->name = (char *) (r->operation[0] ? r->operation : "statement");
 	out->kind = (tp_span_kind) r->kind;
 	out->start_unix_ns = (uint64) r->start_ns;
 	out->end_unix_ns = (uint64) r->end_ns;

@@ -25,7 +25,9 @@ typedef struct SpanAttributes
 
 /*
  * Fill out with a view of record, its attributes kept in attrs.  Without
- * include_private the query text is left out and the error message blank.
+ * include_private the query text, query id, table name (in the span's name
+ * too, which keeps the operation) and Pyroscope links are left out and the
+ * error message blank.
  */
 extern void span_view(const TraceprofSpan *record, bool include_private,
 					  SpanAttributes *attrs, tp_span *out);

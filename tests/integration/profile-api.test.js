@@ -103,6 +103,35 @@ describe('the profile SQL API (one cluster)', () => {
 		assert.match(await comment('traceprof.profile(text, text)'), /heaviest first/);
 	});
 
+	test('the samples of a statement that failed belong to the role that ran it, not the one its abort restored', async () => {
+		// Samples are stored at the transaction's end; after an abort,
+		// PostgreSQL has put back the role the transaction began with.
+		// Before, they were stored under that role: alice, who began the
+		// transaction, could read the stacks of what the superuser ran.
+		const c = await connect(cluster);
+		await client.query('CREATE ROLE traceprof_sampled_alice');
+		try {
+			const failed = newContext();
+			await c.query('SET ROLE traceprof_sampled_alice');
+			await c.query('BEGIN');
+			await c.query('RESET ROLE');
+			await c.query(`SET traceprof.traceparent = '${failed.header}'`);
+			await assert.rejects(c.query('SELECT sum(g::numeric * g) / 0 FROM generate_series(1, 1500000) AS g'),
+				(e) => e.code === '22012');
+			await c.query('ROLLBACK');
+			const stacks = async () => Number((await c.query(
+				'SELECT count(*) AS n FROM traceprof.profile($1)', [failed.traceId])).rows[0].n);
+			assert.equal((await c.query('SELECT current_user AS u')).rows[0].u, 'traceprof_sampled_alice',
+				'the rollback restored alice');
+			assert.equal(await stacks(), 0, 'alice sees none of the superuser\'s samples');
+			await c.query('RESET ROLE');
+			assert.ok(await stacks() > 0, 'the superuser sees them');
+		} finally {
+			await c.end();
+			await client.query('DROP ROLE traceprof_sampled_alice');
+		}
+	});
+
 	test('profile() returns the heaviest stacks first, in the same order every call', async () => {
 		// Before, rows came in the order of a hash table: SELECT * ... LIMIT 10
 		// showed ten arbitrary stacks, not the ten heaviest.
