@@ -144,24 +144,36 @@ function holdAtPublish(pid) {
 }
 
 /**
- * One span of a backend held by gdb between taking its slot and publishing
- * it while another backend writes laps * SLOTS spans; returns the pids.
+ * One traced span of held, held by gdb between taking its slot and
+ * publishing it: its backend's pid, its context, gdb and the query.
  */
-async function lapAHeldSlot(held, others, laps) {
+async function holdASpan(held) {
 	const pid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-	await held.query(`SET traceprof.traceparent = '${newContext().header}'`);
-	await others.query('SET traceprof.sample_rate = 1');
+	const ctx = newContext();
+	await held.query(`SET traceprof.traceparent = '${ctx.header}'`);
 	const gdb = holdAtPublish(pid);
 	try {
 		await gdb.armed();
 		const heldQuery = held.query("SELECT 'held span' AS marker");
-		heldQuery.catch(() => { /* reported by the await below, or moot after a failure */ });
+		heldQuery.catch(() => { /* reported by whoever awaits it, or moot after a failure */ });
 		await gdb.held();
-		for (let i = 0; i < laps * SLOTS; i++)
-			await others.query(`SELECT ${i} AS lapping`);
-		return { pid, gdb, heldQuery };
+		return { pid, ctx, gdb, heldQuery };
 	} catch (err) {
 		await gdb.release().catch(() => {});
+		throw err;
+	}
+}
+
+/** A span of held held (holdASpan) while others writes laps * SLOTS spans. */
+async function lapAHeldSlot(held, others, laps) {
+	await others.query('SET traceprof.sample_rate = 1');
+	const hold = await holdASpan(held);
+	try {
+		for (let i = 0; i < laps * SLOTS; i++)
+			await others.query(`SELECT ${i} AS lapping`);
+		return hold;
+	} catch (err) {
+		await hold.gdb.release().catch(() => {});
 		throw err;
 	}
 }
@@ -457,15 +469,9 @@ test('a position given up under a slot still being written is passed at once by 
 	const admin = await connect(cluster);
 	let gdb;
 	try {
-		const pid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-		const heldCtx = newContext();
-		await held.query(`SET traceprof.traceparent = '${heldCtx.header}'`);
-		gdb = holdAtPublish(pid);
-		await gdb.armed();
-		const heldQuery = held.query("SELECT 'held span' AS marker");
-		heldQuery.catch(() => { /* reported by the await below */ });
-		await gdb.held();
-
+		const hold = await holdASpan(held);
+		const { ctx: heldCtx, heldQuery } = hold;
+		gdb = hold.gdb;
 		await exportTo(admin, receiver, others);
 		const before = await ringCounts(admin);
 
@@ -513,14 +519,9 @@ test('a span its writer publishes after the exporter gave up waiting is dropped 
 	let gdb;
 	try {
 		await exportTo(admin, receiver, others);
-		const pid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-		const heldCtx = newContext();
-		await held.query(`SET traceprof.traceparent = '${heldCtx.header}'`);
-		gdb = holdAtPublish(pid);
-		await gdb.armed();
-		const heldQuery = held.query("SELECT 'held span' AS marker");
-		heldQuery.catch(() => { /* reported by the await below */ });
-		await gdb.held();
+		const hold = await holdASpan(held);
+		const { ctx: heldCtx, heldQuery } = hold;
+		gdb = hold.gdb;
 		const before = await ringCounts(admin);
 
 		// Export stops at the held position, and goes on without it after 5 s.
