@@ -79,7 +79,7 @@ sample_store_write(const TraceprofSample *sample)
 	if (ring != NULL)
 		(void) shm_ring_write(ring, sample,
 							  offsetof(TraceprofSample, frames) + sample->depth * sizeof(uint32),
-							  shm_ring_keeps_unexported(ring), &pending);
+							  &pending);
 }
 
 /*

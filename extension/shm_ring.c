@@ -151,9 +151,13 @@ shm_ring_set_keep_unexported(ShmRing *ring, bool keep)
 		pg_atomic_write_u32(&ring->keep_unexported, 0);
 		return;
 	}
-	/* A full barrier: writers that claim after the end read keep. */
-	if (pg_atomic_exchange_u32(&ring->keep_unexported, 1) == 0)
+	/* Only this process sets it: the end first, so writers that keep see room. */
+	if (pg_atomic_read_u32(&ring->keep_unexported) == 0)
+	{
 		pg_atomic_write_u64(&ring->exported_upto, pg_atomic_read_u64(&ring->next_write.value));
+		pg_memory_barrier();
+		pg_atomic_write_u32(&ring->keep_unexported, 1);
+	}
 }
 
 bool
@@ -221,20 +225,22 @@ count_extra_slots(ShmRing *ring, uint64 position, uint64 n)
 
 /*
  * Claim nslots positions at *position and take their slots; false when the
- * record is dropped (counted): keep_unexported and the ring is full, or a
- * slot is not this writer's to take.  A slot taken before one that is not
+ * record is dropped (counted): the ring keeps what is not exported and is
+ * full, or a slot is not this writer's to take.  Keep mode is read with
+ * each try, next to the position: a writer that read it earlier and was
+ * preempted could claim without room once export started.  A slot taken before one that is not
  * is published empty, which readers skip; the positions not taken are
  * marked abandoned, so that the exporter need not wait for them.
  */
 static inline bool
-claim(ShmRing *ring, uint32 nslots, bool keep_unexported, uint64 *position)
+claim(ShmRing *ring, uint32 nslots, uint64 *position)
 {
 	/* Fetch the line for writing at once: the CAS below needs it exclusive. */
 	__builtin_prefetch(&ring->next_write, 1);
 	*position = pg_atomic_read_u64(&ring->next_write.value);
 	for (;;)
 	{
-		if (keep_unexported &&
+		if (pg_atomic_read_u32(&ring->keep_unexported) != 0 &&
 			!tp_ring_has_room(*position, nslots, pg_atomic_read_u64(&ring->exported_upto), ring->capacity))
 		{
 			pg_atomic_fetch_add_u64(&ring->dropped, 1);
@@ -290,9 +296,10 @@ publish(ShmRing *ring, uint64 position, uint32 nslots, uint64 *pending)
 		passed |= (pg_atomic_read_u64(&slot_at(ring, position + i)->seq) & SEQ_SKIPPED) != 0;
 	if (unlikely(passed))
 	{
-		/* Free for the next lap, readable by nobody. */
+		/* Free for the next lap, readable by nobody, and not counted as written. */
 		for (uint32 i = 0; i < nslots; i++)
 			pg_atomic_write_u64(&slot_at(ring, position + i)->seq, (position + i + 1) | SEQ_SKIPPED);
+		count_extra_slots(ring, position, 1);
 		pg_atomic_fetch_add_u64(&ring->dropped, 1);
 	}
 	else
@@ -302,8 +309,7 @@ publish(ShmRing *ring, uint64 position, uint32 nslots, uint64 *pending)
 }
 
 bool
-shm_ring_write(ShmRing *ring, const void *record, Size len, bool keep_unexported,
-			   uint64 *pending)
+shm_ring_write(ShmRing *ring, const void *record, Size len, uint64 *pending)
 {
 	uint64		position;
 	uint32		nslots;
@@ -311,7 +317,7 @@ shm_ring_write(ShmRing *ring, const void *record, Size len, bool keep_unexported
 
 	nslots = shm_ring_slots(ring, len);
 	len = Min(Min(len, ring->max_record), nslots * ring->slot_data);
-	if (!claim(ring, nslots, keep_unexported, &position))
+	if (!claim(ring, nslots, &position))
 		return false;
 	for (uint32 i = 0; i < nslots; i++)
 	{
@@ -328,12 +334,12 @@ shm_ring_write(ShmRing *ring, const void *record, Size len, bool keep_unexported
 }
 
 void *
-shm_ring_begin_write(ShmRing *ring, Size len, bool keep_unexported, uint64 *position)
+shm_ring_begin_write(ShmRing *ring, Size len, uint64 *position)
 {
 	RingSlot   *slot;
 
 	Assert(len <= ring->slot_data && len <= ring->max_record);
-	if (!claim(ring, 1, keep_unexported, position))
+	if (!claim(ring, 1, position))
 		return NULL;
 	slot = slot_at(ring, *position);
 	slot->head = *position;
@@ -506,6 +512,8 @@ pass_unpublished(ShmRing *ring, uint64 position, uint64 end)
 
 		if (seq == position + 1)
 			return UNPUBLISHED_NOW_PUBLISHED;
+		if (SEQ_POSITION(seq) > position + 1)
+			return UNPUBLISHED_PASSED;	/* a later lap took it meanwhile */
 		if (SEQ_POSITION(seq) == position + 1)
 			mark = seq | SEQ_SKIPPED;	/* its writer copies */
 		else if ((seq & SEQ_WRITING) != 0)
@@ -554,17 +562,28 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 	return position;
 }
 
+/*
+ * Forward only: a batch read before export was switched off and on again
+ * ends below where export restarted (shm_ring_set_keep_unexported).
+ */
+static void
+advance_exported(ShmRing *ring, uint64 upto)
+{
+	if (upto > pg_atomic_read_u64(&ring->exported_upto))
+		pg_atomic_write_u64(&ring->exported_upto, upto);
+}
+
 void
 shm_ring_mark_exported(ShmRing *ring, uint64 upto, int count)
 {
-	pg_atomic_write_u64(&ring->exported_upto, upto);
+	advance_exported(ring, upto);
 	pg_atomic_fetch_add_u64(&ring->exported, count);
 }
 
 void
 shm_ring_mark_rejected(ShmRing *ring, uint64 upto, int count)
 {
-	pg_atomic_write_u64(&ring->exported_upto, upto);
+	advance_exported(ring, upto);
 	pg_atomic_fetch_add_u64(&ring->dropped, count);
 }
 

@@ -31,27 +31,27 @@ extern void shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_
 
 /*
  * "Keep" mode, set by the process that exports the records (none at
- * first); writers pass shm_ring_keeps_unexported() as keep_unexported.
+ * first): writers then drop new records rather than overwrite ones not
+ * yet exported.
  */
 extern void shm_ring_set_keep_unexported(ShmRing *ring, bool keep);
 extern bool shm_ring_keeps_unexported(ShmRing *ring);
 
 /*
  * Copy len bytes (at most max_record) into the next slots.  False when
- * the record was dropped because keep_unexported and the ring is full.
+ * the record was dropped (the ring keeps what is not exported, and is full).
  * *pending gets the number of slots now waiting for export, this record's
  * shm_ring_slots() included.
  */
 extern bool shm_ring_write(ShmRing *ring, const void *record, Size len,
-						   bool keep_unexported, uint64 *pending);
+						   uint64 *pending);
 
 /*
  * The same for a record that fits one slot, written in place: the slot's
  * data to write len bytes into, then shm_ring_end_write publishes it.
  * NULL when the record is dropped.
  */
-extern void *shm_ring_begin_write(ShmRing *ring, Size len, bool keep_unexported,
-								  uint64 *position);
+extern void *shm_ring_begin_write(ShmRing *ring, Size len, uint64 *position);
 extern void shm_ring_end_write(ShmRing *ring, uint64 position, uint64 *pending);
 
 /* Slots a record of len bytes takes. */

@@ -182,12 +182,10 @@ span_store_write(const TraceprofSpan *span)
 	uint64		pending;
 	uint64		wake_at = Max(traceprof_max_spans / 4, 1);
 	Latch	   *exporter;
-	bool		exporting;
 	Size		len;
 
 	if (store == NULL)
 		return;
-	exporting = shm_ring_keeps_unexported(ring);
 	/* OTLP and the other databases' readers want UTF-8 (span_encoding.c). */
 	if (unlikely(span->encoding != PG_UTF8 && span->encoding != PG_SQL_ASCII))
 		span = span_in_utf8(span);
@@ -200,7 +198,7 @@ span_store_write(const TraceprofSpan *span)
 		 * libc's memcpy, which little else uses (6 instruction-cache misses).
 		 */
 		uint64		position;
-		char	   *slot = shm_ring_begin_write(ring, len, exporting, &position);
+		char	   *slot = shm_ring_begin_write(ring, len, &position);
 
 		if (slot == NULL)
 			return;
@@ -208,19 +206,20 @@ span_store_write(const TraceprofSpan *span)
 		memcpy(slot + SPAN_PACKED_FIXED, span_packed_strings(span), len - SPAN_PACKED_FIXED);
 		shm_ring_end_write(ring, position, &pending);
 	}
-	else if (!shm_ring_write(ring, span, len, exporting, &pending))
+	else if (!shm_ring_write(ring, span, len, &pending))
 		return;
 
 	/*
 	 * Wake the exporter early when a quarter of the ring waits for it: when
 	 * this span crossed that mark or a further quarter (a long one takes
 	 * several slots at once; the writer that crossed the last may have had
-	 * its span dropped).
-	 * The latch is read once: an exiting exporter clears it at any moment.
+	 * its span dropped), if it exports.  The latch is read once: an exiting
+	 * exporter clears it at any moment.
 	 */
 	exporter = ((volatile SpanStore *) store)->exporter_latch;
-	if (exporting && exporter != NULL && pending >= wake_at &&
-		(pending - shm_ring_slots(ring, len)) / wake_at != pending / wake_at)
+	if (exporter != NULL && pending >= wake_at &&
+		(pending - shm_ring_slots(ring, len)) / wake_at != pending / wake_at &&
+		shm_ring_keeps_unexported(ring))
 		SetLatch(exporter);
 }
 
