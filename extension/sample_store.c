@@ -150,7 +150,7 @@ sample_store_counts(int64 *stored, int64 *dropped, int64 *exported)
 {
 	ShmRingCounts counts;
 
-	shm_ring_counts(ring, shm_ring_keeps_unexported(ring), &counts);
+	shm_ring_counts(ring, &counts);
 	*stored = counts.written;
 	*dropped = counts.dropped;
 	*exported = counts.exported;

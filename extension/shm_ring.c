@@ -594,7 +594,7 @@ shm_ring_count_dropped(ShmRing *ring, uint64 count)
 }
 
 void
-shm_ring_counts(ShmRing *ring, bool keep_unexported, ShmRingCounts *counts)
+shm_ring_counts(ShmRing *ring, ShmRingCounts *counts)
 {
 	uint64		base;
 	uint64		end;
@@ -610,7 +610,7 @@ shm_ring_counts(ShmRing *ring, bool keep_unexported, ShmRingCounts *counts)
 	counts->written = tp_ring_between(base + extra, end);
 	counts->dropped = pg_atomic_read_u64(&ring->dropped);
 	counts->exported = pg_atomic_read_u64(&ring->exported);
-	counts->pending = keep_unexported ?
+	counts->pending = shm_ring_keeps_unexported(ring) ?
 		(int64) Min(tp_ring_between(exported_upto, end), (uint64) ring->capacity) : 0;
 	counts->capacity = ring->capacity;
 }

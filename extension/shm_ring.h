@@ -82,7 +82,7 @@ typedef struct ShmRingCounts
 	int64		capacity;		/* slots */
 } ShmRingCounts;
 
-extern void shm_ring_counts(ShmRing *ring, bool keep_unexported, ShmRingCounts *counts);
+extern void shm_ring_counts(ShmRing *ring, ShmRingCounts *counts);
 
 /* Zero the counters and hide retained records from scans. */
 extern void shm_ring_reset(ShmRing *ring);

@@ -416,7 +416,7 @@ span_store_get_stats(SpanStoreStats *stats)
 {
 	ShmRingCounts counts;
 
-	shm_ring_counts(ring, shm_ring_keeps_unexported(ring), &counts);
+	shm_ring_counts(ring, &counts);
 	stats->created = counts.written;
 	stats->dropped = counts.dropped;
 	stats->exported = counts.exported;
