@@ -301,17 +301,42 @@ async function stopExporting(admin) {
 	await admin.query('SELECT pg_reload_conf()');
 }
 
-test('positions given up while export was off do not stop export once an endpoint is set', async (t) => {
-	const receiver = await startReceiver({ grpc: false });
-	const held = await connect(cluster);
-	const others = await connect(cluster);
-	const admin = await connect(cluster);
-	let gdb;
+/** Until the exporter has sent everything the ring holds for it. */
+async function waitForDrained(admin) {
+	await waitFor('nothing left waiting in the ring', async () =>
+		Number((await admin.query('SELECT spans_pending FROM traceprof.stats')).rows[0].spans_pending) === 0, 30000);
+}
+
+/**
+ * fn(scene) with a receiver and three connections (held, others, admin);
+ * then export is switched off, scene.gdb (if set) detached, all closed.
+ */
+async function exportScene(fn) {
+	const scene = {
+		receiver: await startReceiver({ grpc: false }),
+		held: await connect(cluster),
+		others: await connect(cluster),
+		admin: await connect(cluster),
+		gdb: null,
+	};
 	try {
+		await fn(scene);
+	} finally {
+		if (scene.gdb)
+			await scene.gdb.release().catch(() => {});
+		await stopExporting(scene.admin).catch(() => {});
+		await Promise.all([scene.held, scene.others, scene.admin].map((c) => c.end().catch(() => {})));
+		await scene.receiver.close();
+	}
+}
+
+test('positions given up while export was off do not stop export once an endpoint is set', async (t) => {
+	await exportScene(async (scene) => {
+		const { receiver, held, others, admin } = scene;
 		const laps = await lapAHeldSlot(held, others, 2);
-		gdb = laps.gdb;
-		await gdb.release();
-		gdb = null;
+		scene.gdb = laps.gdb;
+		await scene.gdb.release();
+		scene.gdb = null;
 		await laps.heldQuery;
 		await others.query('SET traceprof.sample_rate = 0');
 
@@ -338,16 +363,10 @@ test('positions given up while export was off do not stop export once an endpoin
 		const stats = (await admin.query('SELECT spans_pending FROM traceprof.stats')).rows[0];
 		assert.equal(Number(stats.spans_pending), 0, 'nothing left waiting in the ring');
 		t.diagnostic(`exported ${((performance.now() - started) / 1000).toFixed(1)} s after the statements`);
-	} finally {
-		if (gdb)
-			await gdb.release().catch(() => {});
-		await stopExporting(admin).catch(() => {});
-		await Promise.all([held, others, admin].map((c) => c.end().catch(() => {})));
-		await receiver.close();
-	}
+	});
 });
 
-/** A span of several slots: a query text of ~1,000 bytes (slots hold 488). */
+/** A span of several slots: a query text of ~1,000 bytes (slots hold 480). */
 const LONG_SPAN_SQL = `SELECT '${'x'.repeat(1000)}' AS long_text`;
 
 /** spans_created and the rows of traceprof.spans, read by client. */
@@ -463,15 +482,11 @@ test('a statement running when export is switched off drops none of its later sp
 });
 
 test('a position given up under a slot still being written is passed at once by the exporter', async (t) => {
-	const receiver = await startReceiver({ grpc: false });
-	const held = await connect(cluster);
-	const others = await connect(cluster);
-	const admin = await connect(cluster);
-	let gdb;
-	try {
+	await exportScene(async (scene) => {
+		const { receiver, held, others, admin } = scene;
 		const hold = await holdASpan(held);
 		const { ctx: heldCtx, heldQuery } = hold;
-		gdb = hold.gdb;
+		scene.gdb = hold.gdb;
 		await exportTo(admin, receiver, others);
 		const before = await ringCounts(admin);
 
@@ -493,35 +508,24 @@ test('a position given up under a slot still being written is passed at once by 
 		assert.equal(arrived.length, SPANS - 1, 'all but the span that came to the held slot');
 		assert.equal((await ringCounts(admin)).dropped, before.dropped + 1, 'that one span dropped, counted');
 
-		await gdb.release();
-		gdb = null;
+		await scene.gdb.release();
+		scene.gdb = null;
 		await heldQuery;
 		// Written before export started: published, not exported, not dropped.
 		assert.equal((await ringCounts(admin)).dropped, before.dropped + 1);
-		await waitFor('nothing left waiting in the ring', async () =>
-			Number((await admin.query('SELECT spans_pending FROM traceprof.stats')).rows[0].spans_pending) === 0, 30000);
+		await waitForDrained(admin);
 		assert.equal(receiver.spans().filter((s) => s.traceId === heldCtx.traceId).length, 0,
 			'the held span never reached the receiver');
-	} finally {
-		if (gdb)
-			await gdb.release().catch(() => {});
-		await stopExporting(admin).catch(() => {});
-		await Promise.all([held, others, admin].map((c) => c.end().catch(() => {})));
-		await receiver.close();
-	}
+	});
 });
 
 test('a span its writer publishes after the exporter gave up waiting is dropped and counted, never shown', async (t) => {
-	const receiver = await startReceiver({ grpc: false });
-	const held = await connect(cluster);
-	const others = await connect(cluster);
-	const admin = await connect(cluster);
-	let gdb;
-	try {
+	await exportScene(async (scene) => {
+		const { receiver, held, others, admin } = scene;
 		await exportTo(admin, receiver, others);
 		const hold = await holdASpan(held);
 		const { ctx: heldCtx, heldQuery } = hold;
-		gdb = hold.gdb;
+		scene.gdb = hold.gdb;
 		const before = await ringCounts(admin);
 
 		// Export stops at the held position, and goes on without it after 5 s.
@@ -539,8 +543,8 @@ test('a span its writer publishes after the exporter gave up waiting is dropped 
 
 		// Its writer resumes after the exporter passed it: dropped, counted
 		// once, and neither exported nor shown.
-		await gdb.release();
-		gdb = null;
+		await scene.gdb.release();
+		scene.gdb = null;
 		await heldQuery;
 		const after = await ringCounts(admin);
 		assert.equal(after.dropped, before.dropped + 1);
@@ -549,15 +553,8 @@ test('a span its writer publishes after the exporter gave up waiting is dropped 
 		const shown = (await admin.query(
 			'SELECT count(*) AS n FROM traceprof.spans WHERE trace_id = $1', [heldCtx.traceId])).rows[0];
 		assert.equal(Number(shown.n), 0, 'a dropped span is not shown');
-		await waitFor('nothing left waiting in the ring', async () =>
-			Number((await admin.query('SELECT spans_pending FROM traceprof.stats')).rows[0].spans_pending) === 0, 30000);
+		await waitForDrained(admin);
 		assert.equal(receiver.spans().filter((s) => s.traceId === heldCtx.traceId).length, 0);
 		assert.equal(receiver.spans().filter((s) => s.traceId === ctx.traceId).length, SPANS);
-	} finally {
-		if (gdb)
-			await gdb.release().catch(() => {});
-		await stopExporting(admin).catch(() => {});
-		await Promise.all([held, others, admin].map((c) => c.end().catch(() => {})));
-		await receiver.close();
-	}
+	});
 });
