@@ -289,6 +289,11 @@ tps_of() {
 	sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | head -n 1
 }
 
+# tx_of FILE: the transactions a pgbench output reports.
+tx_of() {
+	sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1"
+}
+
 # run_one ROUND WORKLOAD CONFIG [TAG]: one pgbench run; appends a line to
 # $dir/results: tag round workload config tps transactions cpu_ticks
 # created dropped exported failures samples samples_dropped sink_ticks sink_requests
@@ -329,7 +334,7 @@ run_one() {
 	stats1="0 0 0 0 0 0 0"
 	[ "$cfg" = none ] || stats1=$(stats_line)
 	tps=$(tps_of "$dir/pgbench.out")
-	tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$dir/pgbench.out")
+	tx=$(tx_of "$dir/pgbench.out")
 	echo "$tag $round $wl $cfg $tps $tx $((ticks1 - ticks0)) $stats0 $stats1 $((sink1 - sink0)) $((req1 - req0))" |
 		awk '{ printf "%s %s %s %s %s %s %s", $1, $2, $3, $4, $5, $6, $7
 			for (i = 0; i < 6; i++) printf " %d", $(15 + i) - $(8 + i)
@@ -631,6 +636,24 @@ if want concurrent; then
 		done
 		say "cluster B still had spans to export after 60 s"
 	}
+	# settle_both OTHER: no client backend left on A nor OTHER, so that
+	# their CPU is in the postmasters' cutime.
+	settle_both() {
+		use_cluster A
+		SQL_OPTIONS=
+		settle
+		use_cluster "$1"
+		SQL_OPTIONS="-c traceprof.sample_rate=0"
+		settle
+	}
+	ticks_of() {
+		use_cluster "$1"
+		server_ticks
+	}
+	# us_per_tx TICKS PGBENCH_OUTPUT
+	us_per_tx() {
+		awk -v t="$1" -v n="$(tx_of "$2")" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }'
+	}
 	r=0
 	while [ "$r" -lt "$concurrent_rounds" ]; do
 		for wl in $concurrent_workloads; do
@@ -661,6 +684,8 @@ if want concurrent; then
 				done
 				dropped0=0
 				[ "$cfg" != export ] || dropped0=$(stats_line | cut -d' ' -f2)
+				settle_both "$other"
+				ticks_a0=$(ticks_of A) ticks_b0=$(ticks_of "$other")
 				pgbench_bg A "$wl" "$dir/concurrent.a"
 				pid_a=$!
 				pgbench_bg "$other" "$wl" "$dir/concurrent.b"
@@ -680,8 +705,13 @@ if want concurrent; then
 					dropped=$(( $(stats_line | cut -d' ' -f2) - dropped0 ))
 					exporter_drained
 				fi
-				echo "concurrent $r $wl $cfg $(tps_of "$dir/concurrent.a") $(tps_of "$dir/concurrent.b") $dropped" >>"$dir/results"
-				say "  round $r  $wl  $cfg  $(tps_of "$dir/concurrent.a") / $(tps_of "$dir/concurrent.b") TPS$([ "$cfg" != export ] || echo ", $dropped spans dropped")"
+				# The exporter's CPU for this run's spans is B's too: read after it drained.
+				settle_both "$other"
+				ticks_a=$(( $(ticks_of A) - ticks_a0 )) ticks_b=$(( $(ticks_of "$other") - ticks_b0 ))
+				echo "concurrent $r $wl $cfg $(tps_of "$dir/concurrent.a") $(tps_of "$dir/concurrent.b") $dropped" \
+					"$(tx_of "$dir/concurrent.a") $ticks_a $(tx_of "$dir/concurrent.b") $ticks_b" >>"$dir/results"
+				say "  round $r  $wl  $cfg  $(tps_of "$dir/concurrent.a") / $(tps_of "$dir/concurrent.b") TPS," \
+					"$(us_per_tx "$ticks_a" "$dir/concurrent.a") / $(us_per_tx "$ticks_b" "$dir/concurrent.b") server CPU us/tx$([ "$cfg" != export ] || echo ", $dropped spans dropped")"
 				[ "$cfg" != bare ] || restart_b traceprof "$wl"
 			done
 		done
@@ -689,50 +719,65 @@ if want concurrent; then
 	done
 	echo
 	echo "concurrent runs: cluster A (no extension) and another driven at once, $half client(s) each, same CPUs ($concurrent_rounds rounds of ${concurrent_secs} s)"
-	echo "ratio = the other's TPS / A's TPS in the same run; median over rounds, its 95% confidence interval (order statistics), range"
+	echo "TPS ratio = the other's TPS / A's TPS in the same run; CPU ratio = the other's server CPU per transaction / A's"
+	echo "(CPU of every process of the cluster, exporter included): steadier, since it does not depend on how the"
+	echo "scheduler shared the CPUs between the clusters. Median over rounds, its 95% confidence interval (order statistics), range"
 	awk -v summary="${BENCH_SUMMARY:-}" "$AWK_STATS"'
 		$1 == "concurrent" {
-			k = $3 SUBSEP $4; ratio[k, ++count[k]] = $6 / $5; dropped[k] += $7
-			of_round[k, $2] = $6 / $5; rounds = $2 + 1
+			k = $3 SUBSEP $4; dropped[k] += $7; rounds = $2 + 1
+			of_round["tps", k, $2] = $6 / $5
+			if (NF >= 11 && $8 > 0 && $10 > 0 && $9 > 0)
+				of_round["cpu", k, $2] = ($11 / $10) / ($9 / $8)
+		}
+		# table(METRIC, UNIT): against A, then against B without its library
+		# (the ratio of each round over the bare ratio of that round).
+		function table(metric, unit,    i, j, k, bare, m, r, lo) {
+			printf "\n%-22s %-26s %6s %9s %19s %19s\n", "workload", unit " against no extension", "rounds", "ratio", "95% CI", "range"
+			for (i = 1; i <= nw; i++) for (j = 1; j <= 5; j++) {
+				k = w[i] SUBSEP c[j]; m = 0
+				for (r = 0; r < rounds; r++)
+					if ((metric, k, r) in of_round)
+						q[++m] = of_round[metric, k, r]
+				if (m == 0) continue
+				sort(q, m)
+				lo = ci_rank(m)
+				printf "%-22s %-26s %6d %9.4f %9.4f..%-9.4f %9.4f..%-9.4f %s%s\n", name[w[i]], label[c[j]], m, median(q, m),
+					q[lo], q[m - lo + 1], q[1], q[m], target[metric, c[j]],
+					c[j] == "export" ? sprintf(" (spans dropped: %d)", dropped[k]) : ""
+				if (summary != "")
+					printf "pgbench|concurrent runs, %s, %s: %s ratio to no extension, median (range)|%.4fx (%.4f..%.4f)|%s\n",
+						name[w[i]], label[c[j]], unit, median(q, m), q[1], q[m], target[metric, c[j]] >>summary
+			}
+			printf "\n%-22s %-26s %6s %9s %19s %19s\n", "workload", unit " against B bare", "rounds", "ratio", "95% CI", "range"
+			for (i = 1; i <= nw; i++) for (j = 3; j <= 5; j++) {
+				k = w[i] SUBSEP c[j]; bare = w[i] SUBSEP "bare"; m = 0
+				for (r = 0; r < rounds; r++)
+					if (((metric, k, r) in of_round) && ((metric, bare, r) in of_round))
+						q[++m] = of_round[metric, k, r] / of_round[metric, bare, r]
+				if (m == 0) continue
+				sort(q, m)
+				lo = ci_rank(m)
+				printf "%-22s %-26s %6d %9.4f %9.4f..%-9.4f %9.4f..%-9.4f %s\n", name[w[i]], label[c[j]], m, median(q, m),
+					q[lo], q[m - lo + 1], q[1], q[m], target[metric, c[j]]
+				if (summary != "")
+					printf "pgbench|concurrent runs, %s, %s: %s ratio to cluster B without its library, median (range)|%.4fx (%.4f..%.4f)|%s\n",
+						name[w[i]], label[c[j]], unit, median(q, m), q[1], q[m], target[metric, c[j]] >>summary
+			}
 		}
 		END {
 			name["select"] = "select-only"; name["select_prepared"] = "select-only, prepared"; name["tpcb"] = "TPC-B-like"
 			label["aa"] = "A/A: no extension again"; label["idle"] = "loaded, idle"; label["trace"] = "tracing 100%"
 			label["export"] = "tracing 100% + export"; label["bare"] = "B without its library"
-			target["idle"] = "TPS >= 0.99x"; target["trace"] = "TPS >= 0.97x"; target["aa"] = "1 (resolution)"
-			target["export"] = "TPS >= 0.95x, 0 dropped"; target["bare"] = "B against A"
-			printf "%-22s %-26s %6s %9s %19s %19s\n", "workload", "against no extension", "rounds", "ratio", "95% CI", "range"
+			target["tps", "idle"] = "TPS >= 0.99x"; target["tps", "trace"] = "TPS >= 0.97x"
+			target["tps", "export"] = "TPS >= 0.95x, 0 dropped"
+			# The TPS targets as CPU per transaction, on CPUs kept busy.
+			target["cpu", "idle"] = "<= 1.010x (TPS 0.99x)"; target["cpu", "trace"] = "<= 1.031x (TPS 0.97x)"
+			target["cpu", "export"] = "<= 1.053x (TPS 0.95x)"
+			target["tps", "aa"] = target["cpu", "aa"] = "1 (resolution)"
+			target["tps", "bare"] = target["cpu", "bare"] = "B against A"
 			nw = split("select select_prepared tpcb", w, " "); split("aa bare idle trace export", c, " ")
-			for (i = 1; i <= nw; i++) for (j = 1; j <= 5; j++) {
-				k = w[i] SUBSEP c[j]; m = count[k]
-				if (m == 0) continue
-				for (x = 1; x <= m; x++) q[x] = ratio[k, x]
-				sort(q, m)
-				lo = ci_rank(m)
-				printf "%-22s %-26s %6d %9.4f %9.4f..%-9.4f %9.4f..%-9.4f %s%s\n", name[w[i]], label[c[j]], m, median(q, m),
-					q[lo], q[m - lo + 1], q[1], q[m], target[c[j]],
-					c[j] == "export" ? sprintf(" (spans dropped: %d)", dropped[k]) : ""
-				if (summary != "")
-					printf "pgbench|concurrent runs, %s, %s: TPS ratio to no extension, median (range)|%.4fx (%.4f..%.4f)|%s\n",
-						name[w[i]], label[c[j]], median(q, m), q[1], q[m], target[c[j]] >>summary
-			}
-			# The same configurations against cluster B itself without its
-			# library: the ratio of each round over the bare ratio of that round.
-			printf "\n%-22s %-26s %6s %9s %19s %19s\n", "workload", "against B without library", "rounds", "ratio", "95% CI", "range"
-			for (i = 1; i <= nw; i++) for (j = 3; j <= 5; j++) {
-				k = w[i] SUBSEP c[j]; bare = w[i] SUBSEP "bare"; m = 0
-				for (r = 0; r < rounds; r++)
-					if (((k, r) in of_round) && ((bare, r) in of_round))
-						q[++m] = of_round[k, r] / of_round[bare, r]
-				if (m == 0) continue
-				sort(q, m)
-				lo = ci_rank(m)
-				printf "%-22s %-26s %6d %9.4f %9.4f..%-9.4f %9.4f..%-9.4f %s\n", name[w[i]], label[c[j]], m, median(q, m),
-					q[lo], q[m - lo + 1], q[1], q[m], target[c[j]]
-				if (summary != "")
-					printf "pgbench|concurrent runs, %s, %s: TPS ratio to cluster B without its library, median (range)|%.4fx (%.4f..%.4f)|%s\n",
-						name[w[i]], label[c[j]], median(q, m), q[1], q[m], target[c[j]] >>summary
-			}
+			table("tps", "TPS")
+			table("cpu", "CPU/tx")
 		}' "$dir/results"
 	echo "read a ratio against the A/A row's spread: this host's noise, not the extension's"
 	use_cluster B
