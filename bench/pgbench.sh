@@ -103,6 +103,8 @@ mixed_secs=${MIXED_SECONDS:-10}
 concurrent_rounds=${CONCURRENT_ROUNDS:-8}
 concurrent_secs=${CONCURRENT_SECONDS:-10}
 concurrent_workloads=${CONCURRENT_WORKLOADS:-select select_prepared tpcb}
+concurrent_pin=${CONCURRENT_PIN:-0}
+ncpus=$(nproc)
 want() {
 	case " $sections " in *" $1 "*) return 0 ;; esac
 	return 1
@@ -284,14 +286,15 @@ run_pgbench() {
 	}
 }
 
-# tps_of FILE: the TPS a pgbench output reports.
+# tps_of FILE: the TPS a pgbench output reports (summed, when the file
+# holds the outputs of several pgbench processes run at once).
 tps_of() {
-	sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | head -n 1
+	sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | awk '{ t += $1 } END { print t }'
 }
 
-# tx_of FILE: the transactions a pgbench output reports.
+# tx_of FILE: the transactions a pgbench output reports (summed likewise).
 tx_of() {
-	sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1"
+	sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1" | awk '{ t += $1 } END { print t }'
 }
 
 # run_one ROUND WORKLOAD CONFIG [TAG]: one pgbench run; appends a line to
@@ -610,12 +613,46 @@ if want concurrent; then
 			{ say "warm-up of cluster B failed"; exit 1; }
 		prepare B
 	}
-	# pgbench_bg CLUSTER WORKLOAD OUT: one pgbench in the background.
+	# pgbench_bg CLUSTER WORKLOAD OUT: the cluster's pgbench in the
+	# background, its outputs in OUT.*, its processes added to bg_pids.
+	# Pinned: one pgbench of one client per CPU, each on its CPU, its
+	# backend moved there once connected (pin_backends).
 	pgbench_bg() {
 		use_cluster "$1"
-		# shellcheck disable=SC2046 # pgbench options are several words
-		as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
-			-c "$half" -j "$half" -T "$concurrent_secs" $(workload_flags "$2") app >"$3" 2>&1 &
+		if [ "$concurrent_pin" = 1 ]; then
+			n=0
+			while [ "$n" -lt "$half" ]; do
+				# shellcheck disable=SC2046 # pgbench options are several words
+				as_postgres env PGAPPNAME="bench_cpu$((n % ncpus))" taskset -c "$((n % ncpus))" \
+					"$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
+					-c 1 -j 1 -T "$concurrent_secs" $(workload_flags "$2") app >"$3.$n" 2>&1 &
+				bg_pids="$bg_pids $!"
+				n=$((n + 1))
+			done
+		else
+			# shellcheck disable=SC2046 # pgbench options are several words
+			as_postgres "$pgbench_bin" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n \
+				-c "$half" -j "$half" -T "$concurrent_secs" $(workload_flags "$2") app >"$3.0" 2>&1 &
+			bg_pids="$bg_pids $!"
+		fi
+	}
+	# pin_backends CLUSTER: each pinned pgbench's backend on its client's
+	# CPU (backends inherit the postmaster's CPUs).  Waits up to 2 s for
+	# them to connect; a backend never pinned fails the run.
+	pin_backends() {
+		use_cluster "$1"
+		SQL_OPTIONS=
+		[ "$1" != B ] || SQL_OPTIONS="-c traceprof.sample_rate=0"
+		for _ in $(seq 1 40); do
+			list=$(sql -F' ' -c "SELECT pid, substr(application_name, 10) FROM pg_stat_activity WHERE application_name LIKE 'bench_cpu%'")
+			[ "$(echo "$list" | grep -c .)" -lt "$half" ] || break
+			sleep 0.05
+		done
+		[ "$(echo "$list" | grep -c .)" = "$half" ] || { say "cluster $1: $half pinned backends expected, found: $list"; exit 1; }
+		echo "$list" >"$dir/pins"
+		while read -r pid cpu; do
+			taskset -p -c "$cpu" "$pid" >/dev/null || { say "could not pin backend $pid"; exit 1; }
+		done <"$dir/pins"
 	}
 	# prepare CLUSTER: the same starting point whatever ran before: no dead
 	# rows left by the last TPC-B runs (the next reads would prune them),
@@ -686,13 +723,20 @@ if want concurrent; then
 				[ "$cfg" != export ] || dropped0=$(stats_line | cut -d' ' -f2)
 				settle_both "$other"
 				ticks_a0=$(ticks_of A) ticks_b0=$(ticks_of "$other")
+				rm -f "$dir"/concurrent.[ab]*
+				bg_pids=
 				pgbench_bg A "$wl" "$dir/concurrent.a"
-				pid_a=$!
 				pgbench_bg "$other" "$wl" "$dir/concurrent.b"
-				pid_b=$!
+				if [ "$concurrent_pin" = 1 ]; then
+					pin_backends A
+					pin_backends "$other"
+				fi
 				failed=0
-				wait "$pid_a" || failed=1
-				wait "$pid_b" || failed=1
+				for pid in $bg_pids; do
+					wait "$pid" || failed=1
+				done
+				cat "$dir"/concurrent.a.* >"$dir/concurrent.a"
+				cat "$dir"/concurrent.b.* >"$dir/concurrent.b"
 				if [ "$failed" = 1 ]; then
 					say "pgbench failed (concurrent $wl, $cfg)"
 					cat "$dir/concurrent.a" "$dir/concurrent.b" >&2
