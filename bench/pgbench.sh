@@ -68,7 +68,10 @@
 # CONCURRENT_WORKLOADS (select select_prepared tpcb, or some of them for
 # more rounds);
 # printed as the median over rounds, its 95% confidence interval and the
-# range.  Two
+# range.  Each client runs as a pgbench of its own pinned to one CPU, its
+# backend moved to the same CPU, so every CPU runs one client and backend
+# of each cluster (CONCURRENT_PIN=0: one unpinned pgbench a cluster, where
+# the scheduler's placement moved the A/A control's rounds by ±10%).  Two
 # clusters of the same settings can differ by a few percent, so B also runs
 # without its library (a restart, then a warm-up), and B's configurations
 # are set against that too: the round's ratio over B's own bare ratio.
@@ -103,7 +106,7 @@ mixed_secs=${MIXED_SECONDS:-10}
 concurrent_rounds=${CONCURRENT_ROUNDS:-8}
 concurrent_secs=${CONCURRENT_SECONDS:-10}
 concurrent_workloads=${CONCURRENT_WORKLOADS:-select select_prepared tpcb}
-concurrent_pin=${CONCURRENT_PIN:-0}
+concurrent_pin=${CONCURRENT_PIN:-1}
 ncpus=$(nproc)
 want() {
 	case " $sections " in *" $1 "*) return 0 ;; esac
