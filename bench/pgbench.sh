@@ -765,10 +765,10 @@ if want concurrent; then
 		r=$((r + 1))
 	done
 	echo
-	echo "concurrent runs: cluster A (no extension) and another driven at once, $half client(s) each, same CPUs ($concurrent_rounds rounds of ${concurrent_secs} s)"
+	echo "concurrent runs: cluster A (no extension) and another driven at once, $half client(s) each, same CPUs$([ "$concurrent_pin" != 1 ] || echo ", each client and its backend pinned to one") ($concurrent_rounds rounds of ${concurrent_secs} s)"
 	echo "TPS ratio = the other's TPS / A's TPS in the same run; CPU ratio = the other's server CPU per transaction / A's"
-	echo "(CPU of every process of the cluster, exporter included): steadier, since it does not depend on how the"
-	echo "scheduler shared the CPUs between the clusters. Median over rounds, its 95% confidence interval (order statistics), range"
+	echo "(every process of the cluster, exporter included: what a transaction cost, whatever share of the CPUs each"
+	echo "cluster got). Median over rounds, its 95% confidence interval (order statistics), range"
 	awk -v summary="${BENCH_SUMMARY:-}" "$AWK_STATS"'
 		$1 == "concurrent" {
 			k = $3 SUBSEP $4; dropped[k] += $7; rounds = $2 + 1
