@@ -1956,7 +1956,14 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 			decided_in_message = GetCurrentStatementStartTimestamp();
 		transparent = true;
 	}
-	if (!transparent && (top_level || traceprof_track == TRACK_ALL))
+	if (!transparent && top_level &&
+		!may_be_traced(query_string, pstmt->stmt_location, pstmt->stmt_len))
+	{
+		/* Untraceable (see traceprof_planner): only what choose_parent would then do. */
+		if (likely(!IsParallelWorker()))
+			decided_in_message = GetCurrentStatementStartTimestamp();
+	}
+	else if (!transparent && (top_level || traceprof_track == TRACK_ALL))
 		span = open_statement_span(top_level, query_string, pstmt->stmt_location, pstmt->stmt_len,
 								   stmt, pstmt->queryId);
 	if (!transparent && top_level)
