@@ -1,0 +1,236 @@
+#!/bin/sh
+# bench/compare_builds.sh - builds of the extension against each other and
+# against no extension, in TPS and server CPU per transaction, the way
+# bench/pgbench.sh's concurrent section measures the targets.  Prints
+# tables; asserts nothing.  For a change to the statements' path whose
+# effect is a point or two, where runs of one build after another drift
+# apart by more than that.
+#
+#   bench/compare_builds.sh bare /tmp/before.so /tmp/after.so
+#   CONFIG=idle ROUNDS=12 bench/compare_builds.sh bare /tmp/x.so
+#
+# A build is a traceprof.so (built from any commit: `git worktree add`,
+# `make all`, `make -C extension`), or `bare`: cluster B without a library.
+# Clusters A (no extension) and B are driven at once, select-only, every
+# CPU running one pgbench client pinned to it and its backend, of each
+# cluster, for SECONDS_PER_RUN (10); a round runs every build once, B
+# restarted with it (the build copied over the installed traceprof.so,
+# which is put back at exit), the order rotating from round to round.  A
+# round's ratio is B's over A's in the same seconds; a build's row is the
+# median over ROUNDS (6) rounds, its 95% confidence interval and range.
+# CONFIG: trace (sample_rate 1, no export; the default), idle (loaded,
+# nothing traced) or export (as trace, to bench/sink.py).
+set -eu
+
+rounds=${ROUNDS:-6}
+secs=${SECONDS_PER_RUN:-10}
+scale=${SCALE:-10}
+config=${CONFIG:-trace}
+ncpus=$(nproc)
+
+. scripts/cluster.sh
+. bench/awk_stats.sh
+
+say() {
+	echo "bench/compare_builds.sh: $*" >&2
+}
+
+[ $# -gt 0 ] || { say "usage: bench/compare_builds.sh BUILD... (a traceprof.so, or bare)"; exit 2; }
+for build in "$@"; do
+	[ "$build" = bare ] || [ -f "$build" ] || { say "$build: no such file (a traceprof.so, or bare)"; exit 2; }
+done
+case $config in
+trace | idle | export) ;;
+*) say "CONFIG=$config: trace, idle or export expected"; exit 2 ;;
+esac
+libdir=$("$PG_BIN/pg_config" --pkglibdir)
+installed=$libdir/traceprof.so
+[ -f "$installed" ] || { say "traceprof.so not installed; run make install-extension"; exit 1; }
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/traceprof-bench-builds.XXXXXX")
+cp "$installed" "$dir/installed.so"
+sink_pid=
+save_cluster() {
+	eval "${1}_DIR=\$CLUSTER_DIR ${1}_PORT=\$CLUSTER_PORT ${1}_PID=\$CLUSTER_PID"
+}
+use_cluster() {
+	eval "CLUSTER_DIR=\${${1}_DIR:-} CLUSTER_PORT=\${${1}_PORT:-} CLUSTER_PID=\${${1}_PID:-}"
+}
+cleanup() {
+	set +e
+	cluster_stop
+	for c in A B; do
+		use_cluster "$c"
+		cluster_stop
+	done
+	# The installed library as it was, replaced in one rename.
+	cp "$dir/installed.so" "$installed.tmp" && mv "$installed.tmp" "$installed"
+	[ -z "$sink_pid" ] || kill "$sink_pid" 2>/dev/null
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# psql on the current cluster's app database, never traced itself.
+sql() {
+	PGOPTIONS="-c traceprof.sample_rate=0" PSQL_DB=app psql_app -At -q -c "$1"
+}
+
+endpoint=
+if [ "$config" = export ]; then
+	python3 bench/sink.py "$dir/sink.port" &
+	sink_pid=$!
+	for _ in $(seq 1 100); do
+		[ -s "$dir/sink.port" ] && break
+		sleep 0.1
+	done
+	[ -s "$dir/sink.port" ] || { say "bench/sink.py did not start"; exit 1; }
+	endpoint="http://127.0.0.1:$(cat "$dir/sink.port")"
+fi
+rate=1
+[ "$config" != idle ] || rate=0
+
+start_cluster() {	# start_cluster NAME [conf lines...]
+	name=$1
+	shift
+	cluster_start "shared_buffers = 256MB" "synchronous_commit = off" "autovacuum = off" \
+		"checkpoint_timeout = 1h" "$@" >/dev/null
+	save_cluster "$name"
+	as_postgres "$PG_BIN/pgbench" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -i -q -s "$scale" app \
+		>"$dir/init.log" 2>&1 || { cat "$dir/init.log" >&2; exit 1; }
+	sql "CREATE EXTENSION pg_prewarm" >/dev/null
+}
+say "two PostgreSQL 15 clusters (pgbench scale $scale); $config; $rounds rounds of $# builds, $secs s each"
+start_cluster A
+start_cluster B "shared_preload_libraries = 'traceprof'" "traceprof.sample_rate = $rate" \
+	"traceprof.profile = off" "traceprof.otlp_endpoint = '$endpoint'" "traceprof.export_interval = '200ms'"
+
+# install BUILD: the build in the library's place, replaced in one rename
+# (a backend starting meanwhile loads one file or the other, whole).
+install() {
+	cp "$1" "$installed.tmp" && mv "$installed.tmp" "$installed"
+}
+
+# restart_b BUILD: cluster B with the build, its buffers warm.
+restart_b() {
+	use_cluster B
+	cluster_halt
+	if [ "$1" = bare ]; then
+		cluster_launch -c "shared_preload_libraries=" || exit 1
+	else
+		install "$1"
+		cluster_launch || exit 1
+	fi
+	save_cluster B
+	as_postgres env PGOPTIONS="-c traceprof.sample_rate=0" "$PG_BIN/pgbench" -h "$CLUSTER_DIR" \
+		-p "$CLUSTER_PORT" -U postgres -n -S -c "$ncpus" -j "$ncpus" -T 2 app >/dev/null 2>&1 ||
+		{ say "warm-up of cluster B failed"; exit 1; }
+	sql "SELECT sum(pg_prewarm(c)) FROM unnest('{pgbench_accounts,pgbench_accounts_pkey}'::regclass[]) c" >/dev/null
+}
+
+# Until no client backend is left, so that its CPU is in the postmaster's cutime.
+settle() {
+	use_cluster "$1"
+	for _ in $(seq 1 100); do
+		[ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")" = 0 ] && break
+		sleep 0.05
+	done
+}
+
+# One pgbench of one client per CPU on cluster $1, pinned there, output in $2.N.
+drive() {
+	use_cluster "$1"
+	cpu=0
+	while [ "$cpu" -lt "$ncpus" ]; do
+		as_postgres env PGAPPNAME="bench_cpu$cpu" PGOPTIONS="" taskset -c "$cpu" "$PG_BIN/pgbench" \
+			-h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n -S -c 1 -j 1 -T "$secs" app >"$2.$cpu" 2>&1 &
+		pids="$pids $!"
+		cpu=$((cpu + 1))
+	done
+}
+
+# Each backend of drive onto its client's CPU (backends inherit the postmaster's CPUs).
+pin_backends() {
+	use_cluster "$1"
+	for _ in $(seq 1 40); do
+		list=$(sql "SELECT pid || ' ' || substr(application_name, 10) FROM pg_stat_activity WHERE application_name LIKE 'bench_cpu%'")
+		[ "$(echo "$list" | grep -c .)" -lt "$ncpus" ] || break
+		sleep 0.05
+	done
+	[ "$(echo "$list" | grep -c .)" = "$ncpus" ] || { say "cluster $1: $ncpus backends expected, found: $list"; exit 1; }
+	echo "$list" | while read -r pid cpu; do
+		taskset -p -c "$cpu" "$pid" >/dev/null
+	done
+}
+
+sum_of() {	# sum_of PATTERN FILES...: the first number after PATTERN, summed
+	pattern=$1
+	shift
+	cat "$@" | sed -n "s/^$pattern \([0-9.]*\).*/\1/p" | awk '{ t += $1 } END { print t + 0 }'
+}
+
+# label: a build's name in the tables (file name without .so; bare).
+label() {
+	if [ "$1" = bare ]; then
+		echo bare
+	else
+		basename "$1" .so
+	fi
+}
+
+r=1
+while [ "$r" -le "$rounds" ]; do
+	# The order rotates: build i runs at place (i + r) mod n.
+	order=$(for b in "$@"; do echo "$b"; done | awk -v r="$r" -v n=$# '{ a[NR - 1] = $0 } END { for (i = 0; i < n; i++) print a[(i + r) % n] }')
+	for build in $order; do
+		restart_b "$build"
+		settle A
+		settle B
+		use_cluster A
+		ta=$(server_ticks)
+		use_cluster B
+		tb=$(server_ticks)
+		pids=
+		drive A "$dir/a"
+		drive B "$dir/b"
+		sleep 0.3
+		pin_backends A
+		pin_backends B
+		for p in $pids; do
+			wait "$p" || { say "pgbench failed"; cat "$dir"/a.* "$dir"/b.* >&2; exit 1; }
+		done
+		settle A
+		settle B
+		use_cluster A
+		ta=$(($(server_ticks) - ta))
+		use_cluster B
+		tb=$(($(server_ticks) - tb))
+		echo "$r $(label "$build") $(sum_of 'tps =' "$dir"/a.*) $(sum_of 'tps =' "$dir"/b.*)" \
+			"$ta $(sum_of 'number of transactions actually processed:' "$dir"/a.*)" \
+			"$tb $(sum_of 'number of transactions actually processed:' "$dir"/b.*)" |
+			awk '{ printf "round %s %-12s A %.0f TPS, B %.0f TPS: %.4f, CPU per tx %.4f\n", $1, $2, $3, $4, $4 / $3, ($7 / $8) / ($5 / $6) }' |
+			tee -a "$dir/rounds" >&2
+	done
+	r=$((r + 1))
+done
+
+echo "select-only, $config, B against A in the same seconds ($rounds rounds of $secs s, pinned; median [95% CI] (range))"
+# Against bare: each round's ratio over bare's in the same round.
+awk "$AWK_STATS"'
+	{ tps[$3, $2] = $10; cpu[$3, $2] = $14; if (!($3 in seen)) { seen[$3] = 1; names[++count] = $3 }; if ($2 > rounds) rounds = $2 }
+	END {
+		printf "%-12s %-38s %-8s %s\n", "build", "TPS ratio", "CPU/tx", ("bare" in seen) ? "against bare: TPS, CPU/tx" : ""
+		for (b = 1; b <= count; b++) {
+			name = names[b]
+			for (i = 1; i <= rounds; i++) {
+				t[i] = tps[name, i]; c[i] = cpu[name, i]
+				if ("bare" in seen) { tb[i] = t[i] / tps["bare", i]; cb[i] = c[i] / cpu["bare", i] }
+			}
+			against = ("bare" in seen) ? sprintf("%.4f, %.4f", median(tb, rounds), median(cb, rounds)) : ""
+			mc = median(c, rounds)
+			mt = median(t, rounds)
+			lo = ci_rank(rounds)
+			printf "%-12s %.4f [%.4f, %.4f] (%.4f..%.4f) %.4f   %s\n", name, mt, t[lo], t[rounds - lo + 1], t[1], t[rounds], mc, against
+		}
+	}' "$dir/rounds"
