@@ -99,7 +99,10 @@ start_cluster() {	# start_cluster NAME [conf lines...]
 	save_cluster "$name"
 	as_postgres "$PG_BIN/pgbench" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -i -q -s "$scale" app \
 		>"$dir/init.log" 2>&1 || { cat "$dir/init.log" >&2; exit 1; }
+	# pgbench -i leaves its tables dirty in the buffers: flushed during the
+	# first runs, they slowed A (never restarted) by a few percent.
 	sql "CREATE EXTENSION pg_prewarm" >/dev/null
+	sql "CHECKPOINT" >/dev/null
 }
 say "two PostgreSQL 15 clusters (pgbench scale $scale); $config; $rounds rounds of $# builds, $secs s each"
 start_cluster A
@@ -112,7 +115,17 @@ install() {
 	cp "$1" "$installed.tmp" && mv "$installed.tmp" "$installed"
 }
 
-# restart_b BUILD: cluster B with the build, its buffers warm.
+# warm_up CLUSTER: a short untraced run, and the tables in shared buffers.
+warm_up() {
+	use_cluster "$1"
+	as_postgres env PGOPTIONS="-c traceprof.sample_rate=0" "$PG_BIN/pgbench" -h "$CLUSTER_DIR" \
+		-p "$CLUSTER_PORT" -U postgres -n -S -c "$ncpus" -j "$ncpus" -T 2 app >/dev/null 2>&1 ||
+		{ say "warm-up of cluster $1 failed"; exit 1; }
+	sql "SELECT sum(pg_prewarm(c)) FROM unnest('{pgbench_accounts,pgbench_accounts_pkey}'::regclass[]) c" >/dev/null
+}
+warm_up A
+
+# restart_b BUILD: cluster B with the build, warmed up.
 restart_b() {
 	use_cluster B
 	cluster_halt
@@ -123,10 +136,7 @@ restart_b() {
 		cluster_launch || exit 1
 	fi
 	save_cluster B
-	as_postgres env PGOPTIONS="-c traceprof.sample_rate=0" "$PG_BIN/pgbench" -h "$CLUSTER_DIR" \
-		-p "$CLUSTER_PORT" -U postgres -n -S -c "$ncpus" -j "$ncpus" -T 2 app >/dev/null 2>&1 ||
-		{ say "warm-up of cluster B failed"; exit 1; }
-	sql "SELECT sum(pg_prewarm(c)) FROM unnest('{pgbench_accounts,pgbench_accounts_pkey}'::regclass[]) c" >/dev/null
+	warm_up B
 }
 
 # Until no client backend is left, so that its CPU is in the postmaster's cutime.
