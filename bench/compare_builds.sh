@@ -99,8 +99,7 @@ start_cluster() {	# start_cluster NAME [conf lines...]
 	save_cluster "$name"
 	as_postgres "$PG_BIN/pgbench" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -i -q -s "$scale" app \
 		>"$dir/init.log" 2>&1 || { cat "$dir/init.log" >&2; exit 1; }
-	# pgbench -i leaves its tables dirty in the buffers: flushed during the
-	# first runs, they slowed A (never restarted) by a few percent.
+	# Nor pgbench -i's dirty pages left to write during the runs.
 	sql "CREATE EXTENSION pg_prewarm" >/dev/null
 	sql "CHECKPOINT" >/dev/null
 }
@@ -115,7 +114,10 @@ install() {
 	cp "$1" "$installed.tmp" && mv "$installed.tmp" "$installed"
 }
 
-# warm_up CLUSTER: a short untraced run, and the tables in shared buffers.
+# warm_up CLUSTER: a short untraced run, and the tables in shared buffers
+# (pgbench -i loads them through a small ring of buffers).  A, never
+# restarted, needs it as much as B: cold, its first run put a traced build
+# at 1.001x of it.
 warm_up() {
 	use_cluster "$1"
 	as_postgres env PGOPTIONS="-c traceprof.sample_rate=0" "$PG_BIN/pgbench" -h "$CLUSTER_DIR" \
