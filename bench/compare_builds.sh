@@ -50,12 +50,6 @@ installed=$libdir/traceprof.so
 dir=$(mktemp -d "${TMPDIR:-/tmp}/traceprof-bench-builds.XXXXXX")
 cp "$installed" "$dir/installed.so"
 sink_pid=
-save_cluster() {
-	eval "${1}_DIR=\$CLUSTER_DIR ${1}_PORT=\$CLUSTER_PORT ${1}_PID=\$CLUSTER_PID"
-}
-use_cluster() {
-	eval "CLUSTER_DIR=\${${1}_DIR:-} CLUSTER_PORT=\${${1}_PORT:-} CLUSTER_PID=\${${1}_PID:-}"
-}
 cleanup() {
 	set +e
 	cluster_stop

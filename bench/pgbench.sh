@@ -129,14 +129,7 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/traceprof-bench-pgbench.XXXXXX")
 sink_pid=
 started_at=$(date +%s)
 
-# cluster.sh keeps one cluster in CLUSTER_*; several are kept in A_*, B_*,
-# C_* and swapped in with use_cluster.
-save_cluster() {
-	eval "${1}_DIR=\$CLUSTER_DIR ${1}_PORT=\$CLUSTER_PORT ${1}_PID=\$CLUSTER_PID"
-}
-use_cluster() {
-	eval "CLUSTER_DIR=\${${1}_DIR:-} CLUSTER_PORT=\${${1}_PORT:-} CLUSTER_PID=\${${1}_PID:-}"
-}
+# Clusters A, B, C and D are kept with save_cluster / use_cluster (cluster.sh).
 cleanup() {
 	set +e
 	cluster_stop

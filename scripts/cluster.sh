@@ -4,6 +4,7 @@
 #                   cluster_halt; cluster_launch [-c name=value...]   (a restart)
 #                   cluster_stop                 (also run from an EXIT trap)
 #                   server_ticks                 (the cluster's CPU time, for benchmarks)
+#                   save_cluster A; use_cluster A (several clusters)
 # Sets CLUSTER_DIR, CLUSTER_PORT, CLUSTER_PID, CLUSTER_URL (TCP, password auth).
 # As root, initdb and postgres run as the `postgres` OS user.
 
@@ -77,6 +78,15 @@ server_ticks() {
 			pid_ticks "$child"
 		done
 	} | awk '{ t += $1 } END { print t + 0 }'
+}
+
+# Several clusters: the current one (CLUSTER_*) saved as NAME_* and
+# made current again (benchmarks that drive two at once).
+save_cluster() {
+	eval "${1}_DIR=\$CLUSTER_DIR ${1}_PORT=\$CLUSTER_PORT ${1}_PID=\$CLUSTER_PID"
+}
+use_cluster() {
+	eval "CLUSTER_DIR=\${${1}_DIR:-} CLUSTER_PORT=\${${1}_PORT:-} CLUSTER_PID=\${${1}_PID:-}"
 }
 
 # Fast shutdown by PID, keeping the data directory (cluster_launch starts it again).
