@@ -19,7 +19,8 @@
 # round's ratio is B's over A's in the same seconds; a build's row is the
 # median over ROUNDS (6) rounds, its 95% confidence interval and range.
 # CONFIG: trace (sample_rate 1, no export; the default), idle (loaded,
-# nothing traced) or export (as trace, to bench/sink.py).
+# nothing traced) or export (as trace, to bench/sink.py; the spans dropped
+# are not counted here, bench/pgbench.sh counts them).
 set -eu
 
 rounds=${ROUNDS:-6}
@@ -39,6 +40,10 @@ say() {
 for build in "$@"; do
 	[ "$build" = bare ] || [ -f "$build" ] || { say "$build: no such file (a traceprof.so, or bare)"; exit 2; }
 done
+# Rows are named by file name: two builds of one name would be one row.
+names=$(for build in "$@"; do basename "$build" .so; done)
+[ "$(echo "$names" | sort -u | wc -l)" = $# ] ||
+	{ say "builds need distinct file names (rows are named by them): $(echo "$names" | tr "\n" " ")"; exit 2; }
 case $config in
 trace | idle | export) ;;
 *) say "CONFIG=$config: trace, idle or export expected"; exit 2 ;;
