@@ -40,7 +40,7 @@ say() {
 for build in "$@"; do
 	[ "$build" = bare ] || [ -f "$build" ] || { say "$build: no such file (a traceprof.so, or bare)"; exit 2; }
 done
-# Rows are named by file name: two builds of one name would be one row.
+# Rows are named by file name (without .so; bare): two builds of one name would be one row.
 names=$(for build in "$@"; do basename "$build" .so; done)
 [ "$(echo "$names" | sort -u | wc -l)" = $# ] ||
 	{ say "builds need distinct file names (rows are named by them): $(echo "$names" | tr "\n" " ")"; exit 2; }
@@ -98,7 +98,7 @@ start_cluster() {	# start_cluster NAME [conf lines...]
 	save_cluster "$name"
 	as_postgres "$PG_BIN/pgbench" -h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -i -q -s "$scale" app \
 		>"$dir/init.log" 2>&1 || { cat "$dir/init.log" >&2; exit 1; }
-	# Nor pgbench -i's dirty pages left to write during the runs.
+	# No dirty pages of pgbench -i left to write during the runs.
 	sql "CREATE EXTENSION pg_prewarm" >/dev/null
 	sql "CHECKPOINT" >/dev/null
 }
@@ -181,15 +181,6 @@ sum_of() {	# sum_of PATTERN FILES...: the first number after PATTERN, summed
 	cat "$@" | sed -n "s/^$pattern \([0-9.]*\).*/\1/p" | awk '{ t += $1 } END { print t + 0 }'
 }
 
-# label: a build's name in the tables (file name without .so; bare).
-label() {
-	if [ "$1" = bare ]; then
-		echo bare
-	else
-		basename "$1" .so
-	fi
-}
-
 r=1
 while [ "$r" -le "$rounds" ]; do
 	# The order rotates: build i runs at place (i + r) mod n.
@@ -217,7 +208,7 @@ while [ "$r" -le "$rounds" ]; do
 		ta=$(($(server_ticks) - ta))
 		use_cluster B
 		tb=$(($(server_ticks) - tb))
-		echo "$r $(label "$build") $(sum_of 'tps =' "$dir"/a.*) $(sum_of 'tps =' "$dir"/b.*)" \
+		echo "$r $(basename "$build" .so) $(sum_of 'tps =' "$dir"/a.*) $(sum_of 'tps =' "$dir"/b.*)" \
 			"$ta $(sum_of 'number of transactions actually processed:' "$dir"/a.*)" \
 			"$tb $(sum_of 'number of transactions actually processed:' "$dir"/b.*)" |
 			awk '{ printf "round %s %-12s A %.0f TPS, B %.0f TPS: %.4f, CPU per tx %.4f\n", $1, $2, $3, $4, $4 / $3, ($7 / $8) / ($5 / $6) }' |
