@@ -149,7 +149,8 @@ settle() {
 	done
 }
 
-# One pgbench of one client per CPU on cluster $1, pinned there, output in $2.N.
+# One pgbench of one client per CPU on cluster $1, pinned there, output in
+# $2.N; its backend is moved there once connected (pin_backends, cluster.sh).
 drive() {
 	use_cluster "$1"
 	cpu=0
@@ -158,20 +159,6 @@ drive() {
 			-h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n -S -c 1 -j 1 -T "$secs" app >"$2.$cpu" 2>&1 &
 		pids="$pids $!"
 		cpu=$((cpu + 1))
-	done
-}
-
-# Each backend of drive onto its client's CPU (backends inherit the postmaster's CPUs).
-pin_backends() {
-	use_cluster "$1"
-	for _ in $(seq 1 40); do
-		list=$(sql "SELECT pid || ' ' || substr(application_name, 10) FROM pg_stat_activity WHERE application_name LIKE 'bench_cpu%'")
-		[ "$(echo "$list" | grep -c .)" -lt "$ncpus" ] || break
-		sleep 0.05
-	done
-	[ "$(echo "$list" | grep -c .)" = "$ncpus" ] || { say "cluster $1: $ncpus backends expected, found: $list"; exit 1; }
-	echo "$list" | while read -r pid cpu; do
-		taskset -p -c "$cpu" "$pid" >/dev/null
 	done
 }
 
@@ -197,8 +184,10 @@ while [ "$r" -le "$rounds" ]; do
 		drive A "$dir/a"
 		drive B "$dir/b"
 		sleep 0.3
-		pin_backends A
-		pin_backends B
+		use_cluster A
+		pin_backends "$ncpus" || exit 1
+		use_cluster B
+		pin_backends "$ncpus" || exit 1
 		for p in $pids; do
 			wait "$p" || { say "pgbench failed"; cat "$dir"/a.* "$dir"/b.* >&2; exit 1; }
 		done

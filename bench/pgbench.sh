@@ -612,7 +612,7 @@ if want concurrent; then
 	# pgbench_bg CLUSTER WORKLOAD OUT: the cluster's pgbench in the
 	# background, its outputs in OUT.*, its processes added to bg_pids.
 	# Pinned: one pgbench of one client per CPU, each on its CPU, its
-	# backend moved there once connected (pin_backends).
+	# backend moved there once connected (pin_backends, cluster.sh).
 	pgbench_bg() {
 		use_cluster "$1"
 		if [ "$concurrent_pin" = 1 ]; then
@@ -631,24 +631,6 @@ if want concurrent; then
 				-c "$half" -j "$half" -T "$concurrent_secs" $(workload_flags "$2") app >"$3.0" 2>&1 &
 			bg_pids="$bg_pids $!"
 		fi
-	}
-	# pin_backends CLUSTER: each pinned pgbench's backend on its client's
-	# CPU (backends inherit the postmaster's CPUs).  Waits up to 2 s for
-	# them to connect; a backend never pinned fails the run.
-	pin_backends() {
-		use_cluster "$1"
-		SQL_OPTIONS=
-		[ "$1" != B ] || SQL_OPTIONS="-c traceprof.sample_rate=0"
-		for _ in $(seq 1 40); do
-			list=$(sql -F' ' -c "SELECT pid, substr(application_name, 10) FROM pg_stat_activity WHERE application_name LIKE 'bench_cpu%'")
-			[ "$(echo "$list" | grep -c .)" -lt "$half" ] || break
-			sleep 0.05
-		done
-		[ "$(echo "$list" | grep -c .)" = "$half" ] || { say "cluster $1: $half pinned backends expected, found: $list"; exit 1; }
-		echo "$list" >"$dir/pins"
-		while read -r pid cpu; do
-			taskset -p -c "$cpu" "$pid" >/dev/null || { say "could not pin backend $pid"; exit 1; }
-		done <"$dir/pins"
 	}
 	# prepare CLUSTER: the same starting point whatever ran before: no dead
 	# rows left by the last TPC-B runs (the next reads would prune them),
@@ -724,8 +706,10 @@ if want concurrent; then
 				pgbench_bg A "$wl" "$dir/concurrent.a"
 				pgbench_bg "$other" "$wl" "$dir/concurrent.b"
 				if [ "$concurrent_pin" = 1 ]; then
-					pin_backends A
-					pin_backends "$other"
+					use_cluster A
+					pin_backends "$half" || exit 1
+					use_cluster "$other"
+					pin_backends "$half" || exit 1
 				fi
 				failed=0
 				for pid in $bg_pids; do

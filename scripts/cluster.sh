@@ -5,6 +5,7 @@
 #                   cluster_stop                 (also run from an EXIT trap)
 #                   server_ticks                 (the cluster's CPU time, for benchmarks)
 #                   save_cluster A; use_cluster A (several clusters)
+#                   pin_backends COUNT           (pinned clients' backends onto their CPUs)
 # Sets CLUSTER_DIR, CLUSTER_PORT, CLUSTER_PID, CLUSTER_URL (TCP, password auth).
 # As root, initdb and postgres run as the `postgres` OS user.
 
@@ -87,6 +88,24 @@ save_cluster() {
 }
 use_cluster() {
 	eval "CLUSTER_DIR=\${${1}_DIR:-} CLUSTER_PORT=\${${1}_PORT:-} CLUSTER_PID=\${${1}_PID:-}"
+}
+
+# pin_backends COUNT: the current cluster's COUNT backends of clients named
+# bench_cpuN (application_name), each pinned to CPU N as its client is,
+# moved onto CPU N too: backends inherit the postmaster's CPUs.  Waits up
+# to 2 s for them to connect; false, saying why, when they did not.
+pin_backends() {
+	for _ in $(seq 1 40); do
+		pins=$(PGOPTIONS="-c traceprof.sample_rate=0" psql_app -At -F' ' -c \
+			"SELECT pid, substr(application_name, 10) FROM pg_stat_activity WHERE application_name LIKE 'bench_cpu%'")
+		[ "$(echo "$pins" | grep -c .)" -lt "$1" ] || break
+		sleep 0.05
+	done
+	[ "$(echo "$pins" | grep -c .)" = "$1" ] ||
+		{ echo "cluster on port $CLUSTER_PORT: $1 pinned backends expected, found: $pins" >&2; return 1; }
+	echo "$pins" | while read -r pid cpu; do
+		taskset -p -c "$cpu" "$pid" >/dev/null || { echo "could not pin backend $pid to CPU $cpu" >&2; return 1; }
+	done
 }
 
 # Fast shutdown by PID, keeping the data directory (cluster_launch starts it again).
