@@ -841,8 +841,14 @@ send_in_parts(request *req, tp_pprof_parts *parts, bool refused, long deadline_m
 	if (n < 2)
 	{
 		/* One sample (or not ours to read): nothing smaller can be sent. */
-		if (counts != NULL && parts != NULL)
-			counts->dropped = tp_pprof_parts_weight(parts, 0, n);
+		if (parts != NULL)
+		{
+			size_t		used = strlen(err);
+
+			snprintf(err + used, errlen - used, " (a profile of one sample, refused even alone: dropped)");
+			if (counts != NULL)
+				counts->dropped = tp_pprof_parts_weight(parts, 0, n);
+		}
 	}
 	else
 	{

@@ -693,7 +693,7 @@ test('413 even for single samples: halved down to them, each refused alone dropp
 	assert.match(w[0], new RegExp(`profiles not uploaded to Pyroscope: .*HTTP status 413: 413 Request Entity Too Large .*dropped: ${total} of ${total}\\)$`));
 });
 
-test('413 remembered: later uploads as large as the one refused go in parts at once, none refused but a rare probe, each sample once', async (t) => {
+test('413 remembered: later uploads as large as the one refused go in parts at once, none refused but a rare probe or a lone sample, each sample once', async (t) => {
 	// Before, nothing was remembered between uploads: every later upload at
 	// least as large as the one refused went whole again, was refused, and
 	// only then went in parts (one refused request per upload, forever).
@@ -707,34 +707,45 @@ test('413 remembered: later uploads as large as the one refused go in parts at o
 			limit = body.length - 1;
 			return { ...refusal, delayMs: 1500 };
 		}
-		// One sample always goes: a small upload is mostly the pprof's fixed
-		// part (15 samples in 854 bytes, 1 in 837), so a limit just under the
-		// first could refuse a sample even alone, which is dropped and warned
-		// about rightly (the test above), and is not what this one is about.
-		return body.length > limit && decodePprof(body).samples.length > 1 ? refusal : null;
+		// A consistent limit, single samples too: one taken above it would
+		// rightly teach the client that the limit was raised.  A small upload
+		// is mostly the pprof's fixed part (12 samples in 764 bytes, 1 in
+		// 833), so a lone sample may be refused: dropped and warned about.
+		return body.length > limit ? refusal : null;
 	};
 	const whole = file('remembered.pprof');
 	const g = await generate(pyroEnv(ingest, otlp, { PYROSCOPE_UPLOAD_INTERVAL: '200' }),
 		{ records: 3000000, args: ['--profile-out', whole], timeout: 60000 });
 	assert.equal(g.res.code, 0, describe(g.res));
-	assert.deepEqual(unexpectedLines(g.res, 'generator'), [], 'every sample went: no warning');
 	const reqs = ingest.requests.map((r) => ({ r, p: decodePprof(r.body), refused: r.behaviour.status === 413 }));
 	const refusedSize = reqs[0].r.body.length;
 	assert.ok(reqs[0].refused, 'the first upload went whole and was refused');
 	const shown = reqs.map((q) => `${q.refused ? 413 : 200}:${q.p.samples.length}:${q.r.body.length}`).join(' ');
 
+	// Lone samples refused are dropped, and said so in the run's one warning.
+	const lone = reqs.slice(1).filter((q) => q.refused && q.p.samples.length === 1).map((q) => q.p);
+	const unexpected = unexpectedLines(g.res, 'generator');
+	if (lone.length === 0)
+		assert.deepEqual(unexpected, [], `every sample went: no warning: ${shown}`);
+	else {
+		assert.equal(unexpected.length, 1, `one warning for ${lone.length} lone samples refused: ${describe(g.res)}`);
+		assert.match(unexpected[0], /^generator: warning: profiles not uploaded to Pyroscope: .*HTTP status 413: .*(samples refused even alone were dropped: [1-9]\d* of \d+|a profile of one sample, refused even alone: dropped)\)$/);
+	}
+
 	// A size refused is asked again only as a probe of a raised limit: a
 	// body of several samples, after at least 16 requests taken since the
-	// last refusal (otlp_export.c's PROBE_FIRST), none sent smaller is refused.
+	// last refusal (size_limit.c's PROBE_FIRST); a lone sample may be refused.
 	let takenSince = 0;
 	let probes = 0;
 	for (const q of reqs.slice(1)) {
 		if (!q.refused) {
-			assert.ok(q.r.body.length <= limit || q.p.samples.length === 1, `a body taken is within the limit: ${shown}`);
+			assert.ok(q.r.body.length <= limit, `a body taken is within the limit: ${shown}`);
 			takenSince++;
 			continue;
 		}
-		assert.ok(q.p.samples.length > 1 && q.r.body.length >= refusedSize && takenSince >= 16,
+		if (q.p.samples.length === 1)
+			continue;
+		assert.ok(q.r.body.length >= refusedSize && takenSince >= 16,
 			`request ${q.r.index} refused (${q.r.body.length} bytes, ${takenSince} taken since the last refusal) is no probe: ${shown}`);
 		probes++;
 		takenSince = 0;
@@ -751,10 +762,10 @@ test('413 remembered: later uploads as large as the one refused go in parts at o
 	assert.ok(later.some((w) => w.length >= 2 && w.every((q) => !q.refused)),
 		`a later upload went in parts at once, none refused: ${shown}`);
 
-	// Every sample of the run arrived once, with its values.
+	// Every sample of the run arrived once, with its values, but lone ones refused.
 	const taken = reqs.filter((q) => !q.refused).map((q) => q.p);
-	assert.deepEqual(sampleTotals(taken), sampleTotals([decodePprof(fs.readFileSync(whole))]),
-		'the uploads taken hold every sample of --profile-out once');
+	assert.deepEqual(sampleTotals([...taken, ...lone]), sampleTotals([decodePprof(fs.readFileSync(whole))]),
+		'the uploads taken, and lone samples refused, hold every sample of --profile-out once');
 	t.diagnostic(`requests (status:samples:bytes): ${shown}`);
 });
 

@@ -478,6 +478,27 @@ TEST(single_samples_refused_go_at_once_and_the_message_says_so)
 	free(gz);
 }
 
+/* A profile of one sample refused: dropped, and the message says why. */
+TEST(a_profile_of_one_sample_refused_is_dropped_and_the_message_says_so)
+{
+	tp_pyroscope_config cfg;
+	tp_pyroscope_counts counts;
+	char		address[64];
+	char		err[1024];
+	size_t		len;
+	uint64_t	weight;
+	uint8_t    *gz = make_profile(5, 1, &len, &weight);
+
+	config_for_server(&cfg, address, sizeof(address));
+	server_reset(len - 1);
+	CHECK(!upload(&cfg, gz, len, &counts, err, sizeof(err)));
+	CHECK(seen().requests == 1 && seen().refused == 1);
+	CHECK(counts.taken == 0 && counts.dropped == weight);
+	CHECK(strstr(err, "HTTP status 413: 413 Request Entity Too Large (a profile of one sample, "
+				 "refused even alone: dropped)") != NULL);
+	free(gz);
+}
+
 int
 main(void)
 {
@@ -491,6 +512,7 @@ main(void)
 	RUN(later_uploads_go_in_parts_under_it_and_a_probe_is_rare);
 	RUN(a_raised_limit_is_noticed_by_a_probe);
 	RUN(single_samples_refused_go_at_once_and_the_message_says_so);
+	RUN(a_profile_of_one_sample_refused_is_dropped_and_the_message_says_so);
 	server_stop();
 	return unit_summary();
 }
