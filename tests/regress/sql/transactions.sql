@@ -89,6 +89,18 @@ SELECT s.kind, s.name, s.status, s.status_message,
   FROM traceprof.spans s LEFT JOIN traceprof.spans p ON p.span_id = s.parent_span_id
  WHERE s.name NOT IN ('plan', 'SET', 'RESET')
  ORDER BY s.start_time, s.kind DESC;
+
+-- Transaction statements where nothing traces them (a short path): only
+-- those carrying a comment get a span, under the comment's context.
+SELECT traceprof.reset();
+BEGIN;
+SELECT 'untraced' AS next;
+COMMIT /*traceparent='00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'*/;
+BEGIN /*traceparent='00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b8-01'*/;
+SAVEPOINT s;
+RELEASE SAVEPOINT s;
+ROLLBACK;
+SELECT name, trace_id, parent_span_id, status FROM traceprof.spans ORDER BY start_time;
 DROP PROCEDURE tx_commit_rollback();
 DROP PROCEDURE tx_loop_commit();
 DROP FUNCTION tx_catch();
