@@ -701,7 +701,10 @@ describe('profiles in SQL (one cluster)', () => {
 			t.diagnostic(`workers' samples ${n}; the serial build's CPU ${serialSpan.cpu_time_ms.toFixed(0)} ms ` +
 				`(~${serialExpected.toFixed(0)} samples at ${HZ} Hz), the parallel leader's ${stmt.cpu_time_ms.toFixed(0)} ms`);
 			// The workers scan and sort; the leader merges and writes the index.
-			assert.ok(n >= serialExpected / 4 && n <= serialExpected * 2,
+			// Their share was 0.30-0.50 of the serial build's samples (whose
+			// CPU still varies, 690-1,000 ms): an eighth at least says they
+			// sampled their work, not a stray sample or two.
+			assert.ok(n >= serialExpected / 8 && n <= serialExpected * 2,
 				`samples of the two workers (ParallelWorkerMain;…;_bt_parallel_build_main): ${n}, expected a share of ` +
 				`the serial build's ~${serialExpected.toFixed(0)}:\n${showRows(rows)}`);
 			const ofStmt = await profile(client, ctx.traceId, stmt.span_id);
