@@ -1945,9 +1945,9 @@ call_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
  */
 static pg_noinline void
 general_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
-				   bool read_only_tree, ProcessUtilityContext context,
-				   ParamListInfo params, QueryEnvironment *query_env,
-				   DestReceiver *dest, QueryCompletion *qc)
+					   bool read_only_tree, ProcessUtilityContext context,
+					   ParamListInfo params, QueryEnvironment *query_env,
+					   DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *stmt = pstmt->utilityStmt;
 	OpenSpan   *span = NULL;
@@ -2060,7 +2060,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	if (!is_untraced_transaction_stmt(pstmt, query_string))
 	{
 		general_ProcessUtility(pstmt, query_string, read_only_tree, context,
-						   params, query_env, dest, qc);
+							   params, query_env, dest, qc);
 		return;
 	}
 	decided_in_message = GetCurrentStatementStartTimestamp();
