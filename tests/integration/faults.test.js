@@ -39,9 +39,9 @@ const LONG_GEN_RECORDS = 1500000;	// ~2.5 s of work: many 100 ms upload windows
 // its profile, then exports its spans, each within its budget: from the
 // first upload attempt to exit takes less than both budgets + MATRIX_EXIT_SLACK_MS;
 // the whole run less than both budgets + SLACK_MS (start-up and the work
-// itself, while twelve runs share two cores), which is still less than one
-// default budget (10 s), half of what the defaults would cost: the
-// configured timeouts are the ones that count.
+// itself, while twelve runs share two cores), which is still less than the
+// two default budgets (10 s each) would cost: the configured timeouts are
+// the ones that count.
 const OTLP_TIMEOUT_MS = 1500;
 const UPLOAD_TIMEOUT_MS = 1500;
 // One run alone: from the work's end to exit takes ~1.5 s (one budget).
