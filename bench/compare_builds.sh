@@ -143,10 +143,7 @@ restart_b() {
 # Until no client backend is left, so that its CPU is in the postmaster's cutime.
 settle() {
 	use_cluster "$1"
-	for _ in $(seq 1 100); do
-		[ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")" = 0 ] && break
-		sleep 0.05
-	done
+	wait_no_clients
 }
 
 # One pgbench of one client per CPU on cluster $1, pinned there, output in

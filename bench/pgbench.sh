@@ -158,13 +158,7 @@ sql() {
 
 # Wait until no client backend is left, so its CPU time is in cutime.
 settle() {
-	settle_try=0
-	while [ "$settle_try" -lt 100 ]; do
-		left=$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
-		[ "$left" = 0 ] && break
-		sleep 0.05
-		settle_try=$((settle_try + 1))
-	done
+	wait_no_clients
 	sleep 0.2
 }
 
@@ -655,10 +649,8 @@ if want concurrent; then
 	# their CPU is in the postmasters' cutime.
 	settle_both() {
 		use_cluster A
-		SQL_OPTIONS=
 		settle
 		use_cluster "$1"
-		SQL_OPTIONS="-c traceprof.sample_rate=0"
 		settle
 	}
 	ticks_of() {

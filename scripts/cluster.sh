@@ -6,6 +6,7 @@
 #                   server_ticks                 (the cluster's CPU time, for benchmarks)
 #                   save_cluster A; use_cluster A (several clusters)
 #                   pin_backends COUNT           (pinned clients' backends onto their CPUs)
+#                   wait_no_clients              (before server_ticks)
 # Sets CLUSTER_DIR, CLUSTER_PORT, CLUSTER_PID, CLUSTER_URL (TCP, password auth).
 # As root, initdb and postgres run as the `postgres` OS user.
 
@@ -105,6 +106,17 @@ pin_backends() {
 		{ echo "cluster on port $CLUSTER_PORT: $1 pinned backends expected, found: $pins" >&2; return 1; }
 	echo "$pins" | while read -r pid cpu; do
 		taskset -p -c "$cpu" "$pid" >/dev/null || { echo "could not pin backend $pid to CPU $cpu" >&2; return 1; }
+	done
+}
+
+# wait_no_clients: until the current cluster has no client backend but
+# this one (at most 5 s): their CPU time is then in the postmaster's
+# cutime (server_ticks).
+wait_no_clients() {
+	for _ in $(seq 1 100); do
+		[ "$(PGOPTIONS="-c traceprof.sample_rate=0" psql_app -At -c "SELECT count(*) FROM pg_stat_activity
+			WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")" = 0 ] && return 0
+		sleep 0.05
 	done
 }
 
