@@ -169,6 +169,45 @@ TP_HOT static TimestampTz decided_in_message;
  */
 TP_HOT static TraceprofSpan *last_top_level_span;
 
+/*
+ * Hooks bypassed (hook_bypass below): while a client's session cannot
+ * trace, the planner, executor and utility hooks are taken out of their
+ * chains and only post-parse analysis stays, to see a comment.
+ */
+TP_HOT static bool hooks_bypassed;
+
+/*
+ * The message (statement_timestamp()) in which a setting put the hooks back
+ * in the middle of a statement, 0 if none: our counts then start inside
+ * it, so nesting_level counts one more until the statement is over.
+ */
+TP_HOT static TimestampTz engaged_in_message;
+
+static pg_noinline void
+settle_engagement_now(void)
+{
+	if (ActivePortal != NULL && GetCurrentStatementStartTimestamp() == engaged_in_message)
+		return;					/* the statement that engaged is still running */
+	nesting_level = 0;
+	engaged_in_message = 0;
+}
+
+/* At a hook's entry: a statement that engaged the hooks mid-way is over once no portal of its message runs. */
+static inline void
+settle_engagement(void)
+{
+	if (unlikely(engaged_in_message != 0))
+		settle_engagement_now();
+}
+
+/* After a transaction's end or a subtransaction's abort reset the counts: one more while still counting in. */
+static inline void
+keep_engagement_offset(void)
+{
+	if (unlikely(engaged_in_message != 0) && nesting_level == 0)
+		nesting_level = 1;
+}
+
 /* A top-level statement is done: what fails next is not its own. */
 static inline void
 statement_done(void)
@@ -1065,6 +1104,8 @@ close_stale(bool xact_end)
 	}
 }
 
+static void client_statement_parsed(const char *source, int location, int len);
+
 /*
  * Post-parse analysis: which tokens are constants, when PostgreSQL jumbled
  * the statement for its query id (compute_query_id), for statements that
@@ -1094,6 +1135,11 @@ traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jsta
 	if (prev_post_parse_analyze)
 		prev_post_parse_analyze(pstate, query, jstate);
 	remember_database();
+	/* No portal runs: a client's statement, about to be planned or kept for Bind. */
+	if (ActivePortal == NULL && pstate->p_sourcetext != NULL)
+		client_statement_parsed(pstate->p_sourcetext, query->stmt_location, query->stmt_len);
+	if (unlikely(hooks_bypassed))
+		return;					/* nothing parsed now can be traced */
 	/* Out of line: without compute_query_id, the statement's path stops here. */
 	if (jstate != NULL && jstate->clocations_count > 0 && pstate->p_sourcetext != NULL &&
 		traceprof_query_text == QUERY_TEXT_NORMALIZED)
@@ -1385,7 +1431,10 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 				  ParamListInfo bound_params)
 {
 	PlannedStmt *result;
-	bool		deciding = planner_decides(parse, query_string);
+	bool		deciding;
+
+	settle_engagement();
+	deciding = planner_decides(parse, query_string);
 
 	if (unlikely(open_count > 0) ||
 		(deciding && unlikely(may_be_traced(query_string, parse->stmt_location, parse->stmt_len))))
@@ -1626,6 +1675,7 @@ starts_untraced(const QueryDesc *query_desc)
 static void
 traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
+	settle_engagement();
 	if (unlikely(open_count > 0) || !starts_untraced(query_desc))
 		start_with_spans(query_desc, eflags);
 	else
@@ -1779,6 +1829,7 @@ static void
 traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 count,
 					  bool execute_once)
 {
+	settle_engagement();
 	if (unlikely(open_count > 0))
 	{
 		run_with_spans(query_desc, direction, count, execute_once);
@@ -2057,6 +2108,7 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 						 ParamListInfo params, QueryEnvironment *query_env,
 						 DestReceiver *dest, QueryCompletion *qc)
 {
+	settle_engagement();
 	if (!is_untraced_transaction_stmt(pstmt, query_string))
 	{
 		general_ProcessUtility(pstmt, query_string, read_only_tree, context,
@@ -2270,6 +2322,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 			close_aborted(0, "transaction aborted");
 			last_top_level_span = NULL;
 			nesting_level = plan_nesting = utility_depth = 0;
+			keep_engagement_offset();
 			profiler_flush();	/* the failed statement's samples, now */
 			break;
 		case XACT_EVENT_PRE_COMMIT:
@@ -2285,6 +2338,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 			last_top_level_span = NULL;
 			if (!in_procedure())
 				nesting_level = plan_nesting = 0;
+			keep_engagement_offset();
 			/* A worker's one plain commit ends its start, after it began to sample (traceprof.c). */
 			if (open_count == 0 && !IsParallelWorker())
 				profiler_flush();
@@ -2332,9 +2386,136 @@ traceprof_subxact_callback(SubXactEvent event, SubTransactionId subid,
 		decided.pending = false;
 		nesting_level = start->nesting_level;
 		plan_nesting = start->plan_nesting;
+		keep_engagement_offset();
 		/* Under a COMMIT or ROLLBACK the whole transaction ends: its abort closes them. */
 		if (open_count == 0 || !open_spans[open_count - 1].awaiting_xact_end)
 			close_aborted(first_span_of_current_xact(), "subtransaction aborted");
+	}
+}
+
+/*
+ * Hook bypass.  A session that cannot trace (no traceprof.traceparent, no
+ * sampling, no comment) still paid for our planner, executor and utility
+ * hooks on every statement: ~100 instructions each, but cold cache lines
+ * every time, 1-2% of an OLTP transaction.  So while nothing can trace, a
+ * client's backend takes them out of their chains and leaves post-parse
+ * analysis alone to watch for comments.
+ *
+ * Taken out only when all six are ours to take (no module loaded after us
+ * calls them), between statements, with nothing of ours under way.  Put
+ * back by a comment (before its statement is planned), or by a setting
+ * that may trace: that may be in the middle of a statement (set_config()
+ * in a query), so our counts start one deep until it is over
+ * (settle_engagement).  A statement seen with a traceparent comment keeps
+ * the hooks for the session: a prepared statement may run from its cached
+ * plan later, parsed no more.
+ */
+static bool comment_seen;
+static bool bypass_refused;		/* a module loaded after us calls our hooks */
+
+static inline bool
+may_bypass(void)
+{
+	return !session_may_trace() && traceprof_profile != PROFILE_ALL &&
+		(profiler_state == SAMPLER_NOT_STARTED || profiler_state == SAMPLER_PAUSED) &&
+		open_count == 0 && nesting_level == 0 && plan_nesting == 0 && utility_depth == 0 &&
+		!error_raised && prepared_text == NULL && MyBackendType == B_BACKEND && !bypass_refused;
+}
+
+static bool
+hooks_are_ours(void)
+{
+	return planner_hook == traceprof_planner && ExecutorStart_hook == traceprof_ExecutorStart &&
+		ExecutorRun_hook == traceprof_ExecutorRun && ExecutorFinish_hook == traceprof_ExecutorFinish &&
+		ExecutorEnd_hook == traceprof_ExecutorEnd && ProcessUtility_hook == traceprof_ProcessUtility;
+}
+
+static pg_noinline void
+bypass_hooks(void)
+{
+	if (!hooks_are_ours())
+	{
+		bypass_refused = true;	/* no hook leaves a chain it is called from */
+		return;
+	}
+	planner_hook = prev_planner;
+	ExecutorStart_hook = prev_ExecutorStart;
+	ExecutorRun_hook = prev_ExecutorRun;
+	ExecutorFinish_hook = prev_ExecutorFinish;
+	ExecutorEnd_hook = prev_ExecutorEnd;
+	ProcessUtility_hook = prev_ProcessUtility;
+	decided.pending = false;
+	decided_in_message = 0;
+	hooks_bypassed = true;
+}
+
+/*
+ * A module loaded meanwhile (LOAD) took what we left in the chain as its
+ * next hook: it becomes ours, and ours goes first.
+ */
+#define ENGAGE_HOOK(hook, ours, prev) \
+	do { \
+		if ((hook) != (prev)) \
+			(prev) = (hook); \
+		(hook) = (ours); \
+	} while (0)
+
+static void
+engage_hooks(void)
+{
+	ENGAGE_HOOK(planner_hook, traceprof_planner, prev_planner);
+	ENGAGE_HOOK(ExecutorStart_hook, traceprof_ExecutorStart, prev_ExecutorStart);
+	ENGAGE_HOOK(ExecutorRun_hook, traceprof_ExecutorRun, prev_ExecutorRun);
+	ENGAGE_HOOK(ExecutorFinish_hook, traceprof_ExecutorFinish, prev_ExecutorFinish);
+	ENGAGE_HOOK(ExecutorEnd_hook, traceprof_ExecutorEnd, prev_ExecutorEnd);
+	ENGAGE_HOOK(ProcessUtility_hook, traceprof_ProcessUtility, prev_ProcessUtility);
+	hooks_bypassed = false;
+}
+
+/*
+ * A client's statement was parsed with no portal running
+ * (traceprof_post_parse_analyze): nothing of ours is under way.  A
+ * traceparent comment, well formed or not, puts the hooks back before the
+ * statement is planned; else they go if nothing can trace.
+ */
+static pg_noinline void
+client_statement_parsed(const char *source, int location, int len)
+{
+	const char *text;
+	int			text_len;
+	tp_span_context ignored;
+
+	settle_engagement();
+	if (comment_seen)
+		return;
+	text = context_bytes(source, location, len, &text_len);
+	if (unlikely(tp_sqlcomment_close(text, text_len) != NULL) &&
+		tp_sqlcomment_traceparent(text, text_len, &ignored) != TP_COMMENT_NONE)
+	{
+		comment_seen = true;
+		if (hooks_bypassed)
+			engage_hooks();
+	}
+	else if (!hooks_bypassed && may_bypass())
+		bypass_hooks();
+}
+
+/*
+ * A setting that may trace was assigned (traceprof.traceparent,
+ * sample_rate, profile = all).  While a portal runs, a statement is under
+ * way (SET, set_config() in a query or function) that our counts did not
+ * see start: they count it until it is over.
+ */
+void
+statement_spans_may_trace(void)
+{
+	if (!hooks_bypassed)
+		return;
+	engage_hooks();
+	if (ActivePortal != NULL)
+	{
+		nesting_level = 1;
+		engaged_in_message = GetCurrentStatementStartTimestamp();
 	}
 }
 

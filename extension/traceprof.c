@@ -129,7 +129,17 @@ assign_traceparent(const char *newval, void *extra)
 {
 	traceprof_guc_context_valid = extra != NULL;
 	if (extra != NULL)
+	{
 		traceprof_guc_context = *(tp_span_context *) extra;
+		statement_spans_may_trace();
+	}
+}
+
+static void
+assign_sample_rate(double newval, void *extra)
+{
+	if (newval > 0)
+		statement_spans_may_trace();
 }
 
 /* Refused at ALTER SYSTEM or reload, not found out later from export_failures. */
@@ -193,6 +203,8 @@ static void
 assign_profile(int newval, void *extra)
 {
 	profiler_profile_assigned(newval);
+	if (newval == PROFILE_ALL)
+		statement_spans_may_trace();
 }
 
 /*
@@ -221,7 +233,7 @@ define_gucs(void)
 	DefineCustomRealVariable("traceprof.sample_rate",
 							 "Fraction of statements without a trace context that start a new trace.",
 							 NULL, &traceprof_sample_rate, 0.0, 0.0, 1.0, PGC_SUSET, 0,
-							 NULL, NULL, NULL);
+							 NULL, assign_sample_rate, NULL);
 	DefineCustomEnumVariable("traceprof.track",
 							 "Which statements get spans: top (client statements) or all (also those inside functions).",
 							 NULL, &traceprof_track, TRACK_TOP, track_options, PGC_SUSET, 0,

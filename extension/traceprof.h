@@ -223,6 +223,7 @@ extern void span_encoding_prepare(void);
 
 /* statement_spans.c: hooks that open and close spans */
 extern void statement_spans_install_hooks(void);
+extern void statement_spans_may_trace(void);
 
 /* query_text.c */
 struct JumbleState;
