@@ -108,6 +108,7 @@ test('set_config() inside a DO block: its later statements are nested, not the c
 		await client.query(`DO $$
 			BEGIN
 				PERFORM set_config('traceprof.traceparent', '${ctx.header}', false);
+				EXECUTE 'SELECT count(*) FROM pg_database /*traceparent=''${other.header}''*/';
 				BEGIN
 					PERFORM 1 / 0;
 				EXCEPTION WHEN division_by_zero THEN
