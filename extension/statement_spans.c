@@ -2305,6 +2305,12 @@ in_procedure(void)
 static void
 traceprof_xact_callback(XactEvent event, void *arg)
 {
+	/* Hooks bypassed: nothing of ours is open, nesting nor sampling to end. */
+	if (likely(hooks_bypassed) && (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_COMMIT))
+	{
+		last_top_level_span = NULL;
+		return;
+	}
 	switch (event)
 	{
 		case XACT_EVENT_ABORT:
@@ -2419,7 +2425,8 @@ may_bypass(void)
 	return !session_may_trace() && traceprof_profile != PROFILE_ALL &&
 		(profiler_state == SAMPLER_NOT_STARTED || profiler_state == SAMPLER_PAUSED) &&
 		open_count == 0 && nesting_level == 0 && plan_nesting == 0 && utility_depth == 0 &&
-		!error_raised && prepared_text == NULL && MyBackendType == B_BACKEND && !bypass_refused;
+		!error_raised && prepared_text == NULL && !bypass_refused &&
+		(MyBackendType == B_BACKEND || !IsUnderPostmaster);	/* a client's, or single-user */
 }
 
 static bool
