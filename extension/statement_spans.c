@@ -170,9 +170,9 @@ TP_HOT static TimestampTz decided_in_message;
 TP_HOT static TraceprofSpan *last_top_level_span;
 
 /*
- * Hooks bypassed (hook_bypass below): while a client's session cannot
- * trace, the planner, executor and utility hooks are taken out of their
- * chains and only post-parse analysis stays, to see a comment.
+ * While a client's session cannot trace, the planner, executor and utility
+ * hooks are out of their chains and only post-parse analysis stays, to see
+ * a comment (see "Hook bypass" below).
  */
 TP_HOT static bool hooks_bypassed;
 
