@@ -37,19 +37,22 @@ async function spansOf(traceId) {
 
 const dump = (spans) => spans.map((s) => `${s.kind} ${s.name} parent=${s.parent_span_id} ${JSON.stringify(s.query)}`).join('\n  ');
 
-/** A new session whose hooks are out: a few untraced statements, simple and extended. */
-async function untracedSession() {
+/** fn on a new session whose hooks are out (a few untraced statements, simple and extended), closed after. */
+async function inUntracedSession(fn) {
 	const client = await connect(cluster);
-	await client.query('SELECT 1');
-	await client.query('SELECT $1::int', [2]);
-	await client.query('BEGIN');
-	await client.query('COMMIT');
-	return client;
+	try {
+		await client.query('SELECT 1');
+		await client.query('SELECT $1::int', [2]);
+		await client.query('BEGIN');
+		await client.query('COMMIT');
+		await fn(client);
+	} finally {
+		await client.end();
+	}
 }
 
 test('set_config() in a parameterized query, then a prepared statement from its cached plan: traced', async () => {
-	const client = await untracedSession();
-	try {
+	await inUntracedSession(async (client) => {
 		const cached = { name: 'cached_select', text: 'SELECT $1::int AS cached' };
 		await client.query({ ...cached, values: [1] });	// Parse now; later runs are Bind/Execute only
 		const ctx = newContext();
@@ -59,14 +62,11 @@ test('set_config() in a parameterized query, then a prepared statement from its 
 		assert.equal(spans.length, 1, `the cached statement's span, and none for set_config's:\n  ${dump(spans)}`);
 		assert.equal(spans[0].parent_span_id, ctx.spanId);
 		assert.equal(spans[0].query, 'SELECT $1::int AS cached');
-	} finally {
-		await client.end();
-	}
+	});
 });
 
 test('SET in one message, a cached statement in the next transaction block: traced', async () => {
-	const client = await untracedSession();
-	try {
+	await inUntracedSession(async (client) => {
 		const cached = { name: 'cached_block', text: 'SELECT $1::int AS in_block' };
 		await client.query({ ...cached, values: [1] });
 		const ctx = newContext();
@@ -78,14 +78,11 @@ test('SET in one message, a cached statement in the next transaction block: trac
 		assert.deepEqual(spans.map((s) => s.query), ['SELECT $1::int AS in_block', 'COMMIT'], dump(spans));
 		for (const s of spans)
 			assert.equal(s.parent_span_id, ctx.spanId);
-	} finally {
-		await client.end();
-	}
+	});
 });
 
 test('a prepared statement whose comment was seen stays traced after untraced statements', async () => {
-	const client = await untracedSession();
-	try {
+	await inUntracedSession(async (client) => {
 		const ctx = newContext();
 		const commented = { name: 'commented', text: `SELECT $1::int AS commented /*traceparent='${ctx.header}'*/` };
 		await client.query({ ...commented, values: [1] });
@@ -95,14 +92,11 @@ test('a prepared statement whose comment was seen stays traced after untraced st
 		assert.equal(spans.length, 2, `both runs of the commented statement:\n  ${dump(spans)}`);
 		for (const s of spans)
 			assert.equal(s.parent_span_id, ctx.spanId);
-	} finally {
-		await client.end();
-	}
+	});
 });
 
 test('set_config() inside a DO block: its later statements are nested, not the client\'s; the next statement is traced', async () => {
-	const client = await untracedSession();
-	try {
+	await inUntracedSession(async (client) => {
 		const ctx = newContext();
 		const other = newContext();
 		await client.query(`DO $$
@@ -121,14 +115,11 @@ test('set_config() inside a DO block: its later statements are nested, not the c
 		await client.query('SELECT 4 AS after_do');
 		const spans = await spansOf(ctx.traceId);
 		assert.deepEqual(spans.map((s) => [s.kind, s.query]), [['server', 'SELECT $1 AS after_do']], dump(spans));
-	} finally {
-		await client.end();
-	}
+	});
 });
 
 test('a setting made in a subtransaction that aborts: what the block runs next is still nested', async () => {
-	const client = await untracedSession();
-	try {
+	await inUntracedSession(async (client) => {
 		const ctx = newContext();
 		const other = newContext();
 		// The exception block's subtransaction began before the setting and
@@ -148,49 +139,43 @@ test('a setting made in a subtransaction that aborts: what the block runs next i
 		assert.deepEqual(await spansOf(other.traceId), [], 'a nested statement\'s comment is no client\'s context');
 		assert.equal((await client.query("SELECT current_setting('traceprof.traceparent') AS tp")).rows[0].tp, '');
 		assert.deepEqual(await spansOf(ctx.traceId), []);
-	} finally {
-		await client.end();
-	}
+	});
 });
 
 test('set_config() then another statement in one simple-query message: the second is traced', async () => {
-	const client = await untracedSession();
-	try {
+	await inUntracedSession(async (client) => {
 		const ctx = newContext();
 		await client.query(`SELECT set_config('traceprof.traceparent', '${ctx.header}', false); SELECT 5 AS same_message`);
 		const spans = await spansOf(ctx.traceId);
 		assert.deepEqual(spans.map((s) => s.query), ['SELECT $1 AS same_message'], dump(spans));
 		assert.equal(spans[0].parent_span_id, ctx.spanId);
-	} finally {
-		await client.end();
-	}
+	});
 });
 
 test('a procedure sets the context and commits: its later statements are its own, the next CALL is traced', async () => {
-	const client = await untracedSession();
-	try {
-		const ctx = newContext();
-		await client.query(`CREATE PROCEDURE bypass_proc(tp text) LANGUAGE plpgsql AS $$
-			BEGIN
-				PERFORM set_config('traceprof.traceparent', tp, false);
-				COMMIT;
-				PERFORM count(*) FROM pg_class;
-			END $$`);
-		await client.query('SELECT 6');
-		await client.query('CALL bypass_proc($1)', [ctx.header]);
-		assert.deepEqual(await spansOf(ctx.traceId), [], 'no span for what the untraced CALL ran');
-		await client.query('SELECT 7 AS after_call');
-		const spans = await spansOf(ctx.traceId);
-		assert.deepEqual(spans.map((s) => s.query), ['SELECT $1 AS after_call'], dump(spans));
-	} finally {
-		await client.query('DROP PROCEDURE IF EXISTS bypass_proc(text)').catch(() => {});
-		await client.end();
-	}
+	await inUntracedSession(async (client) => {
+		try {
+			const ctx = newContext();
+			await client.query(`CREATE PROCEDURE bypass_proc(tp text) LANGUAGE plpgsql AS $$
+				BEGIN
+					PERFORM set_config('traceprof.traceparent', tp, false);
+					COMMIT;
+					PERFORM count(*) FROM pg_class;
+				END $$`);
+			await client.query('SELECT 6');
+			await client.query('CALL bypass_proc($1)', [ctx.header]);
+			assert.deepEqual(await spansOf(ctx.traceId), [], 'no span for what the untraced CALL ran');
+			await client.query('SELECT 7 AS after_call');
+			const spans = await spansOf(ctx.traceId);
+			assert.deepEqual(spans.map((s) => s.query), ['SELECT $1 AS after_call'], dump(spans));
+		} finally {
+			await client.query('DROP PROCEDURE IF EXISTS bypass_proc(text)').catch(() => {});
+		}
+	});
 });
 
 test('a comment on a statement of an untraced session is its context, for plain, utility and failing statements', async () => {
-	const client = await untracedSession();
-	try {
+	await inUntracedSession(async (client) => {
 		const plain = newContext();
 		await client.query(`SELECT 8 AS plain /*traceparent='${plain.header}'*/`);
 		const utility = newContext();
@@ -202,16 +187,13 @@ test('a comment on a statement of an untraced session is its context, for plain,
 			const spans = await spansOf(ctx.traceId);
 			assert.deepEqual(spans.map((s) => [s.query, s.parent_span_id]), [[query, ctx.spanId]], dump(spans));
 		}
-	} finally {
-		await client.end();
-	}
+	});
 });
 
 test('a module loaded while our hooks are out still runs, under ours, once they are back', async () => {
-	const client = await untracedSession();
-	const notices = [];
-	client.on('notice', (n) => notices.push(n.message));
-	try {
+	await inUntracedSession(async (client) => {
+		const notices = [];
+		client.on('notice', (n) => notices.push(n.message));
 		await client.query("LOAD 'auto_explain'");
 		await client.query("SET auto_explain.log_min_duration = 0; SET auto_explain.log_level = 'notice'");
 		await client.query('SELECT 9');
@@ -230,27 +212,25 @@ test('a module loaded while our hooks are out still runs, under ours, once they 
 		await client.query('SELECT 12 AS out_again');
 		assert.ok(notices.some((m) => /Query Text: SELECT 12 AS out_again/.test(m)),
 			`auto_explain's plan with ours out again: ${JSON.stringify(notices)}`);
-	} finally {
-		await client.end();
-	}
+	});
 });
 
 test('sampling turned on by a reload reaches a session whose hooks are out', async () => {
-	const client = await untracedSession();
-	try {
-		await reader.query('ALTER SYSTEM SET traceprof.sample_rate = 1');
-		await reader.query('SELECT pg_reload_conf()');
-		// The reload is read between messages: the second statement is sampled for certain.
-		let spans = [];
-		for (let i = 0; i < 50 && spans.length === 0; i++) {
-			await client.query('SELECT 13 AS sampled_after_reload');
-			spans = (await reader.query(
-				"SELECT query FROM traceprof.spans WHERE query = 'SELECT $1 AS sampled_after_reload'")).rows;
+	await inUntracedSession(async (client) => {
+		try {
+			await reader.query('ALTER SYSTEM SET traceprof.sample_rate = 1');
+			await reader.query('SELECT pg_reload_conf()');
+			// The postmaster signals the backend, which reads the file between messages: until then, untraced.
+			let spans = [];
+			for (let i = 0; i < 50 && spans.length === 0; i++) {
+				await client.query('SELECT 13 AS sampled_after_reload');
+				spans = (await reader.query(
+					"SELECT query FROM traceprof.spans WHERE query = 'SELECT $1 AS sampled_after_reload'")).rows;
+			}
+			assert.ok(spans.length > 0, 'a statement of the session was sampled after the reload');
+		} finally {
+			await reader.query('ALTER SYSTEM RESET traceprof.sample_rate');
+			await reader.query('SELECT pg_reload_conf()');
 		}
-		assert.ok(spans.length > 0, 'a statement of the session was sampled after the reload');
-	} finally {
-		await reader.query('ALTER SYSTEM RESET traceprof.sample_rate');
-		await reader.query('SELECT pg_reload_conf()');
-		await client.end();
-	}
+	});
 });
