@@ -2306,7 +2306,7 @@ static void
 traceprof_xact_callback(XactEvent event, void *arg)
 {
 	/* Hooks bypassed: nothing of ours is open, nesting nor sampling to end. */
-	if (likely(hooks_bypassed) && (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_COMMIT))
+	if (hooks_bypassed && (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_COMMIT))
 	{
 		last_top_level_span = NULL;
 		return;
