@@ -179,20 +179,28 @@ TP_HOT static bool hooks_bypassed;
 /*
  * The message (statement_timestamp()) in which a setting put the hooks back
  * in the middle of a statement, 0 if none: our counts then start inside
- * it, so nesting_level counts one more until the statement is over.
+ * it, so nesting_level counts one more until the statement is over: at
+ * the next client statement parsed (client_statement_parsed) or the next
+ * message.  Not before: planning runs no portal, yet what a function
+ * folded while planning runs is as nested as what a portal runs.
  */
 TP_HOT static TimestampTz engaged_in_message;
 
-static pg_noinline void
-settle_engagement_now(void)
+static inline void
+end_engagement_offset(void)
 {
-	if (ActivePortal != NULL && GetCurrentStatementStartTimestamp() == engaged_in_message)
-		return;					/* the statement that engaged is still running */
 	nesting_level = 0;
 	engaged_in_message = 0;
 }
 
-/* At a hook's entry: a statement that engaged the hooks mid-way is over once no portal of its message runs. */
+static pg_noinline void
+settle_engagement_now(void)
+{
+	if (GetCurrentStatementStartTimestamp() != engaged_in_message)
+		end_engagement_offset();
+}
+
+/* At a hook's entry: a later message's statements are not the one that engaged the hooks. */
 static inline void
 settle_engagement(void)
 {
@@ -1135,8 +1143,13 @@ traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jsta
 	if (prev_post_parse_analyze)
 		prev_post_parse_analyze(pstate, query, jstate);
 	remember_database();
-	/* No portal runs: a client's statement, about to be planned or kept for Bind. */
-	if (ActivePortal == NULL && pstate->p_sourcetext != NULL)
+	/*
+	 * The message's own text, with no portal running: a client's statement
+	 * about to be planned or kept for Bind (not a function's body, inlined
+	 * or run; not the query inside EXPLAIN or PREPARE, which a portal runs).
+	 */
+	if (pstate->p_sourcetext == debug_query_string && ActivePortal == NULL &&
+		debug_query_string != NULL)
 		client_statement_parsed(pstate->p_sourcetext, query->stmt_location, query->stmt_len);
 	if (unlikely(hooks_bypassed))
 		return;					/* nothing parsed now can be traced */
@@ -2492,7 +2505,8 @@ client_statement_parsed(const char *source, int location, int len)
 	int			text_len;
 	tp_span_context ignored;
 
-	settle_engagement();
+	if (unlikely(engaged_in_message != 0))
+		end_engagement_offset();	/* the statement that engaged them is over */
 	if (comment_seen)
 		return;
 	text = context_bytes(source, location, len, &text_len);
@@ -2509,9 +2523,12 @@ client_statement_parsed(const char *source, int location, int len)
 
 /*
  * A setting that may trace was assigned (traceprof.traceparent,
- * sample_rate, profile = all).  While a portal runs, a statement is under
- * way (SET, set_config() in a query or function) that our counts did not
- * see start: they count it until it is over.
+ * sample_rate, profile = all).  Inside a client message (SET, set_config()
+ * in a query, a function's SET clause, even while planning), a statement is
+ * under way that our counts did not see start: they count it until it is
+ * over, and it stays untraced, as its planning was; an error it raises is
+ * its own, not one raised before any hook (record_failed_message).  A
+ * reload is read between messages.
  */
 void
 statement_spans_may_trace(void)
@@ -2519,10 +2536,11 @@ statement_spans_may_trace(void)
 	if (!hooks_bypassed)
 		return;
 	engage_hooks();
-	if (ActivePortal != NULL)
+	if (debug_query_string != NULL || ActivePortal != NULL)
 	{
 		nesting_level = 1;
 		engaged_in_message = GetCurrentStatementStartTimestamp();
+		decided_in_message = engaged_in_message;
 	}
 }
 

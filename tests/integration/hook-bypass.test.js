@@ -142,6 +142,50 @@ test('a setting made in a subtransaction that aborts: what the block runs next i
 	});
 });
 
+test('a context set while the statement is planned: that statement and what its planning runs are untraced', async () => {
+	await inUntracedSession(async (client) => {
+		const ctx = newContext();
+		const folded = newContext();
+		// setctx() runs when the planner estimates the WHERE clause, with no
+		// portal yet; folded_ctx() when it folds the IMMUTABLE call, and the
+		// utility statement its callee runs is as nested as a portal's.
+		await client.query(`CREATE FUNCTION setctx(tp text) RETURNS int STABLE LANGUAGE plpgsql AS
+			$$ BEGIN PERFORM set_config('traceprof.traceparent', tp, false); RETURN 1; END $$`);
+		await client.query(`CREATE FUNCTION make_temp() RETURNS int VOLATILE LANGUAGE plpgsql AS
+			$$ BEGIN CREATE TEMP TABLE IF NOT EXISTS planning_temp (a int); RETURN 1; END $$`);
+		await client.query(`CREATE FUNCTION folded_ctx() RETURNS int IMMUTABLE LANGUAGE plpgsql
+			SET traceprof.traceparent = '${folded.header}' AS $$ BEGIN RETURN make_temp(); END $$`);
+		await client.query('SELECT 14');
+		await client.query('SELECT count(*) FROM pg_class WHERE relpages = setctx($1)', [ctx.header]);
+		await client.query('RESET traceprof.traceparent');
+		await client.query('SELECT 15');
+		await client.query('SELECT folded_ctx() AS folded');
+		await client.query('SELECT 16');
+		await client.query(`SELECT count(*) FROM pg_class WHERE relpages = setctx('${ctx.header}')`);
+		await client.query('SELECT 17 AS after_planning_set');
+		const spans = await spansOf(ctx.traceId);
+		assert.deepEqual(spans.map((s) => s.query), ['SELECT $1 AS after_planning_set'], dump(spans));
+		const foldedSpans = await spansOf(folded.traceId);
+		assert.deepEqual(foldedSpans, [], `no span for what a folded function ran:\n  ${dump(foldedSpans)}`);
+	});
+});
+
+test('a statement that sets the context and then fails: no span for its error', async () => {
+	await inUntracedSession(async (client) => {
+		const ctx = newContext();
+		await assert.rejects(client.query(`DO $$ BEGIN
+			PERFORM set_config('traceprof.traceparent', '${ctx.header}', false);
+			RAISE EXCEPTION 'after the setting';
+		END $$`), /after the setting/);
+		await client.query('SELECT 18');
+		await assert.rejects(client.query(
+			`SELECT set_config('traceprof.traceparent', '${ctx.header}', false), 1 / (relpages - relpages) FROM pg_class`),
+		/division by zero/);
+		const spans = await spansOf(ctx.traceId);
+		assert.deepEqual(spans, [], `the failed statements were untraced when they began:\n  ${dump(spans)}`);
+	});
+});
+
 test('set_config() then another statement in one simple-query message: the second is traced', async () => {
 	await inUntracedSession(async (client) => {
 		const ctx = newContext();
