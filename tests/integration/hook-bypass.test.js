@@ -10,7 +10,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 
-const { newContext, startTraced, connect } = require('./lib/traced');
+const { newContext, startTraced, connect, waitFor } = require('./lib/traced');
 
 let cluster;
 let reader;
@@ -265,13 +265,11 @@ test('sampling turned on by a reload reaches a session whose hooks are out', asy
 			await reader.query('ALTER SYSTEM SET traceprof.sample_rate = 1');
 			await reader.query('SELECT pg_reload_conf()');
 			// The postmaster signals the backend, which reads the file between messages: until then, untraced.
-			let spans = [];
-			for (let i = 0; i < 50 && spans.length === 0; i++) {
+			await waitFor('a statement of the session sampled after the reload', async () => {
 				await client.query('SELECT 13 AS sampled_after_reload');
-				spans = (await reader.query(
-					"SELECT query FROM traceprof.spans WHERE query = 'SELECT $1 AS sampled_after_reload'")).rows;
-			}
-			assert.ok(spans.length > 0, 'a statement of the session was sampled after the reload');
+				return (await reader.query(
+					"SELECT query FROM traceprof.spans WHERE query = 'SELECT $1 AS sampled_after_reload'")).rows.length > 0;
+			});
 		} finally {
 			await reader.query('ALTER SYSTEM RESET traceprof.sample_rate');
 			await reader.query('SELECT pg_reload_conf()');
