@@ -2424,8 +2424,8 @@ traceprof_subxact_callback(SubXactEvent event, SubTransactionId subid,
  * calls them), between statements, with nothing of ours under way.  Put
  * back by a comment (before its statement is planned), or by a setting
  * that may trace: that may be in the middle of a statement (set_config()
- * in a query), so our counts start one deep until it is over
- * (settle_engagement).  A statement seen with a traceparent comment keeps
+ * in a query, or while it is planned), so our counts start one deep until
+ * it is over (engaged_in_message).  A statement seen with a traceparent comment keeps
  * the hooks for the session: a prepared statement may run from its cached
  * plan later, parsed no more.
  */
@@ -2470,25 +2470,26 @@ bypass_hooks(void)
 }
 
 /*
- * A module loaded meanwhile (LOAD) took what we left in the chain as its
- * next hook: it becomes ours, and ours goes first.
+ * Our six hooks go first in their chains, as when the library was loaded.
+ * Put back after a bypass, each chain holds what we left there, or a
+ * module loaded meanwhile (LOAD) that took that as its next hook: either
+ * way, what is there becomes ours.
  */
-#define ENGAGE_HOOK(hook, ours, prev) \
-	do { \
-		if ((hook) != (prev)) \
-			(prev) = (hook); \
-		(hook) = (ours); \
-	} while (0)
-
 static void
 engage_hooks(void)
 {
-	ENGAGE_HOOK(planner_hook, traceprof_planner, prev_planner);
-	ENGAGE_HOOK(ExecutorStart_hook, traceprof_ExecutorStart, prev_ExecutorStart);
-	ENGAGE_HOOK(ExecutorRun_hook, traceprof_ExecutorRun, prev_ExecutorRun);
-	ENGAGE_HOOK(ExecutorFinish_hook, traceprof_ExecutorFinish, prev_ExecutorFinish);
-	ENGAGE_HOOK(ExecutorEnd_hook, traceprof_ExecutorEnd, prev_ExecutorEnd);
-	ENGAGE_HOOK(ProcessUtility_hook, traceprof_ProcessUtility, prev_ProcessUtility);
+	prev_planner = planner_hook;
+	planner_hook = traceprof_planner;
+	prev_ExecutorStart = ExecutorStart_hook;
+	ExecutorStart_hook = traceprof_ExecutorStart;
+	prev_ExecutorRun = ExecutorRun_hook;
+	ExecutorRun_hook = traceprof_ExecutorRun;
+	prev_ExecutorFinish = ExecutorFinish_hook;
+	ExecutorFinish_hook = traceprof_ExecutorFinish;
+	prev_ExecutorEnd = ExecutorEnd_hook;
+	ExecutorEnd_hook = traceprof_ExecutorEnd;
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = traceprof_ProcessUtility;
 	hooks_bypassed = false;
 }
 
@@ -2549,18 +2550,7 @@ statement_spans_install_hooks(void)
 {
 	prev_post_parse_analyze = post_parse_analyze_hook;
 	post_parse_analyze_hook = traceprof_post_parse_analyze;
-	prev_planner = planner_hook;
-	planner_hook = traceprof_planner;
-	prev_ExecutorStart = ExecutorStart_hook;
-	ExecutorStart_hook = traceprof_ExecutorStart;
-	prev_ExecutorRun = ExecutorRun_hook;
-	ExecutorRun_hook = traceprof_ExecutorRun;
-	prev_ExecutorFinish = ExecutorFinish_hook;
-	ExecutorFinish_hook = traceprof_ExecutorFinish;
-	prev_ExecutorEnd = ExecutorEnd_hook;
-	ExecutorEnd_hook = traceprof_ExecutorEnd;
-	prev_ProcessUtility = ProcessUtility_hook;
-	ProcessUtility_hook = traceprof_ProcessUtility;
+	engage_hooks();
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = traceprof_emit_log;
 	RegisterXactCallback(traceprof_xact_callback, NULL);
