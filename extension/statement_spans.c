@@ -269,6 +269,23 @@ is_clients_run(void)
 }
 
 /*
+ * The text a run's statement came from.  ExecuteQuery runs its prepared
+ * statement in a portal holding a copy of the text: planned again, the plan
+ * was made from prepared_text itself, but a cached plan starts its run with
+ * the copy, which must be known for the EXECUTE's as well.
+ */
+static inline const char *
+run_source(const QueryDesc *query_desc)
+{
+	const char *text = query_desc->sourceText;
+
+	if (unlikely(prepared_text != NULL) && text != prepared_text && text != NULL &&
+		strcmp(text, prepared_text) == 0)
+		return prepared_text;
+	return text;
+}
+
+/*
  * A system call (1-1.5 us on this project's VM, where a select-only
  * transaction costs ~45 us of server CPU), hence traceprof.track_cpu_time.
  */
@@ -1578,7 +1595,7 @@ span_of_rule_query(const QueryDesc *query_desc)
 		tag = stmt;
 	else
 		remember_decision(tag, ActivePortal->creation_time);
-	span = open_statement_span(true, query_desc->sourceText, tag->stmt_location, tag->stmt_len,
+	span = open_statement_span(true, run_source(query_desc), tag->stmt_location, tag->stmt_len,
 							   (Node *) tag, tag->queryId);
 	if (span != NULL)
 		span->planned_in = ActivePortal->creation_time;	/* its further queries' portal */
@@ -1622,12 +1639,14 @@ start_with_spans(QueryDesc *query_desc, int eflags)
 		/*
 		 * Nested, a rule's further query (canSetTag false) is no statement
 		 * of its own either: its work is the statement's parent's (SPI runs
-		 * it apart from the statement, with no portal to find it by).
+		 * it apart from the statement, with no portal to find it by).  Nor
+		 * is a plan EXPLAIN only shows: it never runs.
 		 */
 		if (span == NULL &&
-			(top_level ? is_clients_run() : traceprof_track == TRACK_ALL && stmt->canSetTag))
+			(top_level ? is_clients_run() :
+			 traceprof_track == TRACK_ALL && stmt->canSetTag && !(eflags & EXEC_FLAG_EXPLAIN_ONLY)))
 		{
-			span = open_statement_span(top_level, query_desc->sourceText, stmt->stmt_location,
+			span = open_statement_span(top_level, run_source(query_desc), stmt->stmt_location,
 									   stmt->stmt_len, (Node *) stmt, stmt->queryId);
 			/* A rule's further queries find their span by its portal (span_of_rule_query). */
 			if (span != NULL && top_level && ActivePortal != NULL)
@@ -1671,7 +1690,7 @@ starts_untraced(const QueryDesc *query_desc)
 	deciding = !was_decided_by_planner(stmt) && is_clients_run();
 	if (deciding)
 	{
-		if (may_be_traced(query_desc->sourceText, stmt->stmt_location, stmt->stmt_len))
+		if (may_be_traced(run_source(query_desc), stmt->stmt_location, stmt->stmt_len))
 			return false;
 		if (unlikely(IsParallelWorker()))
 		{

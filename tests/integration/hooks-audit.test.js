@@ -106,6 +106,53 @@ test('EXECUTE\'s own comment is its parent; the PREPARE\'s comment is not later 
 	assert.deepEqual(p, [], `the PREPARE's comment parents no EXECUTE:\n  ${dump(p)}`);
 });
 
+// ExecuteQuery runs a prepared statement's cached plan in a portal holding a
+// copy of its text: the planner never sees that run, the executor sees the
+// copy.  A statement without parameters is planned once; one with them gets
+// PostgreSQL's generic plan from its sixth run on.
+test('an EXECUTE run from a cached plan takes its own comment, not the PREPARE\'s', async () => {
+	const prepare = newContext();
+	const session = newContext();
+	const own = [];
+	const execute = async (sql) => {
+		const ctx = newContext();
+		own.push({ ctx, sql });
+		await client.query(`${sql} ${comment(ctx)}`);
+	};
+	await client.query(`PREPARE cached_plain AS SELECT 1 AS plain ${comment(prepare)}`);
+	await client.query(`PREPARE cached_param(int) AS SELECT $1 + 1 AS param ${comment(prepare)}`);
+	try {
+		for (let i = 0; i < 3; i++)
+			await execute('EXECUTE cached_plain');
+		for (let i = 0; i < 8; i++)
+			await execute(`EXECUTE cached_param(${i})`);
+		// The comment wins over the session's context, which parents the rest.
+		await client.query(`SET traceprof.traceparent = '${session.header}'`);
+		await execute('EXECUTE cached_param(8)');
+		await client.query('EXECUTE cached_param(9)');
+		await client.query('EXECUTE cached_plain');
+		await client.query('RESET traceprof.traceparent');
+		// No context at all: untraced, whatever the PREPARE carried.
+		await client.query('EXECUTE cached_param(10)');
+		await client.query('EXECUTE cached_plain');
+	} finally {
+		await client.query('DEALLOCATE cached_plain');
+		await client.query('DEALLOCATE cached_param');
+	}
+	for (const { ctx, sql } of own) {
+		const spans = await spansOf(ctx.traceId);
+		assert.equal(spans.length, 1, `${sql}: one span under its own comment:\n  ${dump(spans)}`);
+		assert.equal(spans[0].kind, 'server');
+		assert.equal(spans[0].parent_span_id, ctx.spanId, sql);
+	}
+	const s = await spansOf(session.traceId);
+	assert.equal(s.length, 2, `the two EXECUTEs without a comment are the session's:\n  ${dump(s)}`);
+	for (const span of s)
+		assert.equal(span.parent_span_id, session.spanId);
+	const p = await spansOf(prepare.traceId);
+	assert.deepEqual(p, [], `the PREPARE's comment parents no EXECUTE:\n  ${dump(p)}`);
+});
+
 // Protocol-level: the statement's comment is in its Parse message, and a
 // named statement's Parse is its own; kept as it was.
 test('a named protocol statement keeps its Parse message\'s comment', async () => {
