@@ -222,11 +222,12 @@ statement_collection(Node *stmt)
 			rel = ((AlterTableStmt *) stmt)->relation;
 			break;
 		case T_TruncateStmt:
-			if (((TruncateStmt *) stmt)->relations != NIL)
+			/* A statement on several tables names none (db.collection.name) */
+			if (list_length(((TruncateStmt *) stmt)->relations) == 1)
 				rel = linitial(((TruncateStmt *) stmt)->relations);
 			break;
 		case T_VacuumStmt:
-			if (((VacuumStmt *) stmt)->rels != NIL)
+			if (list_length(((VacuumStmt *) stmt)->rels) == 1)
 				rel = ((VacuumRelation *) linitial(((VacuumStmt *) stmt)->rels))->relation;
 			break;
 		default:
