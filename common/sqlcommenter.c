@@ -90,6 +90,19 @@ is_traceparent_key(const char *key, const char *eq)
 		memcmp(key, "traceparent", strlen("traceparent")) == 0;
 }
 
+/*
+ * The key [key, end) is traceparent once blanks before end are left out: a
+ * pair meant for us even if it is not written as sqlcommenter's key='value'
+ * (traceparent = '...', traceparent="...", an unquoted value, no value).
+ */
+static bool
+names_traceparent(const char *key, const char *end)
+{
+	while (end > key && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' || end[-1] == '\r'))
+		end--;
+	return is_traceparent_key(key, end);
+}
+
 tp_comment_result
 tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
 {
@@ -113,17 +126,23 @@ tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
 		const char *key = p;
 		const char *eq = memchr(p, '=', (size_t) (close - p));
 
-		while (key < close && (*key == ' ' || *key == ','))
+		bool		ours;
+
+		while (key < close && (*key == ' ' || *key == '\t' || *key == '\n' ||
+							   *key == '\r' || *key == ','))
 			key++;
+		ours = names_traceparent(key, eq != NULL ? eq : close);
+		/* Not a sqlcommenter pair: a comment of another kind, unless it names our key. */
 		if (eq == NULL || eq + 1 >= close || eq[1] != '\'')
-			return TP_COMMENT_NONE;	/* not a sqlcommenter comment */
-		if (is_traceparent_key(key, eq))
+			return ours ? TP_COMMENT_MALFORMED : TP_COMMENT_NONE;
+		if (ours)
 		{
 			char		value[MAX_VALUE];
 			size_t		value_len;
 			const char *why;
 
-			if (decode_value(eq + 2, close, value, &value_len) == NULL ||
+			if (!is_traceparent_key(key, eq) ||
+				decode_value(eq + 2, close, value, &value_len) == NULL ||
 				!tp_traceparent_parse(value, value_len, out, &why))
 				return TP_COMMENT_MALFORMED;
 			return TP_COMMENT_VALID;

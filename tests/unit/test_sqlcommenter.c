@@ -87,6 +87,26 @@ TEST(malformed_values_are_reported)
 				  &ctx) == TP_COMMENT_MALFORMED);
 }
 
+TEST(malformed_pairs_of_our_key_are_reported)
+{
+	tp_span_context ctx;
+
+	/* Not sqlcommenter's key='value', but meant for us: counted, not ignored. */
+	CHECK(extract("SELECT 1 /*traceparent=" TP "*/", &ctx) == TP_COMMENT_MALFORMED);
+	CHECK(extract("SELECT 1 /*traceparent=\"" TP "\"*/", &ctx) == TP_COMMENT_MALFORMED);
+	CHECK(extract("SELECT 1 /* traceparent = '" TP "' */", &ctx) == TP_COMMENT_MALFORMED);
+	CHECK(extract("SELECT 1 /*traceparent ='" TP "'*/", &ctx) == TP_COMMENT_MALFORMED);
+	CHECK(extract("SELECT 1 /*traceparent*/", &ctx) == TP_COMMENT_MALFORMED);
+	CHECK(extract("SELECT 1 /*route='/x',traceparent*/", &ctx) == TP_COMMENT_MALFORMED);
+	CHECK(extract("SELECT 1 /*traceparent=*/", &ctx) == TP_COMMENT_MALFORMED);
+	/* Another key, or the word in prose, is no pair of ours. */
+	CHECK(extract("SELECT 1 /*tracestate=x*/", &ctx) == TP_COMMENT_NONE);
+	CHECK(extract("SELECT 1 /*traceparents='" TP "'*/", &ctx) == TP_COMMENT_NONE);
+	CHECK(extract("SELECT 1 /* no traceparent here */", &ctx) == TP_COMMENT_NONE);
+	/* Blanks around the pairs are no fault: newlines as some drivers write them. */
+	CHECK(extract("SELECT 1 /*\ntraceparent='" TP "'\n*/", &ctx) == TP_COMMENT_VALID);
+}
+
 TEST(last_comment_wins)
 {
 	tp_span_context ctx;
@@ -115,6 +135,7 @@ main(void)
 	RUN(long_values_of_other_keys);
 	RUN(no_comment_or_no_key);
 	RUN(malformed_values_are_reported);
+	RUN(malformed_pairs_of_our_key_are_reported);
 	RUN(last_comment_wins);
 	RUN(length_bounds_the_search);
 	return unit_summary();
