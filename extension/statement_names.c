@@ -221,6 +221,12 @@ statement_collection(Node *stmt)
 		case T_AlterTableStmt:
 			rel = ((AlterTableStmt *) stmt)->relation;
 			break;
+		case T_RefreshMatViewStmt:
+			rel = ((RefreshMatViewStmt *) stmt)->relation;
+			break;
+		case T_ClusterStmt:		/* NULL: every table clustered before */
+			rel = ((ClusterStmt *) stmt)->relation;
+			break;
 		case T_TruncateStmt:
 			/* A statement on several tables names none (db.collection.name) */
 			if (list_length(((TruncateStmt *) stmt)->relations) == 1)
