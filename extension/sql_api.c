@@ -149,7 +149,11 @@ emit_span_row(const TraceprofSpan *r, void *arg)
 	values[i++] = Int32GetDatum(r->pid);
 	values[i++] = CStringGetTextDatum(r->username);
 	values[i++] = CStringGetTextDatum(r->dbname);
-	values[i++] = CStringGetTextDatum(visible ? r->query : HIDDEN);
+	/* No text (query_text = off, a plan span): NULL, as the attribute is absent. */
+	if (r->query_len == 0)
+		nulls[i++] = true;
+	else
+		values[i++] = CStringGetTextDatum(visible ? r->query : HIDDEN);
 	values[i++] = attributes_jsonb(&span);
 	Assert(i == SPANS_COLUMNS);
 	tuplestore_putvalues(state->rsinfo->setResult, state->rsinfo->setDesc, values, nulls);

@@ -30,6 +30,9 @@ SET traceprof.track = 'top';
 SET traceprof.traceparent = '';
 
 SELECT name, kind, query FROM traceprof.spans WHERE name <> 'plan' ORDER BY start_time;
+-- query_text = off: the text is NULL, as its attribute is absent
+SELECT query IS NULL AS query_null, attributes ? 'db.query.text' AS has_text_attribute
+  FROM traceprof.spans WHERE name <> 'plan' AND coalesce(query, '') = '';
 
 -- with track = all the nested statement is a child of the outer one
 SELECT inner_span.query AS nested, outer_span.query AS parent
