@@ -20,6 +20,16 @@ port_is_valid(CURLU *url, const char *authority)
 	return ok;
 }
 
+static bool
+has_port(CURLU *url)
+{
+	char	   *port = NULL;
+	bool		found = curl_url_get(url, CURLUPART_PORT, &port, 0) == CURLUE_OK;
+
+	curl_free(port);
+	return found;
+}
+
 CURLU *
 tp_http_url_parse(const char *endpoint)
 {
@@ -43,6 +53,9 @@ tp_http_url_parse(const char *endpoint)
 	free(text);
 	curl_free(scheme);
 	curl_free(host);
+	/* Without a scheme, host:port: a bare word is no endpoint (nor port 80). */
+	if (ok && separator == NULL)
+		ok = has_port(url);
 	if (ok && port_is_valid(url, authority))
 		return url;
 	curl_url_cleanup(url);

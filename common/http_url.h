@@ -11,8 +11,9 @@
 #include <stddef.h>
 
 /*
- * text as a URL (http:// when it names no scheme), or NULL unless it is an
- * http or https URL (any case) with a host and, if any, a port number.
+ * text as a URL (http:// when it names no scheme, which host:port does not),
+ * or NULL unless it is an http or https URL (any case) with a host and, if
+ * any, a port number; without a scheme the port is required.
  * Free with curl_url_cleanup.
  */
 CURLU	   *tp_http_url_parse(const char *text);

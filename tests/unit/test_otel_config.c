@@ -155,6 +155,11 @@ TEST(endpoints_checked_like_urls)
 	CHECK(!tp_otlp_endpoint_is_valid("http://collector:0"));
 	CHECK(!tp_otlp_endpoint_is_valid("http://collector:/v1"));
 	CHECK(!tp_otlp_endpoint_is_valid("collector:"));
+	/* Neither a scheme nor a port: a word, not an endpoint on port 80. */
+	CHECK(!tp_otlp_endpoint_is_valid("collector"));
+	CHECK(!tp_otlp_endpoint_is_valid("127.0.0.1"));
+	CHECK(!tp_otlp_endpoint_is_valid("collector/v1"));
+	CHECK(tp_otlp_endpoint_is_valid("collector:4318/v1"));
 	CHECK(tp_otlp_endpoint_is_valid("http://[::1]"));
 	CHECK(!tp_otlp_endpoint_is_valid("ftp://collector"));
 	CHECK(!tp_otlp_endpoint_is_valid("http://"));

@@ -322,6 +322,8 @@ TEST(config_from_env)
 	tp_pyroscope_config_free(&cfg);
 	CHECK(tp_pyroscope_server_is_valid("https://profiles.example.com/base"));
 	CHECK(!tp_pyroscope_server_is_valid("http://pyroscope:4040#top"));
+	CHECK(tp_pyroscope_server_is_valid("pyroscope:4040"));
+	CHECK(!tp_pyroscope_server_is_valid("pyroscope"));	/* not port 80 unasked */
 	clear_env();
 }
 

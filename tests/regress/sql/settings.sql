@@ -80,6 +80,8 @@ SELECT s.query, count(p.span_id) AS plan_spans, count(p.cpu_time_ms) AS plan_cpu
 -- traceprof.stats.
 ALTER SYSTEM SET traceprof.otlp_endpoint = 'ftp://collector:4318';
 ALTER SYSTEM SET traceprof.otlp_endpoint = 'http://';
+ALTER SYSTEM SET traceprof.otlp_endpoint = 'collector';
+ALTER SYSTEM SET traceprof.pyroscope_url = 'pyroscope';
 ALTER SYSTEM SET traceprof.resource_attributes = 'team=db,owner';
 ALTER SYSTEM SET traceprof.resource_attributes = 'team=%zz';
 ALTER SYSTEM SET traceprof.otlp_endpoint = 'collector:4318';
