@@ -169,7 +169,7 @@ tag_problem(const char *key, const char *value)
 
 /* One "key=value" member [start, end), already known to be non-blank. */
 static void
-parse_tag(const char *start, const char *end, tp_kvlist *tags)
+parse_tag(const char *start, const char *end, const char *source, tp_kvlist *tags)
 {
 	const char *eq = memchr(start, '=', (size_t) (end - start));
 	char		member[128];
@@ -182,29 +182,29 @@ parse_tag(const char *start, const char *end, tp_kvlist *tags)
 	shown(start, (size_t) (end - start), member, sizeof(member));
 	if (eq == NULL)
 	{
-		tp_warn("PYROSCOPE_TAGS: \"%s\" has no '=' (expected key=value); ignored", member);
+		tp_warn("%s: \"%s\" has no '=' (expected key=value); ignored", source, member);
 		return;
 	}
 	key = tp_trimmed_copy(start, eq);
 	value = tp_trimmed_copy(eq + 1, end);
 	if (key == NULL || value == NULL)
-		tp_warn("PYROSCOPE_TAGS: out of memory; \"%s\" ignored", member);
+		tp_warn("%s: out of memory; \"%s\" ignored", source, member);
 	else if ((problem = tag_problem(key, value)) != NULL)
-		tp_warn("PYROSCOPE_TAGS: \"%s\": %s; ignored", member, problem);
+		tp_warn("%s: \"%s\": %s; ignored", source, member, problem);
 	else if ((existing = tp_kvlist_get(tags, key)) != NULL)
-		tp_warn("PYROSCOPE_TAGS: \"%s\": key \"%s\" is already set; keeping the first value \"%s\"",
-				member, key, shown(existing, strlen(existing), buf, sizeof(buf)));
+		tp_warn("%s: \"%s\": key \"%s\" is already set; keeping the first value \"%s\"",
+				source, member, key, shown(existing, strlen(existing), buf, sizeof(buf)));
 	else if (tags->count >= TP_PYROSCOPE_MAX_TAGS)
-		tp_warn("PYROSCOPE_TAGS: \"%s\": more than %d tags (a Pyroscope series takes 30 labels); ignored",
-				member, TP_PYROSCOPE_MAX_TAGS);
+		tp_warn("%s: \"%s\": more than %d tags (a Pyroscope series takes 30 labels); ignored",
+				source, member, TP_PYROSCOPE_MAX_TAGS);
 	else if (!tp_kvlist_add(tags, key, value))
-		tp_warn("PYROSCOPE_TAGS: out of memory; \"%s\" ignored", member);
+		tp_warn("%s: out of memory; \"%s\" ignored", source, member);
 	free(key);
 	free(value);
 }
 
 void
-tp_pyroscope_parse_tags(const char *text, tp_kvlist *tags)
+tp_pyroscope_parse_tags(const char *text, const char *source, tp_kvlist *tags)
 {
 	const char *p = text;
 
@@ -218,7 +218,7 @@ tp_pyroscope_parse_tags(const char *text, tp_kvlist *tags)
 		while (s < end && tp_is_blank(*s))
 			s++;
 		if (s < end)			/* empty members ("a=1,,b=2") are skipped */
-			parse_tag(p, end, tags);
+			parse_tag(p, end, source, tags);
 		p = *end ? end + 1 : end;
 	}
 }
@@ -240,28 +240,42 @@ tp_pyroscope_add_tag(tp_kvlist *tags, const char *key, const char *value)
 		tp_warn("Pyroscope tag \"%s\": out of memory; ignored", key);
 }
 
-/* Characters outside [A-Za-z0-9_.\-/] become '_'; malloc'd. */
-static char *
-application_name(const char *requested, const char *fallback)
+bool
+tp_pyroscope_application_name_is_valid(const char *name)
 {
-	const char *source = requested ? requested : fallback;
-	char	   *name = strdup(source);
-	bool		changed = false;
-	char		buf[128];
-
-	if (name == NULL)
-		return NULL;
-	for (char *p = name; *p; p++)
+	if (strlen(name) > TP_PYROSCOPE_MAX_TAG_VALUE)
+		return false;
+	for (const char *p = name; *p; p++)
 		if (!is_app_name_char(*p))
-		{
+			return false;
+	return true;
+}
+
+char *
+tp_pyroscope_application_name(const char *name, const char *source)
+{
+	char	   *usable = strndup(name, TP_PYROSCOPE_MAX_TAG_VALUE);
+	char		given[80];
+	char		used[80];
+
+	if (usable == NULL || tp_pyroscope_application_name_is_valid(name))
+		return usable;
+	for (char *p = usable; *p; p++)
+		if (!is_app_name_char(*p))
 			*p = '_';
-			changed = true;
-		}
-	if (changed)
-		tp_warn("%s \"%s\" has characters outside A-Z a-z 0-9 _ . - /; using \"%s\"",
-				requested ? "PYROSCOPE_APPLICATION_NAME" : "application name",
-				shown(source, strlen(source), buf, sizeof(buf)), name);
-	return name;
+	tp_warn("%s \"%s\" is not a Pyroscope application name (at most %d of A-Z a-z 0-9 _ . - /); using \"%s\"",
+			source, shown(name, strlen(name), given, sizeof(given)), TP_PYROSCOPE_MAX_TAG_VALUE,
+			shown(usable, strlen(usable), used, sizeof(used)));
+	return usable;
+}
+
+bool
+tp_pyroscope_tenant_id_is_valid(const char *tenant_id)
+{
+	for (const char *p = tenant_id; *p; p++)
+		if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+			return false;		/* a CR or LF would end the header */
+	return true;
 }
 
 bool
@@ -328,20 +342,17 @@ tp_pyroscope_config_from_env(tp_pyroscope_config *cfg, const char *default_appli
 	cfg->enabled = env_bool("PYROSCOPE_ENABLE");
 	cfg->trace_correlation = env_bool("PYROSCOPE_TRACE_CORRELATION");
 	cfg->server_address = server_address(env_string("PYROSCOPE_SERVER_ADDRESS"));
-	cfg->application_name = application_name(app,
-											 default_application ? default_application : "traceprof");
-	tp_pyroscope_parse_tags(tags, &cfg->tags);
+	cfg->application_name = app != NULL ?
+		tp_pyroscope_application_name(app, "PYROSCOPE_APPLICATION_NAME") :
+		tp_pyroscope_application_name(default_application ? default_application : "traceprof",
+									  "application name");
+	tp_pyroscope_parse_tags(tags, "PYROSCOPE_TAGS", &cfg->tags);
 	cfg->tenant_id = env_string("PYROSCOPE_TENANT_ID");
-	if (cfg->tenant_id != NULL)
+	if (cfg->tenant_id != NULL && !tp_pyroscope_tenant_id_is_valid(cfg->tenant_id))
 	{
-		for (const char *p = cfg->tenant_id; *p; p++)
-			if ((unsigned char) *p < 0x20 || *p == 0x7f)
-			{
-				tp_warn("PYROSCOPE_TENANT_ID contains a control character, which an HTTP header cannot carry; ignored");
-				free(cfg->tenant_id);
-				cfg->tenant_id = NULL;
-				break;
-			}
+		tp_warn("PYROSCOPE_TENANT_ID contains a control character or a byte outside ASCII, which an HTTP header cannot carry; ignored");
+		free(cfg->tenant_id);
+		cfg->tenant_id = NULL;
 	}
 	cfg->basic_auth_user = env_string("PYROSCOPE_BASIC_AUTH_USER");
 	cfg->basic_auth_password = env_string("PYROSCOPE_BASIC_AUTH_PASSWORD");

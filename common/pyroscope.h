@@ -69,12 +69,23 @@ void		tp_pyroscope_config_from_env(tp_pyroscope_config *cfg,
 
 /*
  * Parse PYROSCOPE_TAGS-style text into tags, keeping valid members and
- * warning (naming the bad part) about missing '=', empty keys, invalid
- * label names ([A-Za-z0-9_.]) or values (no , } =, no control character,
- * valid UTF-8), duplicates, and
- * members beyond the limits above.
+ * warning (naming source, the variable or setting it came from, and the
+ * bad part) about missing '=', empty keys, invalid label names
+ * ([A-Za-z0-9_.]) or values (no , } =, no control character, valid
+ * UTF-8), duplicates, and members beyond the limits above.
  */
-void		tp_pyroscope_parse_tags(const char *text, tp_kvlist *tags);
+void		tp_pyroscope_parse_tags(const char *text, const char *source, tp_kvlist *tags);
+
+/*
+ * An application name goes into the series name (name{labels}): at most
+ * TP_PYROSCOPE_MAX_TAG_VALUE bytes of [A-Za-z0-9_.-/].  The second returns
+ * name made so (others become '_', warning with source), malloc'd.
+ */
+bool		tp_pyroscope_application_name_is_valid(const char *name);
+
+/* The X-Scope-OrgID header's value: printable ASCII only. */
+bool		tp_pyroscope_tenant_id_is_valid(const char *tenant_id);
+char	   *tp_pyroscope_application_name(const char *name, const char *source);
 
 /*
  * Append key=value unless key is already present (never overwrites); the

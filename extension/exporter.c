@@ -115,10 +115,11 @@ typedef struct PendingUpload
 
 static PendingUpload pending;
 
+/* Messages of common/ code, under the name of the worker that ran it. */
 static void
 log_to_server(const char *message)
 {
-	ereport(LOG, (errmsg("traceprof exporter: %s", message)));
+	ereport(LOG, (errmsg("%s: %s", MyBgworkerEntry->bgw_name, message)));
 }
 
 static void
@@ -459,8 +460,15 @@ build_pyroscope(tp_pyroscope_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->enabled = traceprof_pyroscope_url[0] != '\0';
 	cfg->server_address = strdup(traceprof_pyroscope_url);
-	/* Grafana links a span to profiles whose service_name is its service.name. */
-	cfg->application_name = strdup(traceprof_pyroscope_application());
+	/*
+	 * Grafana links a span to profiles whose service_name is its service.name.
+	 * traceprof.application_name is checked when set; the service name may
+	 * need making into one.
+	 */
+	cfg->application_name = tp_pyroscope_application_name(traceprof_pyroscope_application(),
+														  traceprof_application_name[0] != '\0' ?
+														  "traceprof.application_name" :
+														  "traceprof.service_name");
 	if (traceprof_pyroscope_tenant_id[0] != '\0')
 		cfg->tenant_id = strdup(traceprof_pyroscope_tenant_id);
 	if (traceprof_pyroscope_ca_file[0] != '\0')
@@ -470,7 +478,7 @@ build_pyroscope(tp_pyroscope_config *cfg)
 		cfg->basic_auth_user = strdup(traceprof_pyroscope_basic_auth_user);
 		cfg->basic_auth_password = strdup(traceprof_pyroscope_basic_auth_password);
 	}
-	tp_pyroscope_parse_tags(traceprof_pyroscope_tags, &cfg->tags);
+	tp_pyroscope_parse_tags(traceprof_pyroscope_tags, "traceprof.pyroscope_tags", &cfg->tags);
 	cfg->timeout_ms = traceprof_otlp_timeout_ms;
 	cfg->cancel = &interrupted;
 }
@@ -656,7 +664,7 @@ upload_samples(tp_pyroscope_config *cfg)
 	if (ok)
 	{
 		if (pyroscope_failing && pending.taken > 0)
-			ereport(LOG, (errmsg("traceprof exporter: profile upload resumed")));
+			ereport(LOG, (errmsg("traceprof profile uploader: profile upload resumed")));
 		pyroscope_failing = pyroscope_failing && pending.taken == 0;
 		return pending.taken;
 	}
@@ -664,7 +672,7 @@ upload_samples(tp_pyroscope_config *cfg)
 	span_store_upload_failed(err);
 	if (!pyroscope_failing)
 		ereport(WARNING,
-				(errmsg("traceprof exporter: cannot upload profiles: %s", err),
+				(errmsg("traceprof profile uploader: cannot upload profiles: %s", err),
 				 errdetail("Samples that cannot be uploaded are dropped and counted in traceprof.stats.")));
 	pyroscope_failing = true;
 	return pending.taken + refused;

@@ -192,6 +192,27 @@ check_utf8_name(char **newval, void **extra, GucSource source)
 	return false;
 }
 
+/* It becomes the name of a Pyroscope series: refused here, not at upload. */
+static bool
+check_application_name(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || tp_pyroscope_application_name_is_valid(*newval))
+		return true;
+	GUC_check_errdetail("Expected at most %d of the characters A-Z a-z 0-9 _ . - / (a Pyroscope application name); empty: traceprof.service_name.",
+						TP_PYROSCOPE_MAX_TAG_VALUE);
+	return false;
+}
+
+/* A CR or LF would end the X-Scope-OrgID header and start another. */
+static bool
+check_tenant_id(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || tp_pyroscope_tenant_id_is_valid(*newval))
+		return true;
+	GUC_check_errdetail("Expected printable ASCII only (an HTTP header's value).");
+	return false;
+}
+
 /* Every span asks whether to keep it for export: a bool, not the string. */
 static void
 assign_otlp_endpoint(const char *newval, void *extra)
@@ -337,7 +358,7 @@ define_gucs(void)
 	DefineCustomStringVariable("traceprof.pyroscope_tenant_id",
 							   "X-Scope-OrgID sent to a multi-tenant Pyroscope.",
 							   NULL, &traceprof_pyroscope_tenant_id, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
-							   NULL, NULL, NULL);
+							   check_tenant_id, NULL, NULL);
 	DefineCustomIntVariable("traceprof.upload_interval",
 							"Time between profile uploads to Pyroscope.",
 							NULL, &traceprof_upload_interval_ms, 10000, 100, 3600000,
@@ -346,7 +367,7 @@ define_gucs(void)
 							   "Pyroscope application (service_name) of uploaded profiles; empty: traceprof.service_name.",
 							   "Grafana links a span to the profiles whose service_name equals its service.name.",
 							   &traceprof_application_name, "", PGC_SIGHUP, 0,
-							   check_utf8_name, NULL, NULL);
+							   check_application_name, NULL, NULL);
 	DefineCustomStringVariable("traceprof.pyroscope_tags",
 							   "Static series labels of uploaded profiles, key=value,...",
 							   NULL, &traceprof_pyroscope_tags, "", PGC_SIGHUP, 0,

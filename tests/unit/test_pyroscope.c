@@ -71,7 +71,7 @@ TEST(correlation_tags_are_appended_in_order)
 	tp_kvlist	tags = {0};
 
 	warnings = 0;
-	tp_pyroscope_parse_tags("env=dev,service=generator,version=1.0.0", &tags);
+	tp_pyroscope_parse_tags("env=dev,service=generator,version=1.0.0", "PYROSCOPE_TAGS", &tags);
 	tp_pyroscope_add_tag(&tags, "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736");
 	tp_pyroscope_add_tag(&tags, "root_span_id", "00f067aa0ba902b7");
 	CHECK_STR(joined(&tags),
@@ -92,7 +92,7 @@ TEST(user_tags_win_over_correlation_tags)
 	tp_kvlist	tags = {0};
 
 	warnings = 0;
-	tp_pyroscope_parse_tags("trace_id=mine", &tags);
+	tp_pyroscope_parse_tags("trace_id=mine", "PYROSCOPE_TAGS", &tags);
 	tp_pyroscope_add_tag(&tags, "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736");
 	CHECK_STR(joined(&tags), "trace_id=mine");
 	/* An invalid appended tag is refused with a warning. */
@@ -110,7 +110,7 @@ TEST(malformed_tags_keep_the_valid_part)
 
 	warnings = 0;
 	tp_pyroscope_parse_tags("env=dev,novalue,=x,bad key=1,ok.key_2=v, x = y ,v=a}b,"
-							"w=a=b,env=other,z=,c=a\x01" "b,u=\xc3\xa9t\xc3\xa9", &tags);
+							"w=a=b,env=other,z=,c=a\x01" "b,u=\xc3\xa9t\xc3\xa9", "PYROSCOPE_TAGS", &tags);
 	CHECK_STR(joined(&tags), "env=dev,ok.key_2=v,x=y,u=\xc3\xa9t\xc3\xa9");
 	CHECK(warnings == 8);
 	CHECK(warned("\"novalue\"", "no '='"));
@@ -126,6 +126,43 @@ TEST(malformed_tags_keep_the_valid_part)
 	tp_kvlist_free(&tags);
 }
 
+/* The server's settings are no environment variables: messages name the setting. */
+TEST(messages_name_their_source)
+{
+	tp_kvlist	tags = {0};
+	char		long_name[TP_PYROSCOPE_MAX_TAG_VALUE + 2];
+	char	   *name;
+
+	warnings = 0;
+	tp_pyroscope_parse_tags("bad key=1", "traceprof.pyroscope_tags", &tags);
+	CHECK(warnings == 1);
+	CHECK(warned("traceprof.pyroscope_tags: \"bad key=1\"", "character"));
+	CHECK(!warned("PYROSCOPE_TAGS", NULL));
+	tp_kvlist_free(&tags);
+
+	CHECK(tp_pyroscope_tenant_id_is_valid("team-a b"));
+	CHECK(!tp_pyroscope_tenant_id_is_valid("a\rX-Evil: 1"));
+	CHECK(!tp_pyroscope_tenant_id_is_valid("caf\xc3\xa9"));
+
+	CHECK(tp_pyroscope_application_name_is_valid("shop/loader-1.x"));
+	CHECK(!tp_pyroscope_application_name_is_valid("my app{x=1},y"));
+	memset(long_name, 'a', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	CHECK(!tp_pyroscope_application_name_is_valid(long_name));
+	long_name[TP_PYROSCOPE_MAX_TAG_VALUE] = '\0';
+	CHECK(tp_pyroscope_application_name_is_valid(long_name));
+
+	warnings = 0;
+	name = tp_pyroscope_application_name("my app{x=1},y", "traceprof.service_name");
+	CHECK_STR(name, "my_app_x_1__y");
+	CHECK(warned("traceprof.service_name \"my app{x=1},y\"", "using \"my_app_x_1__y\""));
+	free(name);
+	name = tp_pyroscope_application_name("shop", "traceprof.service_name");
+	CHECK_STR(name, "shop");
+	CHECK(warnings == 1);
+	free(name);
+}
+
 TEST(tags_beyond_pyroscope_limits_are_ignored)
 {
 	tp_kvlist	tags = {0};
@@ -135,7 +172,7 @@ TEST(tags_beyond_pyroscope_limits_are_ignored)
 	warnings = 0;
 	for (int i = 0; i < TP_PYROSCOPE_MAX_TAGS + 3; i++)
 		snprintf(text + strlen(text), sizeof(text) - strlen(text), "%sk%d=v", i ? "," : "", i);
-	tp_pyroscope_parse_tags(text, &tags);
+	tp_pyroscope_parse_tags(text, "PYROSCOPE_TAGS", &tags);
 	CHECK(tags.count == TP_PYROSCOPE_MAX_TAGS);
 	CHECK(warnings == 3);
 	CHECK(warned("\"k24=v\"", "more than 24 tags"));
@@ -145,9 +182,9 @@ TEST(tags_beyond_pyroscope_limits_are_ignored)
 	memset(long_value, 'x', sizeof(long_value) - 1);
 	long_value[sizeof(long_value) - 1] = '\0';
 	memcpy(long_value, "a=", 2);
-	tp_pyroscope_parse_tags(long_value, &tags);
+	tp_pyroscope_parse_tags(long_value, "PYROSCOPE_TAGS", &tags);
 	long_value[2 + TP_PYROSCOPE_MAX_TAG_VALUE] = '\0';	/* exactly the limit */
-	tp_pyroscope_parse_tags(long_value, &tags);
+	tp_pyroscope_parse_tags(long_value, "PYROSCOPE_TAGS", &tags);
 	CHECK(tags.count == 1);
 	CHECK(warnings == 1);
 	CHECK(warned("\"a=xxx", "longer than Pyroscope accepts (2048"));
@@ -159,10 +196,10 @@ TEST(empty_tag_members_are_skipped)
 	tp_kvlist	tags = {0};
 
 	warnings = 0;
-	tp_pyroscope_parse_tags("a=1,, b=2 , ,", &tags);
+	tp_pyroscope_parse_tags("a=1,, b=2 , ,", "PYROSCOPE_TAGS", &tags);
 	CHECK_STR(joined(&tags), "a=1,b=2");
-	tp_pyroscope_parse_tags("", &tags);
-	tp_pyroscope_parse_tags(NULL, &tags);
+	tp_pyroscope_parse_tags("", "PYROSCOPE_TAGS", &tags);
+	tp_pyroscope_parse_tags(NULL, "PYROSCOPE_TAGS", &tags);
 	CHECK(tags.count == 2);
 	CHECK(warnings == 0);
 	tp_kvlist_free(&tags);
@@ -179,7 +216,7 @@ TEST(tags_that_are_not_utf8_are_refused)
 
 	warnings = 0;
 	tp_pyroscope_parse_tags("a=ok,b=\xff\xfe,c=caf\xc3,d=\xc3\xa9t\xc3\xa9,"
-							"e=\xc0\xaf,f=\xed\xa0\x80", &tags);
+							"e=\xc0\xaf,f=\xed\xa0\x80", "PYROSCOPE_TAGS", &tags);
 	CHECK_STR(joined(&tags), "a=ok,d=\xc3\xa9t\xc3\xa9");
 	CHECK(warnings == 4);
 	CHECK(warned("PYROSCOPE_TAGS: \"b=??\"", "not valid UTF-8"));
@@ -203,7 +240,7 @@ TEST(series_name_is_url_encoded)
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.application_name = "my-app/db.x_y";
-	tp_pyroscope_parse_tags("env=dev,version=1.0.0,path=/a b&c", &cfg.tags);
+	tp_pyroscope_parse_tags("env=dev,version=1.0.0,path=/a b&c", "PYROSCOPE_TAGS", &cfg.tags);
 	name = tp_pyroscope_series_name(&cfg);
 	CHECK_STR(name, "my-app%2Fdb.x_y%7Benv%3Ddev%2Cversion%3D1.0.0%2Cpath%3D%2Fa%20b%26c%7D");
 	free(name);
@@ -440,6 +477,7 @@ main(void)
 	RUN(correlation_tags_are_appended_in_order);
 	RUN(user_tags_win_over_correlation_tags);
 	RUN(malformed_tags_keep_the_valid_part);
+	RUN(messages_name_their_source);
 	RUN(tags_beyond_pyroscope_limits_are_ignored);
 	RUN(empty_tag_members_are_skipped);
 	RUN(tags_that_are_not_utf8_are_refused);

@@ -82,6 +82,11 @@ ALTER SYSTEM SET traceprof.otlp_endpoint = 'ftp://collector:4318';
 ALTER SYSTEM SET traceprof.otlp_endpoint = 'http://';
 ALTER SYSTEM SET traceprof.otlp_endpoint = 'collector';
 ALTER SYSTEM SET traceprof.pyroscope_url = 'pyroscope';
+-- what goes into a Pyroscope series name or a header
+ALTER SYSTEM SET traceprof.application_name = 'my app{x=1},y';
+ALTER SYSTEM SET traceprof.pyroscope_tenant_id = 'équipe';
+ALTER SYSTEM SET traceprof.application_name = 'shop/db-1.x';
+ALTER SYSTEM RESET traceprof.application_name;
 ALTER SYSTEM SET traceprof.resource_attributes = 'team=db,owner';
 ALTER SYSTEM SET traceprof.resource_attributes = 'team=%zz';
 ALTER SYSTEM SET traceprof.otlp_endpoint = 'collector:4318';
