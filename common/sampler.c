@@ -83,6 +83,8 @@ static struct timespec period;
 static struct sigaction previous_action;
 static tp_leaf_repair *leaf_repair;	/* NULL: no repair (out of memory) */
 static const volatile uint32_t *_Atomic wait_source;	/* read by the handler */
+static const volatile int *_Atomic idle_source;	/* and this, with idle_states */
+static _Atomic uint32_t idle_states;
 
 static void
 sigprof_handler(int signo, siginfo_t *info, void *ucontext)
@@ -116,6 +118,17 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 		timer_settime(timer, 0, &off, NULL);
 		errno = saved_errno;
 		return;
+	}
+
+	{
+		const volatile int *state = atomic_load_explicit(&idle_source, memory_order_relaxed);
+
+		if (state != NULL && (unsigned) *state < 32 &&
+			(atomic_load_explicit(&idle_states, memory_order_relaxed) >> *state & 1) != 0)
+		{
+			errno = saved_errno;	/* the host is idle: no sample, none lost */
+			return;
+		}
 	}
 
 	/*
@@ -505,6 +518,13 @@ void
 tp_sampler_set_wait_source(const volatile uint32_t *source)
 {
 	atomic_store_explicit(&wait_source, source, memory_order_relaxed);
+}
+
+void
+tp_sampler_set_idle_source(const volatile int *state, uint32_t idle_mask)
+{
+	atomic_store_explicit(&idle_states, idle_mask, memory_order_relaxed);
+	atomic_store_explicit(&idle_source, state, memory_order_relaxed);
 }
 
 /* After a dlopen: read the map into the one the handler does not use. */

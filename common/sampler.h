@@ -119,6 +119,14 @@ void		tp_sampler_set_labels(const tp_sample_labels *labels);
 void		tp_sampler_set_wait_source(const volatile uint32_t *source);
 
 /*
+ * Take no sample while *state (e.g. PostgreSQL's activity state of the
+ * backend) is a value whose bit is set in idle_mask: an idle host's wall
+ * time is nobody's, and is neither sampled nor counted as dropped.  NULL
+ * stops; the word must stay readable for as long as the sampler runs.
+ */
+void		tp_sampler_set_idle_source(const volatile int *state, uint32_t idle_mask);
+
+/*
  * Read the loaded objects again now if any were loaded or unloaded since
  * they were read (the drain does it too, but only at its next call).  A
  * backend's first JIT compile loads libLLVM, which keeps no frame pointers:

@@ -27,6 +27,7 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/backend_status.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -159,6 +160,15 @@ start_sampler(void)
 	/* Wall time spent waiting shows as a leaf frame naming the wait event. */
 	tp_sampler_set_wait_source(traceprof_profile_mode == PROFILE_MODE_WALL ?
 							   (const volatile uint32_t *) my_wait_event_info : NULL);
+	/*
+	 * Waiting for the client's next command is no statement's time: with
+	 * profile = all and wall time, an idle connection would fill the rings
+	 * with ClientRead.  (Without track_activities the state stays disabled.)
+	 */
+	StaticAssertStmt(sizeof(MyBEEntry->st_state) == sizeof(int), "st_state is read as an int");
+	tp_sampler_set_idle_source(MyBEEntry != NULL ? (const volatile int *) &MyBEEntry->st_state : NULL,
+							   1u << STATE_IDLE | 1u << STATE_IDLEINTRANSACTION |
+							   1u << STATE_IDLEINTRANSACTION_ABORTED);
 	started_hz = traceprof_sample_hz;
 	started_mode = traceprof_profile_mode;
 	started_capacity = traceprof_backend_samples;

@@ -584,6 +584,33 @@ describe('profiles in SQL (one cluster)', () => {
 			`samples stored (${n}) + samples_dropped (${dropped}) of a ${span.duration_ms.toFixed(0)} ms wall-mode span at ${HZ} Hz`);
 	});
 
+	test('7b. profile = all in wall time: a statement\'s waits are sampled, an idle session\'s are not', async () => {
+		// Waiting for the client's next command is no statement: a pooled
+		// connection idle for hours would otherwise fill the rings with ClientRead.
+		const HZ = 250;
+		const c = await connect(cluster);
+		const counted = async () => {
+			const s = await sampleStats(reader);
+			return s.stored + s.dropped;
+		};
+		try {
+			await c.query(`SET traceprof.profile = 'all'; SET traceprof.profile_mode = wall; SET traceprof.sample_hz = ${HZ}`);
+			await c.query('SELECT 1');	// starts the sampler; its samples are stored at commit
+			const start = await counted();
+			await c.query('SELECT pg_sleep(0.5)');
+			const slept = await counted() - start;
+			assertWithinFactor(slept, 0.5 * HZ, 2, 'wall samples of pg_sleep(0.5) under profile = all');
+			const idleFrom = await counted();
+			await sleep(1500);			// the session waits for its client
+			await c.query('SELECT 1');
+			const idle = await counted() - idleFrom;
+			assert.ok(idle < 0.2 * 1.5 * HZ,
+				`1.5 s idle at ${HZ} Hz took ${idle} samples (stored or dropped); waiting for the client is no statement's time`);
+		} finally {
+			await closeAll(c);
+		}
+	});
+
 	test('8. a traced parallel query: the workers\' samples carry the leader\'s span id and name, the workers add no span', async (t) => {
 		// Before, a parallel worker never sampled (it opens no span), so with
 		// the leader not participating the trace's profile was empty.
