@@ -17,12 +17,13 @@
 static char cleanup_path[PATH_MAX];
 static volatile sig_atomic_t cleanup_armed;
 
-static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+/* Every signal whose default action ends the process, but those it cannot catch and SIGPROF (the self-profiler's). */
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM};
 
 static void
 on_signal(int sig)
 {
-	static const char msg[] = "generator: interrupted, temporary file removed\n";
+	static const char msg[] = "generator: stopped by a signal, temporary file removed\n";
 	int			save_errno = errno;
 
 	if (cleanup_armed)
@@ -57,7 +58,8 @@ gen_outfile_install_signal_cleanup(void)
 	for (i = 0; i < sizeof(cleanup_signals) / sizeof(cleanup_signals[0]); i++)
 		if (sigaction(cleanup_signals[i], &sa, NULL) != 0)
 			return false;
-	return true;
+	/* Past a file-size limit, write() then fails with EFBIG: reported, cleaned up. */
+	return signal(SIGXFSZ, SIG_IGN) != SIG_ERR;
 }
 
 static void

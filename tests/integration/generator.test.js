@@ -277,8 +277,9 @@ test('OUT as a link, a FIFO, /dev/fd/1, a directory, a long name', async (t) => 
 
 // ulimit -f makes write() fail with EFBIG part-way (SIGXFSZ ignored, so the
 // generator sees the error): a real I/O failure in the middle of the file.
+// The generator ignores SIGXFSZ itself: past the limit a write fails with EFBIG.
 function generateWithFileSizeLimit(args) {
-	return run('/bin/sh', ['-c', 'trap "" XFSZ; ulimit -f 200; exec "$@"', 'sh', GENERATOR, ...args],
+	return run('/bin/sh', ['-c', 'ulimit -f 200; exec "$@"', 'sh', GENERATOR, ...args],
 		{ timeout: 60000 });
 }
 
@@ -311,12 +312,19 @@ test('an existing OUT is untouched when generation fails', async (t) => {
 	assert.equal(fs.readFileSync(out, 'utf8'), original);
 
 	// Killed while writing: the temp file goes, OUT stays as it was.
+	await killWhileWriting(sub, out, 'SIGTERM');
+	assert.equal(fs.readFileSync(out, 'utf8'), original);
+});
+
+/** Start a long run into out, signal it once its temporary file has data; none may be left. */
+async function killWhileWriting(sub, out, signal) {
 	let child;
+	const name = path.basename(out);
 	const pending = generate(['200000000', out], { onSpawn: (c) => { child = c; }, timeout: 30000 });
 	const deadline = Date.now() + 10000;
 	let sawTemp = false;
 	while (Date.now() < deadline && child.exitCode === null) {
-		const temps = fs.readdirSync(sub).filter((f) => f !== 'out.json');
+		const temps = fs.readdirSync(sub).filter((f) => f !== name);
 		if (temps.length && fs.statSync(path.join(sub, temps[0]), { throwIfNoEntry: false })?.size > 0) {
 			sawTemp = true;
 			break;
@@ -324,12 +332,20 @@ test('an existing OUT is untouched when generation fails', async (t) => {
 		await new Promise((r) => setTimeout(r, 5));
 	}
 	assert.ok(sawTemp, 'a temporary file appeared while writing');
-	child.kill('SIGTERM');
-	res = await pending;
+	child.kill(signal);
+	const res = await pending;
 	assert.equal(res.timedOut, false, describe(res));
-	assert.ok(res.signal === 'SIGTERM' || (res.code !== 0 && res.code !== null), describe(res));
-	assert.deepEqual(fs.readdirSync(sub), ['out.json'], 'the temporary file was removed');
-	assert.equal(fs.readFileSync(out, 'utf8'), original);
+	assert.ok(res.signal === signal || (res.code !== 0 && res.code !== null), describe(res));
+	assert.deepEqual(fs.readdirSync(sub).filter((f) => f !== name), [], `${signal}: the temporary file was removed`);
+}
+
+// Not only the usual interrupts: any signal that would end the run.
+test('SIGQUIT, SIGPIPE, SIGUSR1, SIGALRM while writing: the temporary file is removed too', async (t) => {
+	const sub = makeTempDir('traceprof-gen-signals-');
+	t.after(() => removeTempDir(sub));
+	for (const signal of ['SIGQUIT', 'SIGPIPE', 'SIGUSR1', 'SIGALRM'])
+		await killWhileWriting(sub, path.join(sub, 'out.json'), signal);
+	assert.deepEqual(fs.readdirSync(sub), [], 'no OUT either');
 });
 
 test('--profile-out that cannot be written whole: a warning with the real cause, no file, no temp file, exit 0', async (t) => {
@@ -339,7 +355,7 @@ test('--profile-out that cannot be written whole: a warning with the real cause,
 	// A flame graph of a few hundred thousand records is well over 2 KiB:
 	// write() takes the first 2 KiB, then fails with EFBIG.  OUT is
 	// /dev/null, which the size limit does not apply to.
-	const res = await run('/bin/sh', ['-c', 'trap "" XFSZ; ulimit -f 2; exec "$@"', 'sh', GENERATOR,
+	const res = await run('/bin/sh', ['-c', 'ulimit -f 2; exec "$@"', 'sh', GENERATOR,
 		'300000', '/dev/null', '--profile-out', prof], { timeout: 60000 });
 	assert.equal(res.code, 0, describe(res));
 	assert.match(res.stderr, new RegExp(`generator: warning: profile not written to ${prof.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: ` +
