@@ -77,6 +77,7 @@ static Batch batch;
 static volatile sig_atomic_t interrupted = false;
 
 static bool failing = false;	/* inside a streak of failed exports */
+static char collector_warning[1024];	/* the last one logged, until a request has none */
 static bool pyroscope_failing = false;
 
 /* A batch holds samples of the CPU clock and of the wall clock: two profile types. */
@@ -374,8 +375,11 @@ send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadli
 	{
 		out->delivered += count;
 		out->settled += count;
-		if (err[0] != '\0')
-			ereport(LOG, (errmsg("traceprof exporter: %s", err)));	/* a collector's warning */
+		/* A collector's warning may come with every request: logged when it changes. */
+		if (err[0] != '\0' && strncmp(err, collector_warning, sizeof(collector_warning) - 1) != 0)
+			ereport(LOG, (errmsg("traceprof exporter: %s", err),
+						  errdetail("Logged again only when the collector's warning changes.")));
+		strlcpy(collector_warning, err, sizeof(collector_warning));
 		return;
 	}
 	if (result == TP_EXPORT_REJECTED)

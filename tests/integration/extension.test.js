@@ -1775,6 +1775,24 @@ describe('retries and rejections (own cluster)', () => {
 		assert.equal(warnings.length, 1, `one WARNING for the streak:\n${warnings.join('\n')}`);
 	});
 
+	test('6f. a collector\'s warning (a partial success refusing nothing) is delivered, and logged once while it repeats', async () => {
+		const logStart = cluster.readLog().length;
+		const before_ = await stats(monitor);
+		const warning = { partialSuccess: { rejected: 0, message: 'just a warning' } };
+		receiver.enqueue(warning, warning, warning);
+		const contexts = [];
+		for (let i = 0; i < 3; i++) {
+			const ctx = await tracedSelect(`warned_${i}`);
+			contexts.push(ctx);
+			await waitFor(`request ${i} answered with the warning`, () => requestsWith(receiver, ctx.traceId).length >= 1);
+		}
+		const s = await stats(monitor);
+		assert.equal(s.spans_dropped, before_.spans_dropped, 'a warning refuses no span');
+		assert.equal(s.export_failures, before_.export_failures, 'nor is it a failure');
+		const logged = logLines(cluster, logStart).filter((l) => /LOG:.*just a warning/.test(l));
+		assert.equal(logged.length, 1, `three requests, one line while the warning repeats:\n${logged.join('\n')}`);
+	});
+
 	test('6i. a collector\'s long multibyte message: last_error is cut before a character, valid UTF-8; a LATIN1 database reads it in LATIN1', async () => {
 		// After the 55-byte "collector accepted ... 1 span(s): " and an "x",
 		// the 255 bytes last_error keeps end inside the 100th é.
