@@ -350,7 +350,8 @@ static attempt_outcome
 classify_transport_error(CURLcode rc, const char *curl_message, const char *url,
 						 char *err, size_t errlen)
 {
-	const char *detail = curl_message[0] ? curl_message : curl_easy_strerror(rc);
+	const char *detail = rc == CURLE_ABORTED_BY_CALLBACK ? "export cancelled" :
+		curl_message[0] ? curl_message : curl_easy_strerror(rc);
 	char		shown[512];
 
 	tp_http_url_shown(url, shown, sizeof(shown));

@@ -634,6 +634,11 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
 	if (tp_http_answered_ok(rc, status))
 		outcome = ATTEMPT_DELIVERED;
+	else if (rc == CURLE_ABORTED_BY_CALLBACK)
+	{
+		snprintf(err, errlen, "%s: upload cancelled", req->where);	/* not libcurl's words */
+		outcome = ATTEMPT_FAILED;
+	}
 	else if (rc != CURLE_OK && !tp_http_refused_then_dropped(rc, status))
 	{
 		snprintf(err, errlen, "%s: %s", req->where,

@@ -462,6 +462,12 @@ tp_self_profiler_stop(void)
 		self.run_end_ns = now_ns(CLOCK_REALTIME);
 }
 
+bool
+tp_self_profiler_uploading(void)
+{
+	return self.uploading;
+}
+
 void
 tp_self_profiler_finish(void)
 {

@@ -43,4 +43,7 @@ void		tp_self_profiler_stop(void);
  */
 void		tp_self_profiler_finish(void);
 
+/* Whether profiles go to Pyroscope (tp_self_profiler_finish sends the last). */
+bool		tp_self_profiler_uploading(void);
+
 #endif

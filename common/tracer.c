@@ -231,6 +231,12 @@ export_spans(void)
 }
 
 bool
+tp_tracer_has_spans_to_send(void)
+{
+	return initialized && config.export_enabled && span_count > 0;
+}
+
+bool
 tp_tracer_shutdown(void)
 {
 	bool		ok = true;

@@ -57,4 +57,7 @@ void		tp_tracer_set_cancel(volatile sig_atomic_t *cancel);
  */
 bool		tp_tracer_shutdown(void);
 
+/* Whether tp_tracer_shutdown has spans to export (an exporter configured). */
+bool		tp_tracer_has_spans_to_send(void);
+
 #endif

@@ -488,6 +488,10 @@ main(int argc, char **argv)
 	 * without one (a wait for the whole export timeout).
 	 */
 	ld_stop_final_phase();
+	/* Interrupted, the user waits: say for what, and how not to. */
+	if (rc == LD_EXIT_INTERRUPTED && (tp_tracer_has_spans_to_send() || tp_self_profiler_uploading()))
+		fprintf(stderr, "loader: sending the run's spans and profiles (each within its timeout); "
+				"interrupt again to skip them\n");
 	if (cancel_handle != NULL)
 	{
 		PGcancel   *cancel = cancel_handle;
@@ -505,9 +509,9 @@ main(int argc, char **argv)
 	ld_copy_free(&ld.cs);
 	ld_input_close(&ld.in);
 	tp_tracer_shutdown();
-	if (ld_final_stop_requested)
+	if (ld_final_stop_requested && rc != LD_EXIT_INTERRUPTED)
 	{
-		tp_error("interrupted");
+		tp_error("interrupted");	/* not said yet: the run itself ended */
 		rc = LD_EXIT_INTERRUPTED;
 	}
 	return rc;

@@ -656,6 +656,43 @@ async function interruptFinalExport(t, args) {
 	return res;
 }
 
+test('SIGINT in mid-run with a collector that never answers: it says what it waits for, a second SIGINT ends it, "interrupted" once', async (t) => {
+	// The first signal ended the run, then the loader sat silent for the
+	// export's whole timeout (here 60 s); and it said "interrupted" twice.
+	const r = await startReceiver({ grpc: false });
+	t.after(() => r.close());
+	r.setDefault({ hang: true });
+	const fifo = path.join(dir, 'interrupt-twice.fifo');
+	const mk = await run('mkfifo', [fifo]);
+	assert.equal(mk.code, 0, describe(mk));
+	const writer = spawn('sh', ['-c', 'exec >"$1"; exec sleep 60', 'sh', fifo], { stdio: 'ignore' });
+	const writerDone = new Promise((resolve) => writer.on('exit', resolve));
+	t.after(async () => {
+		writer.kill('SIGKILL');
+		await writerDone;
+	});
+	let child;
+	let stderr = '';
+	const pending = load([cluster.url(), fifo, '--table', 'interrupt_twice'], {
+		timeout: 30000,
+		env: { OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint, OTEL_EXPORTER_OTLP_TIMEOUT: '60000' },
+		onSpawn: (c) => {
+			child = c;
+			c.stderr.on('data', (d) => { stderr += d; });
+		},
+	});
+	await waitFor(async () => stderr.includes('trace_id='), 10000, 'the loader runs');
+	child.kill('SIGINT');
+	await waitFor(async () => /interrupt again to skip them/.test(stderr), 10000, 'the loader says what it waits for');
+	await r.waitForRequests(1, 20000);
+	child.kill('SIGINT');
+	const res = await pending;
+	assert.equal(res.timedOut, false, describe(res));
+	assert.equal(res.code, 130, describe(res));
+	assert.equal(res.stderr.match(/^loader: error: interrupted$/gm)?.length, 1, `said once\n${describe(res)}`);
+	assert.equal(await tableState(cluster, 'interrupt_twice'), 'absent', 'nothing loaded');
+});
+
 test('SIGINT during the final export of a loader that never connected: it stops at once, exit 130, saying what was lost', async (t) => {
 	// The signal only set a flag nobody read: the loader waited for the
 	// whole OTEL_EXPORTER_OTLP_TIMEOUT (here 60 s) before exiting 4.
