@@ -522,3 +522,18 @@ tp_symbols_free(tp_symbols *symbols)
 	free(symbols->exe_path);
 	free(symbols);
 }
+
+bool
+tp_symbol_is_process_start(const char *function)
+{
+	static const char *const names[] = {
+		"_start", "__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main",
+	};
+
+	if (function == NULL)
+		return false;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(function, names[i]) == 0)
+			return true;
+	return false;
+}

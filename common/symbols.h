@@ -55,4 +55,12 @@ bool		tp_symbols_lookup(tp_symbols *symbols, uintptr_t pc,
 
 void		tp_symbols_free(tp_symbols *symbols);
 
+/*
+ * Whether function is the C library's start of the process, outward of
+ * main (_start, __libc_start_main, __libc_start_call_main): a frame-pointer
+ * walk stops at one of them and libunwind at another, so profiles leave
+ * them out and every stack is rooted at main.
+ */
+bool		tp_symbol_is_process_start(const char *function);
+
 #endif

@@ -47,6 +47,7 @@ typedef struct PcEntry
 	bool		is_return_address;
 	uint32		name_id;
 	bool		named;			/* a real function name, not module+offset */
+	bool		process_start;	/* outward of main: left out */
 	uintptr_t	function_start;	/* 0: unknown */
 } PcEntry;
 
@@ -423,6 +424,7 @@ frame_name(uintptr_t pc, bool is_return_address)
 	/* The list of modules is as of this drain (store_samples refreshed it). */
 	tp_symbols_lookup(symbols, pc, is_return_address, &symbol);
 	entry->named = true;
+	entry->process_start = tp_symbol_is_process_start(symbol.function);
 	entry->function_start = symbol.function_start;
 	if (executor_names_lookup(symbol.function_start) != NULL &&
 		(symbol.function == NULL || symbol.synthetic))
@@ -517,6 +519,12 @@ store_sample(const tp_sample *sample, void *arg)
 	{
 		const PcEntry *frame = frame_name(sample->pcs[i - first], i > first);
 
+		/* The root side ends at main, however far the walk went. */
+		if (frame->process_start && i > first)
+		{
+			record.depth = i;
+			break;
+		}
 		record.frames[i] = frame->name_id;
 		flush_named += frame->named;
 		chain.names[i] = frame->named ? function_names_get(frame->name_id) : NULL;

@@ -190,6 +190,13 @@ describe('profiles in SQL (one cluster)', () => {
 			assert.ok(rows.every((r) => !r.frames.includes('standard_ExecutorRun') ||
 				r.frames.indexOf('PostgresMain') < r.frames.indexOf('standard_ExecutorRun')),
 			`no stack is leaf first:\n${showRows(rows)}`);
+			// Rooted at main however the stack was walked (frame pointers stop
+			// at one of libc's start frames, libunwind at another).
+			const startFrames = new Set(['_start', '__libc_start_main', '__libc_start_main_impl', '__libc_start_call_main']);
+			const mainRooted = weightWhere(rows, (r) => r.frames[0] === 'main');
+			assert.ok(rows.every((r) => !r.frames.some((f) => startFrames.has(f))),
+				`no stack keeps libc's start of the process:\n${showRows(rows)}`);
+			assert.ok(mainRooted >= 0.9 * n, `>= 90% of the samples (${mainRooted}/${n}) have main as their root:\n${showRows(rows)}`);
 			assert.ok(rows.some((r) => r.frames.some(isStaticPostgresFrame)),
 				`static functions of the stripped postgres appear as "[unknown] (postgres)" or "postgres+0x<address>":\n${showRows(rows)}`);
 			const leaves = new Set(rows.map((r) => r.frames[r.frames.length - 1]));

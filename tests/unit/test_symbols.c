@@ -146,6 +146,27 @@ TEST(libc_function)
 	tp_symbols_free(symbols);
 }
 
+/* What main returns to is the C library's start of the process: left out of profiles. */
+TEST(process_start_outward_of_main)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	tp_symbol	sym;
+
+	CHECK(tp_symbol_is_process_start("_start"));
+	CHECK(tp_symbol_is_process_start("__libc_start_main"));
+	CHECK(!tp_symbol_is_process_start("main"));
+	CHECK(!tp_symbol_is_process_start("PostgresMain"));
+	CHECK(!tp_symbol_is_process_start(NULL));
+	if (symbols == NULL)
+	{
+		CHECK(symbols != NULL);
+		return;
+	}
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) unit_main_return, true, &sym));
+	CHECK(sym.function != NULL && tp_symbol_is_process_start(sym.function));
+	tp_symbols_free(symbols);
+}
+
 TEST(address_in_no_module)
 {
 	tp_symbols *symbols = tp_symbols_load();
@@ -850,6 +871,7 @@ main(void)
 	RUN(return_address_looks_up_the_byte_before);
 	RUN(code_outside_functions);
 	RUN(libc_function);
+	RUN(process_start_outward_of_main);
 	RUN(address_in_no_module);
 	RUN(stripped_library_named_from_debug_file);
 	RUN(stripped_library_names_its_last_function_whole);
