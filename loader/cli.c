@@ -159,6 +159,21 @@ parse_batch_size(const char *text, uint64_t *out, char *err, size_t errlen)
 	return true;
 }
 
+/*
+ * An option's value given as the next argument that is itself a long
+ * option (--table --batch-size 10): the value was forgotten.  Such a value
+ * can still be given as --table=--x.
+ */
+static bool
+value_forgotten(char **argv, const char *option, char *err, size_t errlen)
+{
+	if (optarg != argv[optind - 1] || strncmp(optarg, "--", 2) != 0)
+		return false;
+	snprintf(err, errlen, "%s: expected a value, got the option \"%s\" (write %s=%s if that is the value)",
+			 option, optarg, option, optarg);
+	return true;
+}
+
 ld_cli_result
 ld_cli_parse(int argc, char **argv, ld_options *opt, char *err, size_t errlen)
 {
@@ -184,7 +199,8 @@ ld_cli_parse(int argc, char **argv, ld_options *opt, char *err, size_t errlen)
 		switch (c)
 		{
 			case 't':
-				if (!parse_table(optarg, opt, err, errlen))
+				if (value_forgotten(argv, "--table", err, errlen) ||
+					!parse_table(optarg, opt, err, errlen))
 					return LD_CLI_USAGE_ERROR;
 				quote_table(opt);
 				break;
@@ -193,6 +209,8 @@ ld_cli_parse(int argc, char **argv, ld_options *opt, char *err, size_t errlen)
 					return LD_CLI_USAGE_ERROR;
 				break;
 			case 'p':
+				if (value_forgotten(argv, "--profile-out", err, errlen))
+					return LD_CLI_USAGE_ERROR;
 				opt->profile_out = optarg;
 				break;
 			case 'h':

@@ -493,6 +493,9 @@ test('usage errors exit 2 and touch nothing', async (t) => {
 		[cluster.url(), file, '--table', 'x'.repeat(64)],
 		[cluster.url(), file, '--batch-size', 'x'],
 		[cluster.url(), file, '--batch-size', '-1'],
+		// A forgotten value: the next option is no table name nor file.
+		[cluster.url(), file, '--table', '--batch-size', '10'],
+		[cluster.url(), file, '--profile-out', '--table', 't'],
 	];
 	for (const args of cases) {
 		await t.test(JSON.stringify(args.map((a) => a.replace(/:secret@/, ':***@'))), async () => {
