@@ -247,7 +247,10 @@ read_partial_success(const uint8_t *body, size_t len, int64_t *rejected, char *e
 
 		/* A count below zero is the collector's mistake: none were refused. */
 		*rejected = count > 0 ? count : 0;
-		if (count >= 0)
+		if (count == 0)
+			snprintf(err, errlen, "collector accepted the request with a warning: %s",
+					 answer->partial_success->error_message);
+		else if (count > 0)
 			snprintf(err, errlen, "collector accepted the request but rejected %lld span(s): %s",
 					 (long long) count, answer->partial_success->error_message);
 		else

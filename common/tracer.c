@@ -198,8 +198,8 @@ send_spans(size_t first, size_t count, export_state *state)
 	if (result == TP_EXPORT_OK)
 	{
 		state->delivered += count;
-		if (err[0] != '\0')
-			tp_warn("traces partially exported: %s", err);
+		if (err[0] != '\0')		/* a partial success, or a warning refusing nothing */
+			tp_warn("traces exported: %s", err);
 		return;
 	}
 	if (result == TP_EXPORT_REJECTED)

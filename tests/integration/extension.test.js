@@ -1789,7 +1789,7 @@ describe('retries and rejections (own cluster)', () => {
 		const s = await stats(monitor);
 		assert.equal(s.spans_dropped, before_.spans_dropped, 'a warning refuses no span');
 		assert.equal(s.export_failures, before_.export_failures, 'nor is it a failure');
-		const logged = logLines(cluster, logStart).filter((l) => /LOG:.*just a warning/.test(l));
+		const logged = logLines(cluster, logStart).filter((l) => /LOG:.*accepted the request with a warning: just a warning/.test(l));
 		assert.equal(logged.length, 1, `three requests, one line while the warning repeats:\n${logged.join('\n')}`);
 	});
 
