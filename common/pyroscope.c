@@ -356,6 +356,11 @@ tp_pyroscope_config_from_env(tp_pyroscope_config *cfg, const char *default_appli
 	}
 	cfg->basic_auth_user = env_string("PYROSCOPE_BASIC_AUTH_USER");
 	cfg->basic_auth_password = env_string("PYROSCOPE_BASIC_AUTH_PASSWORD");
+	if ((cfg->basic_auth_user != NULL) != (cfg->basic_auth_password != NULL))
+		tp_warn("%s is set without %s: basic auth is sent with an empty %s",
+				cfg->basic_auth_user ? "PYROSCOPE_BASIC_AUTH_USER" : "PYROSCOPE_BASIC_AUTH_PASSWORD",
+				cfg->basic_auth_user ? "PYROSCOPE_BASIC_AUTH_PASSWORD" : "PYROSCOPE_BASIC_AUTH_USER",
+				cfg->basic_auth_user ? "password" : "user name");
 	cfg->ca_file = env_string("PYROSCOPE_CA_FILE");
 	env_timeout("PYROSCOPE_UPLOAD_TIMEOUT", &cfg->timeout_ms);
 	cfg->cancel = env_cancel;

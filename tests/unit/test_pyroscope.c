@@ -375,6 +375,7 @@ TEST(config_mistakes_are_warnings)
 	setenv("PYROSCOPE_TAGS", "env=dev,broken", 1);
 	setenv("PYROSCOPE_TENANT_ID", "a\r\nX-Injected: 1", 1);
 	setenv("PYROSCOPE_UPLOAD_TIMEOUT", "10s", 1);
+	setenv("PYROSCOPE_BASIC_AUTH_USER", "alice", 1);
 	tp_pyroscope_config_from_env(&cfg, "traceprof");
 	CHECK(!cfg.enabled);
 	CHECK(!cfg.trace_correlation);
@@ -382,7 +383,8 @@ TEST(config_mistakes_are_warnings)
 	CHECK_STR(joined(&cfg.tags), "env=dev");
 	CHECK(cfg.tenant_id == NULL);
 	CHECK(cfg.timeout_ms == 10000);
-	CHECK(warnings == 5);
+	CHECK(warnings == 6);
+	CHECK(warned("PYROSCOPE_BASIC_AUTH_USER is set without PYROSCOPE_BASIC_AUTH_PASSWORD", "empty password"));
 	CHECK(warned("PYROSCOPE_ENABLE=\"on\"", "treated as false"));
 	CHECK(warned("PYROSCOPE_APPLICATION_NAME \"my app!\"", "using \"my_app_\""));
 	CHECK(warned("\"broken\"", NULL));
