@@ -779,7 +779,12 @@ rebuild_target(tp_otlp_target *target)
 		strcmp(old.url, target->url) == 0)
 		target->retry_not_before_ms = old.retry_not_before_ms;
 	else
+	{
 		memset(&size_limit, 0, sizeof(size_limit));
+		/* A new collector's first failure or warning is news: logged. */
+		failing = false;
+		collector_warning[0] = '\0';
+	}
 	tp_otlp_target_close(&old);
 	free(old.url);
 	free(old.ca_file);

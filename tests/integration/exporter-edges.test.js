@@ -44,6 +44,7 @@ const http = require('node:http');
 
 const { sleep, newContext, waitFor, startTraced, connect, tracedSelect: tracedSelectIn } = require('./lib/traced');
 const { startReceiver } = require('./lib/receiver');
+const { freePort } = require('./lib/cluster');
 const { decodeTraces, encodeTraceResponse } = require('./lib/otlp');
 const { startIngest } = require('./lib/ingest');
 const { decodePprof } = require('./lib/pprof');
@@ -175,6 +176,31 @@ test('2. a reload without a change keeps a 429\'s Retry-After (no request for it
 	assert.equal(moved.length, 1, 'the held span reaches the new endpoint');
 	assert.equal(receiver.requests.length, count, 'and nothing more went to the throttling one');
 	await drained();
+});
+
+test('2d. one WARNING per streak of failures, and a new one for a new endpoint failing too', async (t) => {
+	// The streak outlived the change: the second endpoint's failures were
+	// only counted, as if they were the first one's.
+	t.after(async () => {
+		await reconfigure({ 'traceprof.otlp_endpoint': receiver.httpEndpoint });
+		await drained();
+	});
+	const [first, second] = [await freePort(), await freePort()];
+	const logFrom = cluster.readLog().length;
+	const failedOnce = async (alias) => {
+		const before_ = await stats();
+		await tracedSelect(alias);
+		await waitFor(`an export failure after ${alias}`, async () => (await stats()).export_failures > before_.export_failures);
+	};
+	await reconfigure({ 'traceprof.otlp_endpoint': `http://127.0.0.1:${first}` });
+	await failedOnce('first_down');
+	await failedOnce('first_down_again');
+	await reconfigure({ 'traceprof.otlp_endpoint': `http://127.0.0.1:${second}` });
+	await failedOnce('second_down');
+	const warnings = cluster.readLog().slice(logFrom).split('\n').filter((l) => /WARNING:.*cannot export spans/.test(l));
+	assert.equal(warnings.length, 2, `one per endpoint:\n${warnings.join('\n')}`);
+	assert.match(warnings[0], new RegExp(`127\\.0\\.0\\.1:${first}`));
+	assert.match(warnings[1], new RegExp(`127\\.0\\.0\\.1:${second}`));
 });
 
 test('2b. the profile uploader too: a reload without a change keeps a 429\'s Retry-After; a bad pyroscope_url is refused', async (t) => {
