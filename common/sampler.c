@@ -212,6 +212,7 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 			top->count = tp_stack_top_words(&regs, &stack_bounds, top->words);
 		}
 	}
+	sample->truncated = truncated;
 	if (truncated)
 		atomic_fetch_add_explicit(&stat_truncated, 1, memory_order_relaxed);
 

@@ -48,6 +48,8 @@ typedef struct tp_sample
 	uint32_t	depth;			/* frames in pcs; at most
 								 * TP_SAMPLER_MAX_FRAMES - 1 with a wait
 								 * event, whose leaf frame the host adds */
+	bool		truncated;		/* deeper than that: the outermost frames
+								 * are missing */
 	uint64_t	time_ns;		/* CLOCK_REALTIME when taken */
 	uintptr_t	pcs[TP_SAMPLER_MAX_FRAMES];	/* pcs[0]: the interrupted
 											 * PC; then return addresses */

@@ -530,6 +530,13 @@ store_sample(const tp_sample *sample, void *arg)
 		chain.names[i] = frame->named ? function_names_get(frame->name_id) : NULL;
 		chain.starts[i] = frame->function_start;
 	}
+	/* Cut at its root side: say so there, where a reader looks for main. */
+	if (sample->truncated && record.depth > first + 1)
+	{
+		record.frames[record.depth - 1] = function_names_intern("[truncated]");
+		chain.names[record.depth - 1] = NULL;
+		chain.starts[record.depth - 1] = 0;
+	}
 	flush_total += record.depth - first;
 	chain.record = &record;
 	tp_chain_names_apply(postgres_chains, lengthof(postgres_chains), chain.names,

@@ -339,7 +339,7 @@ define_gucs(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("traceprof.backend_samples",
 							"Samples a backend holds until its outermost traced span ends.",
-							"About 600 bytes each, allocated when a backend first samples. A longer span keeps its first samples and counts the rest in traceprof.stats.samples_dropped.",
+							"640 bytes each, reserved when a backend first samples and resident as the ring is first gone round (1.25 MB at 2048). A longer span keeps its first samples and counts the rest in traceprof.stats.samples_dropped.",
 							&traceprof_backend_samples, 2048, 128, 65536, PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("traceprof.max_functions",

@@ -277,6 +277,36 @@ describe('profiles in SQL (one cluster)', () => {
 		});
 	});
 
+	test('1b. a stack deeper than 64 frames keeps its innermost ones under a root frame named [truncated]', async () => {
+		// Each PL/pgSQL call level is a dozen C frames: 30 levels are far deeper than 64.
+		const HZ = 250;
+		const ctx = newContext();
+		const client = await connect(cluster);
+		try {
+			await client.query(`CREATE OR REPLACE FUNCTION deep_burn(n int) RETURNS numeric LANGUAGE plpgsql AS $$
+				BEGIN
+					IF n = 0 THEN
+						RETURN (SELECT sum(g::numeric * g) FROM generate_series(1, 1500000) AS g);
+					END IF;
+					RETURN deep_burn(n - 1);
+				END $$`);
+			await client.query(`SET traceprof.sample_hz = ${HZ}`);
+			await traced(client, ctx, 'SELECT deep_burn(30)');
+			const rows = await profile(client, ctx.traceId);
+			const n = total(rows);
+			const deep = rows.filter((r) => r.frames.length === 64);
+			const marked = weightWhere(rows, (r) => r.frames[0] === '[truncated]');
+			assert.ok(weightWhere(deep, () => true) >= 0.5 * n, `most samples are 64 frames deep:\n${showRows(rows)}`);
+			assert.ok(deep.every((r) => r.frames[0] === '[truncated]'), `each cut stack says so at its root:\n${showRows(deep)}`);
+			assert.ok(rows.every((r) => r.frames[0] !== '[truncated]' || r.frames.length === 64),
+				`only cut stacks are marked:\n${showRows(rows)}`);
+			assert.ok(marked > 0);
+		} finally {
+			await client.query('DROP FUNCTION IF EXISTS deep_burn(int)').catch(() => {});
+			await closeAll(client);
+		}
+	});
+
 	test('2. traceprof.profile: off samples nothing, traced skips untraced statements, all samples them without a trace', async (t) => {
 		const N = 1000000;
 		const session = await connect(cluster);
