@@ -690,7 +690,7 @@ test('gRPC RetryInfo: RESOURCE_EXHAUSTED carrying one is retried after its delay
 	assert.equal(r.requests.length, 1, 'not sent again within the budget');
 	const w = exportWarnings(l.res);
 	assert.equal(w.length, 1, describe(l.res));
-	assert.match(w[0], /gRPC status 8: quota \(its RetryInfo asks to retry in 600000 ms\) \(gave up after 1 attempt\)/);
+	assert.match(w[0], /gRPC status 8: quota \(its RetryInfo asks to retry in 600000 ms\) \(gave up after 1 attempt: the server asked to wait 600\.0 s, beyond the time budget\)/);
 });
 
 test('partial success: one request, a warning with the rejection, exit 0', async (t) => {

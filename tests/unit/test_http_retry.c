@@ -1,6 +1,7 @@
 /*
  * test_http_retry.c - the retry policy the OTLP and Pyroscope clients share.
  */
+#include <stdio.h>
 #include <time.h>
 
 #include "http_retry.h"
@@ -116,6 +117,25 @@ TEST(a_kept_retry_after_is_capped_at_ten_minutes)
 	CHECK(tp_retry_wait_left_ms(0) == 0);	/* none kept */
 }
 
+/* An attempt answered 503 with Retry-After: *(long *) arg milliseconds. */
+static bool
+throttled(void *arg, long timeout_ms, long *retry_after_ms, char *err, size_t errlen)
+{
+	(void) timeout_ms;
+	*retry_after_ms = *(long *) arg;
+	snprintf(err, errlen, "HTTP status 503");
+	return true;
+}
+
+TEST(a_retry_after_beyond_the_budget_is_named_when_giving_up)
+{
+	char		err[256];
+	long		wait_ms = 600000;
+
+	CHECK(tp_retry_run(1000, NULL, NULL, throttled, &wait_ms, err, sizeof(err)));
+	CHECK_STR(err, "HTTP status 503 (gave up after 1 attempt: the server asked to wait 600.0 s, beyond the time budget)");
+}
+
 int
 main(void)
 {
@@ -128,5 +148,6 @@ main(void)
 	RUN(a_2xx_is_taken_even_if_its_body_is_cut_but_not_if_it_outlasts_the_deadline);
 	RUN(a_refusal_whose_body_is_cut_is_still_a_refusal);
 	RUN(a_kept_retry_after_is_capped_at_ten_minutes);
+	RUN(a_retry_after_beyond_the_budget_is_named_when_giving_up);
 	return unit_summary();
 }
