@@ -510,6 +510,13 @@ add_locations(tp_profile *profile, uint32_t *locations, uint32_t depth,
 	profile->total += weight;
 }
 
+static bool
+is_process_start(const tp_profile *profile, uint32_t location)
+{
+	return location != TP_PROF_NONE &&
+		tp_symbol_is_process_start(profile->functions[profile->locations[location].function].name);
+}
+
 void
 tp_profile_add(tp_profile *profile, tp_symbols *symbols,
 			   const tp_sample *sample, const char *span_name)
@@ -530,7 +537,15 @@ tp_profile_add(tp_profile *profile, tp_symbols *symbols,
 	else
 	{
 		for (uint32_t i = 0; i < depth; i++)
+		{
 			locations[i] = location_for(profile, symbols, sample->pcs[i], i > 0);
+			/* Rooted at main, however far the walk went (symbols.h). */
+			if (i > 0 && is_process_start(profile, locations[i]))
+			{
+				depth = i;
+				break;
+			}
+		}
 	}
 	add_locations(profile, locations, depth, &sample->labels, sample->weight,
 				  sample->weight * profile->period_ns, span_name);

@@ -495,6 +495,31 @@ TEST(clear_forgets_unresolved_addresses)
 	tp_symbols_free(symbols);
 }
 
+int			main(void);
+static void *main_return;		/* where main() returns to: libc's start of the process */
+
+/* Stacks end at main: the C library's frames outward of it are left out. */
+TEST(stacks_are_rooted_at_main)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	uintptr_t	pcs[3];
+	tp_sample	s;
+	char	   *text;
+	tp_profile *p = tp_profile_new("cpu", PERIOD_NS);
+
+	CHECK(symbols != NULL);
+	pcs[0] = (uintptr_t) &marker_function + 1;
+	pcs[1] = (uintptr_t) &main + 1;
+	pcs[2] = (uintptr_t) main_return;
+	s = make_sample(pcs, 3, 1, NULL, NULL);
+	tp_profile_add(p, symbols, &s, NULL);
+	text = tp_profile_folded(p);
+	CHECK_STR(text, "main;marker_function 1\n");
+	free(text);
+	tp_profile_free(p);
+	tp_symbols_free(symbols);
+}
+
 TEST(names_for_unknown_functions)
 {
 	tp_symbol	sym;
@@ -545,6 +570,8 @@ TEST(many_distinct_stacks)
 int
 main(void)
 {
+	main_return = __builtin_return_address(0);
+	RUN(stacks_are_rooted_at_main);
 	RUN(aggregation_merges_identical_stacks_and_labels);
 	RUN(pprof_round_trip);
 	RUN(pprof_wall_and_partial_labels);
