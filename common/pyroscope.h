@@ -82,10 +82,10 @@ void		tp_pyroscope_parse_tags(const char *text, const char *source, tp_kvlist *t
  * name made so (others become '_', warning with source), malloc'd.
  */
 bool		tp_pyroscope_application_name_is_valid(const char *name);
+char	   *tp_pyroscope_application_name(const char *name, const char *source);
 
 /* The X-Scope-OrgID header's value: printable ASCII only. */
 bool		tp_pyroscope_tenant_id_is_valid(const char *tenant_id);
-char	   *tp_pyroscope_application_name(const char *name, const char *source);
 
 /*
  * Append key=value unless key is already present (never overwrites); the

@@ -121,10 +121,10 @@ sigprof_handler(int signo, siginfo_t *info, void *ucontext)
 	}
 
 	{
-		const volatile int *state = atomic_load_explicit(&idle_source, memory_order_relaxed);
+		const volatile int *source = atomic_load_explicit(&idle_source, memory_order_relaxed);
+		unsigned	state = source != NULL ? (unsigned) *source : 32;
 
-		if (state != NULL && (unsigned) *state < 32 &&
-			(atomic_load_explicit(&idle_states, memory_order_relaxed) >> *state & 1) != 0)
+		if (state < 32 && (atomic_load_explicit(&idle_states, memory_order_relaxed) >> state & 1) != 0)
 		{
 			errno = saved_errno;	/* the host is idle: no sample, none lost */
 			return;

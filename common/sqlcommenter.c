@@ -125,7 +125,6 @@ tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
 	{
 		const char *key = p;
 		const char *eq = memchr(p, '=', (size_t) (close - p));
-
 		bool		ours;
 
 		while (key < close && (*key == ' ' || *key == '\t' || *key == '\n' ||
