@@ -17,8 +17,14 @@
 static char cleanup_path[PATH_MAX];
 static volatile sig_atomic_t cleanup_armed;
 
-/* Every signal whose default action ends the process, but those it cannot catch and SIGPROF (the self-profiler's). */
-static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM};
+/*
+ * The signals that end the process by default and that a user, a shell or
+ * a closed pipe may send: not SIGPROF (the self-profiler's), nor those a
+ * fault raises (SIGSEGV, SIGBUS: nothing is safe to do then).
+ */
+static const int cleanup_signals[] = {
+	SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM,
+};
 
 static void
 on_signal(int sig)
