@@ -96,17 +96,20 @@ use_cluster() {
 # moved onto CPU N too: backends inherit the postmaster's CPUs.  Waits up
 # to 2 s for them to connect; false, saying why, when they did not.
 pin_backends() {
+	# A backend of the last run may still be listed while it exits: list
+	# again until exactly $1 are there and each could be pinned.
 	for _ in $(seq 1 40); do
 		pins=$(PGOPTIONS="-c traceprof.sample_rate=0" psql_app -At -F' ' -c \
 			"SELECT pid, substr(application_name, 10) FROM pg_stat_activity WHERE application_name LIKE 'bench_cpu%'")
-		[ "$(echo "$pins" | grep -c .)" -lt "$1" ] || break
+		if [ "$(echo "$pins" | grep -c .)" = "$1" ] &&
+			echo "$pins" | { ok=0; while read -r pid cpu; do
+				taskset -p -c "$cpu" "$pid" >/dev/null 2>&1 || ok=1; done; exit $ok; }; then
+			return 0
+		fi
 		sleep 0.05
 	done
-	[ "$(echo "$pins" | grep -c .)" = "$1" ] ||
-		{ echo "cluster on port $CLUSTER_PORT: $1 pinned backends expected, found: $pins" >&2; return 1; }
-	echo "$pins" | while read -r pid cpu; do
-		taskset -p -c "$cpu" "$pid" >/dev/null || { echo "could not pin backend $pid to CPU $cpu" >&2; return 1; }
-	done
+	echo "cluster on port $CLUSTER_PORT: could not pin $1 backends, found: $pins" >&2
+	return 1
 }
 
 # wait_no_clients: until the current cluster has no client backend but
