@@ -436,10 +436,14 @@ put_origin_without_credentials(FILE *out, const char *url)
 {
 	size_t		size = strlen(url) + 1;
 	char	   *clean = malloc(size);
+	const char *scheme_end = strstr(url, "://");
 
 	if (clean == NULL)
 		return false;
 	tp_url_redact(url, "", clean, size);
+	/* host:port means http://, as for uploads: a link needs its scheme. */
+	if (scheme_end == NULL || (size_t) (scheme_end - url) > strcspn(url, "/?#"))
+		fputs("http://", out);
 	fputs(clean, out);
 	free(clean);
 	return true;

@@ -112,12 +112,11 @@ tp_url_redact(const char *url, const char *replacement, char *out, size_t outlen
 	const char *at = NULL;
 	int			kept = (int) strcspn(url, "?#");	/* a query may carry a token */
 
-	if (authority == NULL || authority - url > kept)
-	{
-		snprintf(out, outlen, "%.*s", kept, url);
-		return;
-	}
-	authority += 3;
+	/* No scheme (user:pw@host:port/x): the authority starts the text. */
+	if (authority == NULL || authority - url > (ptrdiff_t) strcspn(url, "/?#"))
+		authority = url;
+	else
+		authority += 3;
 	end = authority + strcspn(authority, "/?#");
 	for (const char *p = authority; p < end; p++)
 		if (*p == '@')

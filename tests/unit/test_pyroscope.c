@@ -275,6 +275,12 @@ TEST(query_link_keeps_a_long_server_address_whole)
 		CHECK_STR(link + n - 8, "/?query=service%3Dapp%20trace_id%3D0123456789abcdef0123456789abcdef");
 	}
 	free(link);
+
+	/* host:port with user info (traceprof.pyroscope_url allows it): no password, a scheme. */
+	cfg.server_address = "alice:s3cretpw@127.0.0.1:24040";
+	link = tp_pyroscope_query_url(&cfg, "0123456789abcdef0123456789abcdef");
+	CHECK_STR(link, "http://127.0.0.1:24040/?query=service%3Dapp%20trace_id%3D0123456789abcdef0123456789abcdef");
+	free(link);
 }
 
 TEST(config_defaults)

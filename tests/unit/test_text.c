@@ -43,6 +43,13 @@ TEST(urls_lose_credentials_and_queries)
 	CHECK_STR(out, "http://host/p");
 	tp_url_redact("host:4317?x=1", "", out, sizeof(out));
 	CHECK_STR(out, "host:4317");
+	/* Without a scheme too: host:port is allowed for endpoints, with user info. */
+	tp_url_redact("alice:s3cretpw@127.0.0.1:24040/base", "", out, sizeof(out));
+	CHECK_STR(out, "127.0.0.1:24040/base");
+	tp_url_redact("alice:pw@host:4317", "***@", out, sizeof(out));
+	CHECK_STR(out, "***@host:4317");
+	tp_url_redact("host:4317/a://b", "", out, sizeof(out));
+	CHECK_STR(out, "host:4317/a://b");
 }
 
 int
