@@ -466,8 +466,12 @@ set_database_name(TraceprofSpan *record, char *p)
 }
 
 /*
- * The name of the role last current, looked up once per switch (a
- * SECURITY DEFINER function's owner, SET ROLE).
+ * The name of the role a span is recorded for, looked up once per switch
+ * (a SECURITY DEFINER function's owner, SET ROLE).  A client's statement
+ * is the session's role's (GetOuterUserId): one that fails at Bind in a
+ * domain check is reported while that check's SECURITY DEFINER function is
+ * current, and its owner must not get the client's text.  A nested one is
+ * the role that runs it.
  */
 static Oid	cached_user = InvalidOid;
 static char cached_user_name[NAMEDATALEN];
@@ -475,29 +479,29 @@ static uint8 cached_user_name_len;
 
 /* Look up the current user's name if it is not the cached one; false where no lookup belongs. */
 static pg_noinline bool
-cache_user_name(void)
+cache_user_name(Oid user)
 {
 	char	   *name;
 
 	if (!IsTransactionState() || reporting_error)
 		return false;
-	name = GetUserNameFromId(GetUserId(), true);
+	name = GetUserNameFromId(user, true);
 	cached_user_name_len = copy_string(cached_user_name, name ? name : "", sizeof(cached_user_name));
-	cached_user = GetUserId();
+	cached_user = user;
 	return true;
 }
 
-/* The current user's name packed at p; returns the byte after it. */
+/* The user's name packed at p; returns the byte after it. */
 static char *
-set_user_name(TraceprofSpan *record, char *p)
+set_user_name(TraceprofSpan *record, char *p, Oid user)
 {
 	StaticAssertStmt(sizeof(cached_user_name) <= sizeof(record->username), "username size");
-	if (unlikely(cached_user != GetUserId()) && !cache_user_name())
+	if (unlikely(cached_user != user) && !cache_user_name(user))
 	{
 		/* No lookup: a client's own role has the name it logged in with. */
-		bool		own = MyProcPort != NULL && GetUserId() == GetAuthenticatedUserId();
+		bool		own = MyProcPort != NULL && user == GetAuthenticatedUserId();
 
-		record->userid = GetUserId();
+		record->userid = user;
 		record->username_len = copy_string(p, own ? MyProcPort->user_name : "", NAMEDATALEN);
 		return p + record->username_len + 1;
 	}
@@ -841,7 +845,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	/* The strings, packed in their order (traceprof.h). */
 	p = set_names(r, span_packed_strings(r), name, operation, collection);
 	p = set_database_name(r, p);
-	p = set_user_name(r, p);
+	p = set_user_name(r, p, parent->nested ? GetUserId() : GetOuterUserId());
 	if (parent->source != NULL)
 	{
 		int			len;
@@ -1306,7 +1310,7 @@ nested_planning_starts(NestedPlanning *planning, Query *parse)
 	 * catalog is read once it failed.
 	 */
 	if (unlikely(cached_user != GetUserId()))
-		cache_user_name();
+		cache_user_name(GetUserId());
 	planning->operation = statement_operation((Node *) parse);
 	/* A table's name is valid until the next lookup, which the planning may make. */
 	collection = statement_collection((Node *) parse);

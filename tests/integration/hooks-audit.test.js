@@ -363,6 +363,40 @@ test('a SECURITY DEFINER function\'s statement failing while planned names its o
 		[['server', 'error', 'postgres'], ['internal', 'error', 'definer_owner']], JSON.stringify(r.rows));
 });
 
+// A Bind's parameter checked by a domain whose CHECK calls another role's
+// SECURITY DEFINER function: the error is reported while that function's
+// owner is the current user.  The client's failed statement became that
+// owner's span: the owner read the client's text, the client did not.
+test('a statement failing at Bind in another role\'s SECURITY DEFINER check is the client\'s span', async () => {
+	await client.query(`CREATE ROLE audit_definer LOGIN; CREATE ROLE audit_victim LOGIN;
+		CREATE FUNCTION audit_definer_check(int) RETURNS bool LANGUAGE plpgsql SECURITY DEFINER AS $$
+		BEGIN IF $1 = 42 THEN RAISE EXCEPTION 'rejected'; END IF; RETURN true; END $$;
+		ALTER FUNCTION audit_definer_check(int) OWNER TO audit_definer;
+		CREATE DOMAIN audit_definer_dom AS int CHECK (audit_definer_check(VALUE))`);
+	const ctx = newContext();
+	const victim = await connectWire(cluster, 'audit_victim', 'app');
+	let seen;
+	try {
+		victim.send(serialize.parse({ text: `SELECT 'victim literal' AS note, $1::audit_definer_dom AS x ${comment(ctx)}` }),
+			serialize.bind({ values: ['42'] }), serialize.execute({}), serialize.sync());
+		await assert.rejects(victim.until('readyForQuery'), (err) => /rejected/.test(err.message));
+		await victim.until('readyForQuery');
+		const definer = await connect(cluster, 'audit_definer', 'app');
+		try {
+			seen = await definer.query('SELECT query FROM traceprof.spans WHERE trace_id = $1', [ctx.traceId]);
+		} finally {
+			await definer.end();
+		}
+	} finally {
+		victim.end();
+		await client.query(`DROP DOMAIN audit_definer_dom; DROP FUNCTION audit_definer_check(int);
+			DROP ROLE audit_definer; DROP ROLE audit_victim`);
+	}
+	const r = await client.query('SELECT kind, status, username FROM traceprof.spans WHERE trace_id = $1', [ctx.traceId]);
+	assert.deepEqual(r.rows.map((s) => [s.kind, s.status, s.username]), [['server', 'error', 'audit_victim']], JSON.stringify(r.rows));
+	assert.deepEqual(seen.rows.map((x) => x.query), ['<insufficient privilege>'], 'the function\'s owner does not read it');
+});
+
 // A statement a rule rewrites into several queries is one span, named and
 // counted as the statement it is, at the top level and, with track = all,
 // nested in a function: before, a nested INSERT with a DO ALSO rule was two
