@@ -30,26 +30,30 @@ TEST(printable_lines)
 
 TEST(urls_lose_credentials_and_queries)
 {
+	static const struct
+	{
+		const char *url;
+		const char *replacement;
+		const char *shown;
+	}			cases[] = {
+		{"http://user:pw@collector:4318/v1/traces", "***@", "http://***@collector:4318/v1/traces"},
+		{"https://u:p@host/base/v1/traces?api_key=K3Y#frag", "***@", "https://***@host/base/v1/traces"},
+		{"http://pyroscope:4040/?token=PT0K", "", "http://pyroscope:4040/"},
+		/* An '@' past the authority is not user info. */
+		{"http://host/p?mail=a@b", "", "http://host/p"},
+		{"host:4317?x=1", "", "host:4317"},
+		/* Without a scheme too: host:port is allowed for endpoints, with user info. */
+		{"alice:s3cretpw@127.0.0.1:24040/base", "", "127.0.0.1:24040/base"},
+		{"alice:pw@host:4317", "***@", "***@host:4317"},
+		{"host:4317/a://b", "", "host:4317/a://b"},
+	};
 	char		out[256];
 
-	tp_url_redact("http://user:pw@collector:4318/v1/traces", "***@", out, sizeof(out));
-	CHECK_STR(out, "http://***@collector:4318/v1/traces");
-	tp_url_redact("https://u:p@host/base/v1/traces?api_key=K3Y#frag", "***@", out, sizeof(out));
-	CHECK_STR(out, "https://***@host/base/v1/traces");
-	tp_url_redact("http://pyroscope:4040/?token=PT0K", "", out, sizeof(out));
-	CHECK_STR(out, "http://pyroscope:4040/");
-	/* An '@' past the authority is not user info. */
-	tp_url_redact("http://host/p?mail=a@b", "", out, sizeof(out));
-	CHECK_STR(out, "http://host/p");
-	tp_url_redact("host:4317?x=1", "", out, sizeof(out));
-	CHECK_STR(out, "host:4317");
-	/* Without a scheme too: host:port is allowed for endpoints, with user info. */
-	tp_url_redact("alice:s3cretpw@127.0.0.1:24040/base", "", out, sizeof(out));
-	CHECK_STR(out, "127.0.0.1:24040/base");
-	tp_url_redact("alice:pw@host:4317", "***@", out, sizeof(out));
-	CHECK_STR(out, "***@host:4317");
-	tp_url_redact("host:4317/a://b", "", out, sizeof(out));
-	CHECK_STR(out, "host:4317/a://b");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+	{
+		tp_url_redact(cases[i].url, cases[i].replacement, out, sizeof(out));
+		CHECK_STR(out, cases[i].shown);
+	}
 }
 
 int
