@@ -477,7 +477,7 @@ static Oid	cached_user = InvalidOid;
 static char cached_user_name[NAMEDATALEN];
 static uint8 cached_user_name_len;
 
-/* Look up the current user's name if it is not the cached one; false where no lookup belongs. */
+/* Look user's name up and cache it; false where no lookup belongs. */
 static pg_noinline bool
 cache_user_name(Oid user)
 {
