@@ -307,7 +307,8 @@ remember_span_name(const TraceprofSpan *span)
 	/* pprof's strings are UTF-8, as OTLP's (span_encoding.c). */
 	if (span->encoding != PG_UTF8)
 		span = span_in_utf8(span);
-	entry->name_id = function_names_intern(span->name);
+	/* Packed: the operation is the string after the name. */
+	entry->name_id = function_names_intern_span(span->name, span->name + span->name_len + 1);
 	return entry->name_id;
 }
 

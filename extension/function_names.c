@@ -7,6 +7,11 @@
  * common path.  The table is fixed-size: once full, new names map to one
  * overflow id (FUNCTION_NAMES_OVERFLOW, not 0: a sample's span name id 0
  * means no span), counted, and the profile says so.
+ *
+ * Frame names are bounded by the code the server runs; span names are not
+ * (they hold table names, which any role that may trace can make up).  So
+ * span names may take only half of the table: past that, a span is named
+ * by its operation alone, and frames keep the other half.
  */
 #include "postgres.h"
 
@@ -28,8 +33,10 @@ typedef struct NameTable
 {
 	LWLock	   *lock;
 	uint32		count;			/* ids 1..count are in use, 1 the overflow's */
-	pg_atomic_uint64 overflow;	/* lookups that found the table full */
+	uint32		span_names;		/* of which entered as span names */
+	pg_atomic_uint64 overflow;	/* lookups that found their share full */
 	pg_atomic_flag full_logged;	/* the server log said so, once */
+	pg_atomic_flag spans_logged;	/* the same for the span names' share */
 	char		names[FLEXIBLE_ARRAY_MEMBER];	/* [id] -> name */
 } NameTable;
 
@@ -81,8 +88,10 @@ function_names_shmem_startup(void)
 	{
 		table->lock = &(GetNamedLWLockTranche("traceprof function names"))->lock;
 		table->count = FUNCTION_NAMES_OVERFLOW;
+		table->span_names = 0;
 		pg_atomic_init_u64(&table->overflow, 0);
 		pg_atomic_init_flag(&table->full_logged);
+		pg_atomic_init_flag(&table->spans_logged);
 		strlcpy(table->names + (Size) FUNCTION_NAMES_OVERFLOW * TRACEPROF_NAME_LEN,
 				"[too many functions]", TRACEPROF_NAME_LEN);
 	}
@@ -95,22 +104,38 @@ function_names_shmem_startup(void)
 }
 
 /*
- * A name found the table full.  Nothing frees a name until restart, so the
- * profiles stay degraded: the operator is told once, in the server log.
+ * A name found its share of the table full.  Nothing frees a name until
+ * restart, so the profiles stay degraded: the operator is told once, in the
+ * server log.
  */
 static pg_noinline void
-count_overflow(void)
+count_overflow(bool span_name)
 {
 	pg_atomic_fetch_add_u64(&table->overflow, 1);
-	if (pg_atomic_test_set_flag(&table->full_logged))
+	if (!span_name && pg_atomic_test_set_flag(&table->full_logged))
 		ereport(LOG,
 				(errmsg("traceprof: traceprof.max_functions (%d) is full", traceprof_max_functions),
-				 errdetail("Frame and span names seen from now on read \"[too many functions]\" in profiles; traceprof.stats counts them in names_overflow."),
+				 errdetail("Frame names seen from now on read \"[too many functions]\" in profiles; traceprof.stats counts them in names_overflow."),
+				 errhint("Raise traceprof.max_functions (it takes a restart).")));
+	if (span_name && pg_atomic_test_set_flag(&table->spans_logged))
+		ereport(LOG,
+				(errmsg("traceprof: span names fill their half of traceprof.max_functions (%d)", traceprof_max_functions),
+				 errdetail("Spans first sampled from now on are named by their operation alone in profiles (\"SELECT\" for \"SELECT t1\"); traceprof.stats counts them in names_overflow."),
 				 errhint("Raise traceprof.max_functions (it takes a restart).")));
 }
 
+/* Has the new name room?  Span names stop at half the table. */
+static bool
+has_room(bool span_name)
+{
+	if (table->count >= (uint32) traceprof_max_functions)
+		return false;
+	return !span_name || table->span_names < (uint32) traceprof_max_functions / 2;
+}
+
+/* The name's id; 0 if it is new and its share is full. */
 static uint32
-shared_lookup(const char *key)
+shared_lookup(const char *key, bool span_name)
 {
 	NameEntry  *entry;
 	bool		found;
@@ -124,7 +149,7 @@ shared_lookup(const char *key)
 		return id;
 
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
-	if (table->count >= (uint32) traceprof_max_functions)
+	if (!has_room(span_name))
 		entry = hash_search(shared_index, key, HASH_FIND, NULL);
 	else
 	{
@@ -132,13 +157,15 @@ shared_lookup(const char *key)
 		if (entry != NULL && !found)
 		{
 			entry->id = ++table->count;
+			if (span_name)
+				table->span_names++;
 			strlcpy(table->names + (Size) entry->id * TRACEPROF_NAME_LEN, key, TRACEPROF_NAME_LEN);
 		}
 	}
-	id = entry ? entry->id : FUNCTION_NAMES_OVERFLOW;
+	id = entry ? entry->id : 0;
 	LWLockRelease(table->lock);
 	if (entry == NULL)
-		count_overflow();
+		count_overflow(span_name);
 	return id;
 }
 
@@ -149,12 +176,13 @@ shared_lookup(const char *key)
  * made traceprof.profile() return text invalid in its encoding (and pprof
  * strings invalid UTF-8).
  */
-uint32
-function_names_intern(const char *name)
+static uint32
+intern(const char *name, bool span_name)
 {
 	size_t		len = strnlen(name, TRACEPROF_NAME_LEN);
 	char		cut[TRACEPROF_NAME_LEN];
 	uint32		hash;
+	uint32		id;
 	CachedName *slot;
 
 	if (len == TRACEPROF_NAME_LEN)
@@ -177,9 +205,32 @@ function_names_intern(const char *name)
 		if (memcmp(known, name, len) == 0 && known[len] == '\0')
 			return slot->id;
 	}
-	slot->id = shared_lookup(name);
+	id = shared_lookup(name, span_name);
+	if (id == 0)
+		return FUNCTION_NAMES_OVERFLOW;
+	slot->id = id;
 	slot->hash = hash;
-	return slot->id;
+	return id;
+}
+
+uint32
+function_names_intern(const char *name)
+{
+	return intern(name, false);
+}
+
+/*
+ * A span's name, or, once span names fill their share, its operation's:
+ * a bounded set, interned as frame names are.
+ */
+uint32
+function_names_intern_span(const char *name, const char *operation)
+{
+	uint32		id = intern(name, true);
+
+	if (id == FUNCTION_NAMES_OVERFLOW && operation[0] != '\0')
+		return intern(operation, false);
+	return id;
 }
 
 const char *

@@ -314,6 +314,7 @@ extern void function_names_shmem_startup(void);
 /* The id of every name that found traceprof.max_functions full: "[too many functions]". */
 #define FUNCTION_NAMES_OVERFLOW 1
 extern uint32 function_names_intern(const char *name);
+extern uint32 function_names_intern_span(const char *name, const char *operation);
 extern const char *function_names_get(uint32 id);
 extern int64 function_names_overflow(void);
 
