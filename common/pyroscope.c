@@ -251,6 +251,14 @@ tp_pyroscope_application_name_is_valid(const char *name)
 	return true;
 }
 
+void
+tp_pyroscope_make_application_name(char *name)
+{
+	for (char *p = name; *p; p++)
+		if (!is_app_name_char(*p))
+			*p = '_';
+}
+
 char *
 tp_pyroscope_application_name(const char *name, const char *source)
 {
@@ -260,9 +268,7 @@ tp_pyroscope_application_name(const char *name, const char *source)
 
 	if (usable == NULL || tp_pyroscope_application_name_is_valid(name))
 		return usable;
-	for (char *p = usable; *p; p++)
-		if (!is_app_name_char(*p))
-			*p = '_';
+	tp_pyroscope_make_application_name(usable);
 	tp_warn("%s \"%s\" is not a Pyroscope application name (at most %d of A-Z a-z 0-9 _ . - /); using \"%s\"",
 			source, shown(name, strlen(name), given, sizeof(given)), TP_PYROSCOPE_MAX_TAG_VALUE,
 			shown(usable, strlen(usable), used, sizeof(used)));

@@ -78,10 +78,13 @@ void		tp_pyroscope_parse_tags(const char *text, const char *source, tp_kvlist *t
 
 /*
  * An application name goes into the series name (name{labels}): at most
- * TP_PYROSCOPE_MAX_TAG_VALUE bytes of [A-Za-z0-9_.-/].  The second returns
- * name made so (others become '_', warning with source), malloc'd.
+ * TP_PYROSCOPE_MAX_TAG_VALUE bytes of [A-Za-z0-9_.-/].  The second makes a
+ * name so in place, quietly: others become '_' (the caller keeps it to
+ * TP_PYROSCOPE_MAX_TAG_VALUE bytes).  The third returns name made so,
+ * malloc'd, warning with source when it had to change it.
  */
 bool		tp_pyroscope_application_name_is_valid(const char *name);
+void		tp_pyroscope_make_application_name(char *name);
 char	   *tp_pyroscope_application_name(const char *name, const char *source);
 
 /* The X-Scope-OrgID header's value: printable ASCII only. */

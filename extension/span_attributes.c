@@ -55,18 +55,22 @@ add_int_len(AttrList *list, const char *key, uint32 key_len, int64 value)
 /*
  * Links into Pyroscope: this trace's profile, and the baseline (every
  * profiled span of the same name), as Pyroscope's span-profile docs define
- * it.  The server URL is shown without credentials.
+ * it.  The server URL is shown without credentials, and the application
+ * named as the uploads name it (a service name made into one).
  */
 static void
 add_profile_urls(AttrList *list, const TraceprofSpan *r)
 {
 	tp_pyroscope_config cfg;
 	char		trace_hex[TP_TRACE_ID_HEX + 1];
+	char		application[TP_PYROSCOPE_MAX_TAG_VALUE + 1];
 	SpanAttributes *attrs = list->attrs;
 
+	strlcpy(application, traceprof_pyroscope_application(), sizeof(application));
+	tp_pyroscope_make_application_name(application);
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.server_address = traceprof_pyroscope_url;
-	cfg.application_name = (char *) traceprof_pyroscope_application();
+	cfg.application_name = application;
 	tp_hex_encode(r->trace_id, TP_TRACE_ID_BYTES, trace_hex);
 	attrs->profile_url = tp_pyroscope_query_url(&cfg, trace_hex);
 	if (attrs->profile_url != NULL)

@@ -1427,6 +1427,32 @@ test('4e. a batch goes as two requests (cpu, wall): a part taken is never sent a
 	}
 });
 
+test('4f. a span\'s Pyroscope links name the application its samples are uploaded under, a service name made into one', async (t) => {
+	const capture = await startIngest();
+	t.after(() => capture.close());
+	const cluster = await startTraced({
+		'traceprof.pyroscope_url': capture.url,
+		'traceprof.upload_interval': '200ms',
+		'traceprof.service_name': 'orders db',	// a space: not a Pyroscope application name
+		'traceprof.sample_hz': '250',
+	});
+	t.after(() => cluster.stop());
+	const client = await connect(cluster);
+	t.after(() => client.end());
+	const ctx = newContext();
+	await traced(client, ctx, cpuSql(1000000));
+	const stmt = serverSpan(await spansOf(client, ctx.traceId), 'SELECT sum(');
+	const link = stmt.attributes['pyroscope.profile.url'];
+	assert.ok(link, `the sampled span links its profile: ${JSON.stringify(stmt.attributes)}`);
+	const query = new URL(link).searchParams.get('query');
+	assert.equal(query, `service=orders_db trace_id=${ctx.traceId}`, `the link's query: ${link}`);
+	assert.match(new URL(stmt.attributes['pyroscope.profile.baseline.url']).searchParams.get('query'),
+		/^service=orders_db span_name=/, 'the baseline link too');
+	const upload = await waitFor(() => `an upload (${capture.requests.length} requests)`,
+		() => capture.requests.find((r) => r.series !== null));
+	assert.equal(upload.series.app, 'orders_db', 'uploads name the application the link names');
+});
+
 // ---- 6: robustness -------------------------------------------------------
 
 test('6. robustness at 250 Hz: pg_cancel_backend mid-statement, then 30 traced statements from 4 concurrent sessions', async (t) => {
