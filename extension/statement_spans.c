@@ -1934,6 +1934,33 @@ traceprof_ExecutorEnd(QueryDesc *query_desc)
 		profiler_flush();
 }
 
+/* A packed span named anew: the strings after its names move to follow the new ones. */
+static void
+rename_span(TraceprofSpan *r, const char *name, const char *operation)
+{
+	char	   *strings = span_packed_strings(r);
+	Size		old_len = r->name_len + r->operation_len + r->collection_len + 3;
+	Size		rest = span_packed_size(r) - SPAN_PACKED_FIXED - old_len;
+	char		names[sizeof(r->name) + sizeof(r->operation) + sizeof(r->collection)];
+	Size		new_len;
+
+	new_len = set_names(r, names, name, operation, NULL) - names;
+	memmove(strings + new_len, strings + old_len, rest);
+	memcpy(strings, names, new_len);
+}
+
+/*
+ * A COMMIT or PREPARE TRANSACTION of a failed transaction rolls it back,
+ * and the client gets ROLLBACK for its command tag: its span says so too.
+ */
+static bool
+rolls_back_instead(Node *stmt)
+{
+	return IsA(stmt, TransactionStmt) &&
+		(((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT ||
+		 ((TransactionStmt *) stmt)->kind == TRANS_STMT_PREPARE);
+}
+
 /*
  * COMMIT and ROLLBACK only mark the transaction block here; the work (WAL
  * flush, lock release) happens when the statement's transaction command
@@ -1956,7 +1983,11 @@ end_utility(OpenSpan *span, Node *stmt, QueryCompletion *qc)
 		close_from(index_of(span), (int64) qc->nprocessed, 0, NULL);
 	}
 	else
+	{
+		if (qc && qc->commandTag == CMDTAG_ROLLBACK && rolls_back_instead(stmt))
+			rename_span(span->record, NULL, "ROLLBACK");
 		close_from(index_of(span), -1, 0, NULL);
+	}
 }
 
 /* SET or RESET of traceprof.traceparent, SET LOCAL included. */
@@ -2231,21 +2262,6 @@ record_failed_message(const ErrorData *edata)
 	close_innermost(-1, edata->sqlerrcode, error_message(edata));
 }
 
-/* A packed span named anew: the strings after its names move to follow the new ones. */
-static void
-rename_span(TraceprofSpan *r, const char *name)
-{
-	char	   *strings = span_packed_strings(r);
-	Size		old_len = r->name_len + r->operation_len + r->collection_len + 3;
-	Size		rest = span_packed_size(r) - SPAN_PACKED_FIXED - old_len;
-	char		names[sizeof(r->name) + sizeof(r->operation) + sizeof(r->collection)];
-	Size		new_len;
-
-	new_len = set_names(r, names, name, NULL, NULL) - names;
-	memmove(strings + new_len, strings + old_len, rest);
-	memcpy(strings, names, new_len);
-}
-
 /*
  * A Sync's implicit commit failed: a deferred foreign key, a serialization
  * failure.  No statement is under way and the message has no text
@@ -2268,7 +2284,7 @@ record_failed_commit(const ErrorData *edata)
 		span_store_count_unmade();
 		return;
 	}
-	rename_span(r, "postgresql");
+	rename_span(r, "postgresql", NULL);
 	r->start_ns = r->end_ns;
 	r->end_ns = (int64) tp_unix_now_ns();
 	r->cpu_ns = -1;

@@ -80,6 +80,14 @@ ROLLBACK;
 SET log_min_messages = 'fatal';
 SELECT 2 / 0;
 RESET log_min_messages;
+-- A COMMIT or PREPARE TRANSACTION of a failed block rolls it back: the
+-- client gets ROLLBACK for its command tag, and so does the span's name.
+BEGIN;
+SELECT 3 / 0;
+COMMIT;
+BEGIN;
+SELECT 4 / 0;
+PREPARE TRANSACTION 'tx_never';
 SET traceprof.traceparent = '';
 SELECT id FROM tx_t ORDER BY id;
 
