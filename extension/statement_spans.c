@@ -2234,6 +2234,14 @@ any_running(int index)
 	return false;
 }
 
+/* When the client's current message arrived (statement_timestamp()), Unix ns. */
+static int64
+message_start_ns(void)
+{
+	return (GetCurrentStatementStartTimestamp() +
+			(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY) * 1000;
+}
+
 /*
  * The statement of a client message that failed before any hook of ours
  * ran for it: a syntax or name error, a Bind's bad parameter, a statement
@@ -2246,7 +2254,7 @@ record_failed_message(const ErrorData *edata)
 {
 	SpanParent	parent;
 	OpenSpan   *span;
-	int			len = strlen(debug_query_string);
+	int			len = debug_query_string ? strlen(debug_query_string) : 0;
 
 	while (len > 0 && (debug_query_string[len - 1] == ';' || is_blank(debug_query_string[len - 1])))
 		len--;
@@ -2256,8 +2264,7 @@ record_failed_message(const ErrorData *edata)
 	if (span == NULL)
 		return;
 	/* It began when the message arrived; what it cost is not known. */
-	span->record->start_ns = (GetCurrentStatementStartTimestamp() +
-							  (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY) * 1000;
+	span->record->start_ns = message_start_ns();
 	span->cpu_start_ns = -1;
 	close_innermost(-1, edata->sqlerrcode, error_message(edata));
 }
@@ -2325,12 +2332,16 @@ traceprof_emit_log(ErrorData *edata)
 	}
 	if (!owned && edata->elevel == ERROR && MyBackendType == B_BACKEND)
 	{
-		/* No statement under way took the error: only kept portals, or nothing, were open. */
-		if (debug_query_string == NULL)
-		{
-			if (last_top_level_span != NULL && IsTransactionState())
-				record_failed_commit(edata);
-		}
+		/*
+		 * No statement under way took the error: only kept portals, or
+		 * nothing, were open.  Without a text, either a Sync's commit failed
+		 * (a Sync starts no statement: the last one's message is current),
+		 * or a message failed before its text was known (not convertible
+		 * to the database's encoding, a Describe of no statement).
+		 */
+		if (debug_query_string == NULL && last_top_level_span != NULL && IsTransactionState() &&
+			message_start_ns() <= last_top_level_span->end_ns)
+			record_failed_commit(edata);
 		else if (decided_in_message != GetCurrentStatementStartTimestamp())
 			record_failed_message(edata);
 	}

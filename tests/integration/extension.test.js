@@ -1649,6 +1649,41 @@ describe('a LATIN1 database, the shortest max_query_length (own cluster)', () =>
 			await admin.end();
 		}
 	});
+
+	test('1k. a statement whose text has no equivalent in the database\'s encoding fails before it exists: a span of its own, in a block or not, never its predecessor\'s', async () => {
+		// The server converts a message's text as it reads it, before any
+		// statement or hook: the error is the message's.  In a block it
+		// was taken for a Sync's failed commit, the last statement's.
+		const ctx = newContext();
+		const latin = await connect(cluster, 'app', 'enc_latin1');	// client_encoding UTF8
+		try {
+			await latin.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await latin.query('BEGIN');
+			await latin.query('SELECT 1 AS before_it');
+			await assert.rejects(latin.query("SELECT '€' AS in_block"), (e) => e.code === '22P05');
+			await latin.query('ROLLBACK');
+			await assert.rejects(latin.query("SELECT '€' AS alone"), (e) => e.code === '22P05');
+		} finally {
+			await latin.end();
+		}
+		const admin = await connect(cluster);
+		try {
+			const { rows } = await admin.query(
+				'SELECT name, status, status_message, query, parent_span_id FROM traceprof.spans ' +
+				"WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time", [ctx.traceId]);
+			assert.deepEqual(rows.map((r) => [r.name, r.status, r.query]), [
+				['BEGIN', 'unset', 'BEGIN'],
+				['SELECT', 'unset', 'SELECT $1 AS before_it'],
+				['postgresql', 'error', null],
+				['ROLLBACK', 'unset', 'ROLLBACK'],
+				['postgresql', 'error', null]]);
+			for (const r of rows)
+				assert.equal(r.parent_span_id, ctx.spanId, `${r.name}: a child of the caller's span`);
+			assert.match(rows[2].status_message, /has no equivalent in encoding "LATIN1"/);
+		} finally {
+			await admin.end();
+		}
+	});
 });
 
 describe('retries and rejections (own cluster)', () => {
