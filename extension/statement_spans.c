@@ -2247,7 +2247,9 @@ message_start_ns(void)
  * ran for it: a syntax or name error, a Bind's bad parameter, a statement
  * refused in an aborted transaction.  Traced, it is a span of its own,
  * named as the semantic conventions say when the operation is unknown, with
- * the error.  The message's text may end in the statement's semicolon.
+ * the error.  The message's text may end in the statement's semicolon, or
+ * be unknown (debug_query_string NULL): a text not convertible, a portal
+ * that does not exist.
  */
 static pg_noinline void
 record_failed_message(const ErrorData *edata)
