@@ -2339,7 +2339,7 @@ traceprof_emit_log(ErrorData *edata)
 		 * nothing, were open.  Without a text, either a Sync's commit failed
 		 * (a Sync starts no statement: the last one's message is current),
 		 * or a message failed before its text was known (not convertible
-		 * to the database's encoding, a Describe of no statement).
+		 * to the database's encoding, an Execute of no portal).
 		 */
 		if (debug_query_string == NULL && last_top_level_span != NULL && IsTransactionState() &&
 			message_start_ns() <= last_top_level_span->end_ns)
