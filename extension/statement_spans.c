@@ -66,6 +66,7 @@ typedef struct OpenSpan
 	bool		ended;			/* stored already, popped once on top */
 	bool		awaiting_executor;	/* opened by the planner, not yet run */
 	bool		awaiting_xact_end;	/* COMMIT/ROLLBACK: ends when the xact does */
+	bool		ran;			/* executor span: a run of it started */
 	SubTransactionId subid;		/* the (sub)transaction it was opened in */
 	QueryDesc  *query_desc;		/* executor span: its query; else NULL */
 	TimestampTz planned_in;		/* the message that decided it (DecidedStatement) */
@@ -860,6 +861,7 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	span->top_level = !parent->nested;
 	span->root = parent->nested ? parent->root : r;
 	span->ended = false;
+	span->ran = false;
 	span->subid = GetCurrentSubTransactionId();
 	span->query_desc = NULL;
 	span->rows_run = 0;
@@ -904,6 +906,19 @@ ended_in_earlier_message(const OpenSpan *span)
 	return span->paused_at_ns != 0 &&
 		(span->paused_in != GetCurrentStatementStartTimestamp() ||
 		 (ActivePortal == NULL && debug_query_string == NULL));
+}
+
+/*
+ * A client's query whose executor started in an earlier message and never
+ * ran: a Bind of a cached plan (no planning to pause it), its portal not
+ * executed.  What fails later (a statement after it, the transaction's end)
+ * is not its own: it ends when its portal is dropped, well.
+ */
+static bool
+started_in_earlier_message(const OpenSpan *span)
+{
+	return span->top_level && span->query_desc != NULL && !span->ran &&
+		span->paused_in != GetCurrentStatementStartTimestamp();
 }
 
 /* A failed span: error status, its SQLSTATE and message (the last string packed). */
@@ -964,7 +979,7 @@ end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
 		measure_work(span, true);
 		r->end_ns = (int64) tp_unix_now_ns();
 		r->rows = rows;
-		if (unlikely(message != NULL))
+		if (unlikely(message != NULL) && !started_in_earlier_message(span))
 			set_error(r, sqlerrcode, message);
 		r->profiled = profiler_is_sampling();
 	}
@@ -1756,6 +1771,7 @@ run_starts(const QueryDesc *query_desc)
 
 	if (owner < 0)
 		return NULL;
+	open_spans[owner].ran = true;
 	open_spans[owner].paused_at_ns = 0;
 	/* At work in this message (parent_at_work): set by top_level_run_starts. */
 	open_spans[owner].paused_in = decided_in_message;
@@ -2234,14 +2250,6 @@ any_running(int index)
 	return false;
 }
 
-/* When the client's current message arrived (statement_timestamp()), Unix ns. */
-static int64
-message_start_ns(void)
-{
-	return (GetCurrentStatementStartTimestamp() +
-			(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY) * 1000;
-}
-
 /*
  * The statement of a client message that failed before any hook of ours
  * ran for it: a syntax or name error, a Bind's bad parameter, a statement
@@ -2266,9 +2274,33 @@ record_failed_message(const ErrorData *edata)
 	if (span == NULL)
 		return;
 	/* It began when the message arrived; what it cost is not known. */
-	span->record->start_ns = message_start_ns();
+	span->record->start_ns = (GetCurrentStatementStartTimestamp() +
+							  (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY) * 1000;
 	span->cpu_start_ns = -1;
 	close_innermost(-1, edata->sqlerrcode, error_message(edata));
+}
+
+/*
+ * An error a client message fails with before its text is known (no
+ * debug_query_string): a text not convertible to the database's encoding,
+ * a portal or prepared statement that does not exist.  Any other error with
+ * no text is a Sync's commit failing (record_failed_commit): the message
+ * that follows a statement may be untraced, or set no timestamp, so neither
+ * tells the two apart.
+ */
+static bool
+fails_before_text(const ErrorData *edata)
+{
+	switch (edata->sqlerrcode)
+	{
+		case ERRCODE_CHARACTER_NOT_IN_REPERTOIRE:
+		case ERRCODE_UNTRANSLATABLE_CHARACTER:
+		case ERRCODE_UNDEFINED_CURSOR:
+		case ERRCODE_UNDEFINED_PSTATEMENT:
+			return true;
+		default:
+			return false;
+	}
 }
 
 /*
@@ -2334,16 +2366,12 @@ traceprof_emit_log(ErrorData *edata)
 	}
 	if (!owned && edata->elevel == ERROR && MyBackendType == B_BACKEND)
 	{
-		/*
-		 * No statement under way took the error: only kept portals, or
-		 * nothing, were open.  Without a text, either a Sync's commit failed
-		 * (a Sync starts no statement: the last one's message is current),
-		 * or a message failed before its text was known (not convertible
-		 * to the database's encoding, an Execute of no portal).
-		 */
-		if (debug_query_string == NULL && last_top_level_span != NULL && IsTransactionState() &&
-			message_start_ns() <= last_top_level_span->end_ns)
-			record_failed_commit(edata);
+		/* No statement under way took the error: only kept portals, or nothing, were open. */
+		if (debug_query_string == NULL && !fails_before_text(edata))
+		{
+			if (last_top_level_span != NULL && IsTransactionState())
+				record_failed_commit(edata);
+		}
 		else if (decided_in_message != GetCurrentStatementStartTimestamp())
 			record_failed_message(edata);
 	}

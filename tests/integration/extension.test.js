@@ -917,6 +917,68 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3s. a Sync\'s failed commit stays the last traced statement\'s whatever messages follow it; a Bind of a cached plan never executed takes no later error', async () => {
+		const wire = await connectWire(cluster);
+		const serverSpans = async (ctx) => (await admin.query(
+			'SELECT name, status, query FROM traceprof.spans WHERE trace_id = $1 AND kind = \'server\' ORDER BY start_time',
+			[ctx.traceId])).rows.map((r) => [r.name, r.status, r.query]);
+		const syncFails = async (...messages) => {
+			wire.send(...messages, serialize.sync());
+			await assert.rejects(wire.until('readyForQuery'), (e) => e.code === '23503');
+			await wire.until('readyForQuery');
+		};
+		try {
+			await wire.query('CREATE TABLE deferred_p4 (id int PRIMARY KEY); ' +
+				'CREATE TABLE deferred_c4 (parent int REFERENCES deferred_p4 DEFERRABLE INITIALLY DEFERRED)');
+			// Its generic plan cached: a Bind plans nothing, the executor starts there.
+			wire.send(serialize.parse({ name: 'cached', text: 'SELECT id FROM deferred_p4 WHERE id > $1' }), serialize.sync());
+			await wire.until('readyForQuery');
+			for (let i = 0; i < 6; i++) {
+				wire.send(serialize.bind({ statement: 'cached', values: ['1'] }), serialize.execute({}), serialize.sync());
+				await wire.until('readyForQuery');
+			}
+			const insertText = 'INSERT INTO deferred_c4 VALUES ($1)';
+
+			// The INSERT traced by its comment; an untraced Parse before the Sync.
+			const byComment = newContext();
+			await syncFails(serialize.parse({ text: `INSERT INTO deferred_c4 VALUES (42) /*traceparent='${byComment.header}'*/` }),
+				serialize.bind({}), serialize.execute({}), serialize.parse({ text: 'SELECT 2' }));
+			// The session's context; a statement whose comment is not sampled runs before the Sync.
+			const session = newContext();
+			const unsampled = `00-${newContext().traceId}-${newContext().spanId}-00`;
+			await wire.query(`SET traceprof.traceparent = '${session.header}'`);
+			await syncFails(serialize.parse({ text: 'INSERT INTO deferred_c4 VALUES (43)' }), serialize.bind({}), serialize.execute({}),
+				serialize.parse({ text: `SELECT 2 /*traceparent='${unsampled}'*/` }), serialize.bind({}), serialize.execute({}));
+			for (const ctx of [byComment, session])
+				assert.deepEqual(await serverSpans(ctx), [['INSERT deferred_c4', 'unset', insertText], ['postgresql', 'error', insertText]]);
+
+			// A portal of the cached plan, bound and never executed, while
+			// the block fails, and while it is rolled back.
+			const failing = newContext();
+			await wire.query(`SET traceprof.traceparent = '${failing.header}'`);
+			await wire.query('BEGIN');
+			wire.send(serialize.bind({ statement: 'cached', portal: 'p', values: ['1'] }), serialize.sync());
+			await wire.until('readyForQuery');
+			await assert.rejects(wire.query('SELECT 1 / 0'), (e) => e.code === '22012');
+			await wire.until('readyForQuery');
+			await wire.query('ROLLBACK');
+			const rolledBack = newContext();
+			await wire.query(`SET traceprof.traceparent = '${rolledBack.header}'`);
+			await wire.query('BEGIN');
+			wire.send(serialize.bind({ statement: 'cached', portal: 'p', values: ['1'] }), serialize.sync());
+			await wire.until('readyForQuery');
+			await wire.query('ROLLBACK');
+			await wire.query("SET traceprof.traceparent = ''");
+			const portal = ['SELECT deferred_p4', 'unset', 'SELECT id FROM deferred_p4 WHERE id > $1'];
+			assert.deepEqual(await serverSpans(failing), [['BEGIN', 'unset', 'BEGIN'], portal,
+				['SELECT', 'error', 'SELECT $1 / $2'], ['ROLLBACK', 'unset', 'ROLLBACK']]);
+			assert.deepEqual(await serverSpans(rolledBack), [['BEGIN', 'unset', 'BEGIN'], portal, ['ROLLBACK', 'unset', 'ROLLBACK']]);
+		} finally {
+			await wire.query('DROP TABLE IF EXISTS deferred_c4, deferred_p4');
+			wire.end();
+		}
+	});
+
 	test('3p. extended protocol: an error after the run (an immediate foreign key, checked in ExecutorFinish) and an error after planning (a Bind refused) fail their statements\' spans', async () => {
 		const wire = await connectWire(cluster, 'app');
 		try {
