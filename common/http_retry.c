@@ -21,12 +21,29 @@ tp_monotonic_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
+static bool (*stop_check) (void);
+
+void
+tp_http_set_stop_check(bool (*check) (void))
+{
+	stop_check = check;
+}
+
+/* Whether a request that can be cancelled (cancel not NULL) stops now. */
+static bool
+stop_requested(volatile sig_atomic_t *cancel)
+{
+	if (cancel == NULL)
+		return false;
+	return *cancel != 0 || (stop_check != NULL && stop_check());
+}
+
 void
 tp_sleep_ms(long ms, volatile sig_atomic_t *cancel)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
-	while (nanosleep(&ts, &ts) != 0 && !(cancel != NULL && *cancel))
+	while (nanosleep(&ts, &ts) != 0 && !stop_requested(cancel))
 		;
 }
 
@@ -160,7 +177,7 @@ on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
 	const tp_http_post *post = userdata;
 
 	(void) dltotal, (void) dlnow, (void) ultotal, (void) ulnow;
-	return *post->cancel != 0;
+	return stop_requested(post->cancel);
 }
 
 void
@@ -221,7 +238,7 @@ tp_retry_run(long timeout_ms, volatile sig_atomic_t *cancel, long *not_before_ms
 
 		if (remaining < 1)
 			remaining = 1;		/* 0 would mean "no timeout" to libcurl */
-		if (cancel != NULL && *cancel)
+		if (stop_requested(cancel))
 			return false;
 		err[0] = '\0';			/* only the last attempt's story counts */
 		if (!attempt(arg, remaining, &retry_after_ms, err, errlen))

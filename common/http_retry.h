@@ -22,6 +22,15 @@ long		tp_monotonic_ms(void);
 void		tp_sleep_ms(long ms, volatile sig_atomic_t *cancel);
 
 /*
+ * A check of the process's own, besides *cancel, wherever a request that
+ * can be cancelled looks at it (libcurl's progress callback, the waits
+ * between attempts): true stops the request.  The server's exporters apply
+ * a configuration reload there, and stop only when it moved the
+ * destination.  NULL (the default): *cancel alone.
+ */
+void		tp_http_set_stop_check(bool (*check) (void));
+
+/*
  * A Retry-After value (RFC 9110 10.2.3: delay-seconds or an HTTP-date) in
  * milliseconds from now, or -1 when it is neither.
  */

@@ -27,6 +27,7 @@
 #include "storage/proc.h"
 #include "utils/guc.h"
 
+#include "http_retry.h"
 #include "http_url.h"
 #include "kvlist.h"
 #include "log.h"
@@ -70,11 +71,23 @@ static Batch batch;
 #define SPAN_ENCODING_BYTES 4096
 
 /*
- * Set by SIGTERM and SIGHUP: a request in flight, or its retry's wait, ends
- * so that the worker exits, or takes a new endpoint, at once and not after
- * traceprof.otlp_timeout.  What it was sending stays for the next round.
+ * Set by SIGTERM, and by a reload that moves the destination: a request in
+ * flight, or its retry's wait, ends so that the worker exits, or takes the
+ * new endpoint, at once and not after traceprof.otlp_timeout.  What it was
+ * sending stays for the next round.
  */
 static volatile sig_atomic_t interrupted = false;
+
+/*
+ * A reload during a request is applied where the request checks whether
+ * to stop (request_must_stop), and stops it only when it changed where
+ * requests go: stopped, a request the server had taken is sent again, so
+ * any reload duplicated spans at the collector and samples in Pyroscope,
+ * and reloads in a row stalled export.
+ */
+static StringInfoData destination;	/* the settings requests were built from */
+static void (*describe_destination) (StringInfo out);
+static bool reloaded;			/* since the worker last built its requests' settings */
 
 static bool failing = false;	/* inside a streak of failed exports */
 static char collector_warning[1024];	/* the last one logged, until a request has none */
@@ -201,9 +214,84 @@ build_resource(tp_kvlist *resource)
 		tp_kvlist_add(resource, "telemetry.sdk.version", SCOPE_VERSION);
 }
 
+/* Where spans go: the settings the OTLP target is built from, NUL-separated. */
+static void
+describe_otlp_destination(StringInfo out)
+{
+	appendStringInfo(out, "%d", traceprof_otlp_protocol);
+	appendBinaryStringInfo(out, traceprof_otlp_endpoint, strlen(traceprof_otlp_endpoint) + 1);
+	appendBinaryStringInfo(out, traceprof_otlp_ca_file, strlen(traceprof_otlp_ca_file) + 1);
+}
+
+/* The same for profiles. */
+static void
+describe_pyroscope_destination(StringInfo out)
+{
+	const char *settings[] = {traceprof_pyroscope_url, traceprof_pyroscope_tenant_id, traceprof_pyroscope_ca_file,
+	traceprof_pyroscope_basic_auth_user, traceprof_pyroscope_basic_auth_password};
+
+	for (int i = 0; i < lengthof(settings); i++)
+		appendBinaryStringInfo(out, settings[i], strlen(settings[i]) + 1);
+}
+
+/* Requests are built from the settings as they are now. */
+static void
+remember_destination(void)
+{
+	resetStringInfo(&destination);
+	describe_destination(&destination);
+}
+
+/* Whether the settings as they are now send requests elsewhere. */
+static bool
+destination_moved(void)
+{
+	StringInfoData now;
+	bool		moved;
+
+	initStringInfo(&now);
+	describe_destination(&now);
+	moved = now.len != destination.len || memcmp(now.data, destination.data, now.len) != 0;
+	pfree(now.data);
+	return moved;
+}
+
+/*
+ * Asked during a request (libcurl's progress callback, a retry's wait):
+ * stop for a shutdown, or for a reload that moved the destination.  Nothing
+ * may unwind through libcurl's frames: an error in the reload is reported
+ * here and stops the request.
+ */
+static bool
+request_must_stop(void)
+{
+	MemoryContext context = CurrentMemoryContext;
+
+	if (interrupted || !ConfigReloadPending)
+		return interrupted;
+	ConfigReloadPending = false;
+	reloaded = true;
+	PG_TRY();
+	{
+		ProcessConfigFile(PGC_SIGHUP);
+		if (destination_moved())
+			interrupted = true;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(context);
+		EmitErrorReport();
+		FlushErrorState();
+		interrupted = true;
+	}
+	PG_END_TRY();
+	return interrupted;
+}
+
 static void
 build_target(tp_otlp_target *target)
 {
+	remember_destination();
 	memset(target, 0, sizeof(*target));
 	target->protocol = (tp_otlp_protocol) traceprof_otlp_protocol;
 	target->url = tp_otlp_traces_url(traceprof_otlp_endpoint, target->protocol, false);
@@ -461,6 +549,7 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz 
 static void
 build_pyroscope(tp_pyroscope_config *cfg)
 {
+	remember_destination();
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->enabled = traceprof_pyroscope_url[0] != '\0';
 	cfg->server_address = strdup(traceprof_pyroscope_url);
@@ -688,27 +777,24 @@ upload_samples(tp_pyroscope_config *cfg)
  * waiting or sending.
  */
 static void
-on_sighup(SIGNAL_ARGS)
-{
-	interrupted = true;
-	SignalHandlerForConfigReload(postgres_signal_arg);
-}
-
-static void
 on_sigterm(SIGNAL_ARGS)
 {
 	interrupted = true;
 	SignalHandlerForShutdownRequest(postgres_signal_arg);
 }
 
+/* describe: the settings that say where this worker's requests go. */
 static void
-start_worker(void)
+start_worker(void (*describe) (StringInfo out))
 {
-	pqsignal(SIGHUP, on_sighup);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, on_sigterm);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	tp_log_set_sink(log_to_server);
+	initStringInfo(&destination);
+	describe_destination = describe;
+	tp_http_set_stop_check(request_must_stop);
 }
 
 /* Wait for the next round; true when the configuration was reloaded meanwhile. */
@@ -719,12 +805,16 @@ wait_round(long timeout_ms)
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 timeout_ms, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
-	/* Before the reload: a SIGHUP after it interrupts the next send. */
 	interrupted = ShutdownRequestPending;
-	if (!ConfigReloadPending)
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+		reloaded = true;
+	}
+	if (!reloaded)
 		return false;
-	ConfigReloadPending = false;
-	ProcessConfigFile(PGC_SIGHUP);
+	reloaded = false;
 	return true;
 }
 
@@ -760,6 +850,7 @@ export_remaining_spans(const tp_kvlist *resource, tp_otlp_target *target)
 	if (failing)
 		return;
 	target->cancel = &not_cancelled;
+	tp_http_set_stop_check(NULL);
 	export_spans(resource, target, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), FINAL_EXPORT_MS));
 }
 
@@ -803,7 +894,7 @@ traceprof_exporter_main(Datum arg)
 	 */
 	mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
 	mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
-	start_worker();
+	start_worker(describe_otlp_destination);
 	span_store_set_exporter_latch(MyLatch);
 
 	build_resource(&resource);
@@ -837,7 +928,7 @@ traceprof_profile_uploader_main(Datum arg)
 	tp_pyroscope_config pyroscope;
 	TimestampTz last_upload = GetCurrentTimestamp();
 
-	start_worker();
+	start_worker(describe_pyroscope_destination);
 	build_pyroscope(&pyroscope);
 	sample_store_set_uploading(pyroscope.enabled);
 	while (!ShutdownRequestPending)

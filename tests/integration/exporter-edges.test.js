@@ -908,7 +908,7 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		assert.equal(after.failures, before.failures, 'no upload failure');
 	});
 
-	await t.test('7d. a reload while the parts go: the samples not sent yet go in the next round, each once, none dropped', async () => {
+	await t.test('7d. a reload that moves the destination while the parts go: the samples not sent yet go in the next round, each once, none dropped', async () => {
 		// Before, the part being split was settled when the reload cut its
 		// requests short: the samples not sent yet were counted as dropped
 		// (an upload failure) and never sent, though no server refused them.
@@ -927,8 +927,10 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		const s = await statement();
 		await ingest.waitFor(() => ingest.hung.length === 1, 20000, 'a request hanging after two single samples were taken');
 		ingest.answerBy = null;
-		await admin.query('SELECT pg_reload_conf()');	// SIGHUP: the hanging request ends
+		// A new tenant: the hanging request ends (a reload that moves nothing lets it go on).
+		await setAndReload('traceprof.pyroscope_tenant_id', 'tenant-7d');
 		const after = await settled('7d');
+		await setAndReload('traceprof.pyroscope_tenant_id', '');
 		const reqs = since(from);
 		const { whole, taken: parts } = checkParts(reqs);
 		assert.ok(whole.samples.length >= 4, `a profile of several samples (${whole.samples.length})`);

@@ -1322,10 +1322,11 @@ test('4d. a Pyroscope that never answers does not hold spans back: they keep rea
 });
 
 test('4e. a batch goes as two requests (cpu, wall): a part taken is never sent again, and counts as exported', async (t) => {
-	// Before, a reload (SIGHUP) interrupting the wall request after the cpu
-	// one was taken left the whole batch in the ring, and the next round
-	// sent the cpu part again: Pyroscope counted those samples twice.  A
-	// refused wall request counted the taken cpu samples as dropped.
+	// Before, a reload (SIGHUP; one that moves the destination still does)
+	// interrupting the wall request after the cpu one was taken left the
+	// whole batch in the ring, and the next round sent the cpu part again:
+	// Pyroscope counted those samples twice.  A refused wall request
+	// counted the taken cpu samples as dropped.
 	const capture = await startIngest();
 	const cluster = await startTraced({
 		'traceprof.pyroscope_url': capture.url,
@@ -1386,7 +1387,9 @@ test('4e. a batch goes as two requests (cpu, wall): a part taken is never sent a
 		assert.ok(decodePprof(cpuReq.body).sampleTypes.includes('cpu/nanoseconds'));
 		assert.equal(countOf(wallReq, a.ctx.wall.traceId), a.stored.wall, 'the second request is the wall part');
 		assert.ok(decodePprof(wallReq.body).sampleTypes.includes('wall/nanoseconds'));
-		await admin.query('SELECT pg_reload_conf()');	// SIGHUP: the hanging request ends, its part stays
+		// A new tenant: the hanging request ends, its part stays (a reload that moves nothing lets it go on).
+		await admin.query("ALTER SYSTEM SET traceprof.pyroscope_tenant_id = 'tenant-4e'");
+		await admin.query('SELECT pg_reload_conf()');
 		await capture.waitFor(() => uploadedOf(a.ctx.wall.traceId) >= a.stored.wall, 10000, 'the wall part, sent again');
 		const afterA = await waitFor('samples_exported to reach samples_stored', async () => {
 			const s = await sampleStats(admin);
@@ -1425,6 +1428,41 @@ test('4e. a batch goes as two requests (cpu, wall): a part taken is never sent a
 		await capture.close();
 		assert.deepEqual(crashes, [], 'no backend crashed');
 	}
+});
+
+test('4g. a reload that moves no destination lets an upload in flight finish: Pyroscope gets the samples once', async (t) => {
+	// Interrupted by every reload, the upload was sent again: Pyroscope
+	// adds up profiles of one series and window, so the statement's CPU
+	// showed once per reload.
+	const capture = await startIngest();
+	t.after(() => capture.close());
+	capture.setDefault({ delayMs: 3000 });	// the body taken at once, the answer late
+	const cluster = await startTraced({
+		'traceprof.pyroscope_url': capture.url,
+		'traceprof.upload_interval': '200ms',
+		'traceprof.otlp_timeout': '60000',
+		'traceprof.sample_hz': '250',
+	});
+	t.after(() => cluster.stop());
+	const client = await connect(cluster);
+	t.after(() => client.end());
+	const ctx = newContext();
+	await traced(client, ctx, cpuSql(1000000));
+	const uploadsOfTrace = () => capture.requests.filter((r) =>
+		decodePprof(r.body).samples.some((smp) => smp.labels.trace_id === ctx.traceId));
+	await waitFor('the slow upload', () => uploadsOfTrace().length >= 1);
+	for (let i = 0; i < 4; i++) {
+		await client.query('SELECT pg_reload_conf()');
+		await sleep(250);
+	}
+	const during = await sampleStats(client);
+	assert.ok(during.exported < during.stored, `the reloads came while the upload waited for its answer: ${JSON.stringify(during)}`);
+	await waitFor('samples_exported to reach samples_stored', async () => {
+		const now = await sampleStats(client);
+		return now.exported + now.dropped >= now.stored;
+	}, 20000);
+	assert.equal(uploadsOfTrace().length, 1, `the trace's samples went in one upload, sent once (${capture.requests.length} requests in all)`);
+	assert.equal((await sampleStats(client)).dropped, 0);
 });
 
 test('4f. a span\'s Pyroscope links name the application its samples are uploaded under, a service name made into one', async (t) => {

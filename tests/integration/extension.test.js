@@ -2049,6 +2049,50 @@ describe('reload while a request hangs (own cluster)', () => {
 	});
 });
 
+describe('reload while a request is slow (own cluster)', () => {
+	test('5h. a reload that moves no destination lets the request in flight finish: each span reaches the collector once', async () => {
+		// Interrupted by every reload, the request was sent again: the
+		// collector got the batch once per reload, and reloads in a row
+		// kept export from ever finishing.
+		const slow = await startReceiver({ grpc: false });
+		slow.setDefault({ delayMs: 3000 });	// the body taken at once, the answer late
+		const cluster = await startTraced({
+			'traceprof.otlp_endpoint': slow.httpEndpoint,
+			'traceprof.otlp_timeout': '60000',
+		});
+		const admin = await connect(cluster);
+		try {
+			const ctx = newContext();
+			await admin.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			for (let i = 0; i < 10; i++)
+				await admin.query(`SELECT ${i} AS n`);
+			await admin.query("SET traceprof.traceparent = ''");
+			await waitFor('the slow request', () => requestsWith(slow, ctx.traceId).length >= 1);
+			const before_ = await stats(admin);
+			// Reloads while it waits for its answer; one changes a setting that is no destination.
+			await admin.query('ALTER SYSTEM SET traceprof.export_batch_size = 256');
+			for (let i = 0; i < 4; i++) {
+				await admin.query('SELECT pg_reload_conf()');
+				await sleep(250);
+			}
+			assert.ok((await stats(admin)).spans_pending > 0, 'the reloads came while the request waited for its answer');
+			await waitFor('every span exported', async () => (await stats(admin)).spans_pending === 0, 20000);
+			const server = spansOf(slow, ctx.traceId).filter((x) => x.kind === SpanKind.SERVER);
+			const ids = spansOf(slow, ctx.traceId).map((x) => x.spanId);
+			assert.equal(server.length, 10, `the ten statements' spans, each once: ${requestsWith(slow, ctx.traceId).length} request(s)`);
+			assert.equal(new Set(ids).size, ids.length, 'no span sent twice');
+			const after_ = await stats(admin);
+			assert.equal(after_.export_failures, before_.export_failures);
+			assert.equal(after_.spans_dropped, before_.spans_dropped);
+		} finally {
+			await admin.query('ALTER SYSTEM RESET traceprof.export_batch_size').catch(() => {});
+			await admin.end();
+			await cluster.stop();
+			await slow.close();
+		}
+	});
+});
+
 describe('shutdown (own cluster)', () => {
 	test('9b. a clean shutdown sends the spans still waiting in the ring (one last, bounded export)', async () => {
 		const receiver = await startReceiver({ grpc: false });
