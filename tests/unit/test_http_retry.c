@@ -136,6 +136,35 @@ TEST(a_retry_after_beyond_the_budget_is_named_when_giving_up)
 	CHECK_STR(err, "HTTP status 503 (gave up after 1 attempt: the server asked to wait 600.0 s, beyond the time budget)");
 }
 
+static int	checks_asked;
+
+/* The host's check: stop from its second asking on. */
+static bool
+stop_on_second_ask(void)
+{
+	return ++checks_asked >= 2;
+}
+
+TEST(the_hosts_stop_check_ends_a_retry_wait_and_the_retries)
+{
+	char		err[256];
+	long		wait_ms = 100;
+	volatile sig_atomic_t cancel = 0;
+
+	/* Not asked for a request that cannot be cancelled. */
+	checks_asked = 0;
+	tp_http_set_stop_check(stop_on_second_ask);
+	CHECK(tp_retry_run(1000, NULL, NULL, throttled, &wait_ms, err, sizeof(err)));
+	CHECK(checks_asked == 0);
+	/* Asked before the first attempt (go on), then before the second (stop). */
+	CHECK(!tp_retry_run(5000, &cancel, NULL, throttled, &wait_ms, err, sizeof(err)));
+	CHECK(checks_asked == 2);
+	tp_http_set_stop_check(NULL);
+	/* The flag alone still stops it. */
+	cancel = 1;
+	CHECK(!tp_retry_run(5000, &cancel, NULL, throttled, &wait_ms, err, sizeof(err)));
+}
+
 int
 main(void)
 {
@@ -149,5 +178,6 @@ main(void)
 	RUN(a_refusal_whose_body_is_cut_is_still_a_refusal);
 	RUN(a_kept_retry_after_is_capped_at_ten_minutes);
 	RUN(a_retry_after_beyond_the_budget_is_named_when_giving_up);
+	RUN(the_hosts_stop_check_ends_a_retry_wait_and_the_retries);
 	return unit_summary();
 }
