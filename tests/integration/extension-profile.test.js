@@ -1430,22 +1430,28 @@ test('4e. a batch goes as two requests (cpu, wall): a part taken is never sent a
 	}
 });
 
-test('4g. a reload that moves no destination lets an upload in flight finish: Pyroscope gets the samples once', async (t) => {
-	// Interrupted by every reload, the upload was sent again: Pyroscope
-	// adds up profiles of one series and window, so the statement's CPU
-	// showed once per reload.
+/** A capture posing as Pyroscope, a cluster uploading to it every 200 ms (plus settings), a client; closed after t. */
+async function uploadingCluster(t, settings) {
 	const capture = await startIngest();
 	t.after(() => capture.close());
-	capture.setDefault({ delayMs: 3000 });	// the body taken at once, the answer late
 	const cluster = await startTraced({
 		'traceprof.pyroscope_url': capture.url,
 		'traceprof.upload_interval': '200ms',
-		'traceprof.otlp_timeout': '60000',
 		'traceprof.sample_hz': '250',
+		...settings,
 	});
 	t.after(() => cluster.stop());
 	const client = await connect(cluster);
 	t.after(() => client.end());
+	return { capture, client };
+}
+
+test('4g. a reload that moves no destination lets an upload in flight finish: Pyroscope gets the samples once', async (t) => {
+	// Interrupted by every reload, the upload was sent again: Pyroscope
+	// adds up profiles of one series and window, so the statement's CPU
+	// showed once per reload.
+	const { capture, client } = await uploadingCluster(t, { 'traceprof.otlp_timeout': '60000' });
+	capture.setDefault({ delayMs: 3000 });	// the body taken at once, the answer late
 	const ctx = newContext();
 	await traced(client, ctx, cpuSql(1000000));
 	const uploadsOfTrace = () => capture.requests.filter((r) =>
@@ -1466,17 +1472,8 @@ test('4g. a reload that moves no destination lets an upload in flight finish: Py
 });
 
 test('4f. a span\'s Pyroscope links name the application its samples are uploaded under, a service name made into one', async (t) => {
-	const capture = await startIngest();
-	t.after(() => capture.close());
-	const cluster = await startTraced({
-		'traceprof.pyroscope_url': capture.url,
-		'traceprof.upload_interval': '200ms',
-		'traceprof.service_name': 'orders db',	// a space: not a Pyroscope application name
-		'traceprof.sample_hz': '250',
-	});
-	t.after(() => cluster.stop());
-	const client = await connect(cluster);
-	t.after(() => client.end());
+	// A space: not a Pyroscope application name.
+	const { capture, client } = await uploadingCluster(t, { 'traceprof.service_name': 'orders db' });
 	const ctx = newContext();
 	await traced(client, ctx, cpuSql(1000000));
 	const stmt = serverSpan(await spansOf(client, ctx.traceId), 'SELECT sum(');
