@@ -133,7 +133,7 @@ has_room(bool span_name)
 	return !span_name || table->span_names < (uint32) traceprof_max_functions / 2;
 }
 
-/* The name's id; 0 if it is new and its share is full. */
+/* The name's id; 0 if it is new and its share is full (the caller counts it). */
 static uint32
 shared_lookup(const char *key, bool span_name)
 {
@@ -164,8 +164,6 @@ shared_lookup(const char *key, bool span_name)
 	}
 	id = entry ? entry->id : 0;
 	LWLockRelease(table->lock);
-	if (entry == NULL)
-		count_overflow(span_name);
 	return id;
 }
 
@@ -174,7 +172,7 @@ shared_lookup(const char *key, bool span_name)
  * them, cut before a UTF-8 character rather than inside it: a span name
  * from a LATIN1 database grows to 125 bytes in UTF-8, and half a character
  * made traceprof.profile() return text invalid in its encoding (and pprof
- * strings invalid UTF-8).
+ * strings invalid UTF-8).  0: no room for it.
  */
 static uint32
 intern(const char *name, bool span_name)
@@ -207,7 +205,7 @@ intern(const char *name, bool span_name)
 	}
 	id = shared_lookup(name, span_name);
 	if (id == 0)
-		return FUNCTION_NAMES_OVERFLOW;
+		return 0;
 	slot->id = id;
 	slot->hash = hash;
 	return id;
@@ -216,21 +214,29 @@ intern(const char *name, bool span_name)
 uint32
 function_names_intern(const char *name)
 {
-	return intern(name, false);
+	uint32		id = intern(name, false);
+
+	if (id != 0)
+		return id;
+	count_overflow(false);
+	return FUNCTION_NAMES_OVERFLOW;
 }
 
 /*
  * A span's name, or, once span names fill their share, its operation's:
- * a bounded set, interned as frame names are.
+ * a bounded set, interned as frame names are (the span counted once).
  */
 uint32
 function_names_intern_span(const char *name, const char *operation)
 {
 	uint32		id = intern(name, true);
 
-	if (id == FUNCTION_NAMES_OVERFLOW && operation[0] != '\0')
-		return intern(operation, false);
-	return id;
+	if (id != 0)
+		return id;
+	count_overflow(true);
+	if (operation[0] != '\0' && (id = intern(operation, false)) != 0)
+		return id;
+	return FUNCTION_NAMES_OVERFLOW;
 }
 
 const char *

@@ -2281,26 +2281,21 @@ record_failed_message(const ErrorData *edata)
 }
 
 /*
- * An error a client message fails with before its text is known (no
- * debug_query_string): a text not convertible to the database's encoding,
- * a portal or prepared statement that does not exist.  Any other error with
- * no text is a Sync's commit failing (record_failed_commit): the message
- * that follows a statement may be untraced, or set no timestamp, so neither
- * tells the two apart.
+ * An error with no text (debug_query_string NULL) is either a Sync's commit
+ * failing (record_failed_commit), or a message failing before its text was
+ * known: a text not convertible to the database's encoding, a statement or
+ * portal that does not exist, a message refused in an aborted block, a
+ * fast-path call.  A Sync commits only an implicit transaction (no block);
+ * in one, a statement or portal that does not exist is still the message's.
+ * The messages around a Sync tell nothing: the one before it may be
+ * untraced, and a Sync sets no statement timestamp.
  */
 static bool
-fails_before_text(const ErrorData *edata)
+may_be_sync_commit(const ErrorData *edata)
 {
-	switch (edata->sqlerrcode)
-	{
-		case ERRCODE_CHARACTER_NOT_IN_REPERTOIRE:
-		case ERRCODE_UNTRANSLATABLE_CHARACTER:
-		case ERRCODE_UNDEFINED_CURSOR:
-		case ERRCODE_UNDEFINED_PSTATEMENT:
-			return true;
-		default:
-			return false;
-	}
+	return IsTransactionState() && !IsTransactionBlock() &&
+		edata->sqlerrcode != ERRCODE_UNDEFINED_CURSOR &&
+		edata->sqlerrcode != ERRCODE_UNDEFINED_PSTATEMENT;
 }
 
 /*
@@ -2367,9 +2362,9 @@ traceprof_emit_log(ErrorData *edata)
 	if (!owned && edata->elevel == ERROR && MyBackendType == B_BACKEND)
 	{
 		/* No statement under way took the error: only kept portals, or nothing, were open. */
-		if (debug_query_string == NULL && !fails_before_text(edata))
+		if (debug_query_string == NULL && may_be_sync_commit(edata))
 		{
-			if (last_top_level_span != NULL && IsTransactionState())
+			if (last_top_level_span != NULL)
 				record_failed_commit(edata);
 		}
 		else if (decided_in_message != GetCurrentStatementStartTimestamp())

@@ -924,12 +924,15 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			[ctx.traceId])).rows.map((r) => [r.name, r.status, r.query]);
 		const syncFails = async (...messages) => {
 			wire.send(...messages, serialize.sync());
-			await assert.rejects(wire.until('readyForQuery'), (e) => e.code === '23503');
+			await assert.rejects(wire.until('readyForQuery'), (e) => e.code === '23503' || e.code === '22021');
 			await wire.until('readyForQuery');
 		};
 		try {
 			await wire.query('CREATE TABLE deferred_p4 (id int PRIMARY KEY); ' +
-				'CREATE TABLE deferred_c4 (parent int REFERENCES deferred_p4 DEFERRABLE INITIALLY DEFERRED)');
+				'CREATE TABLE deferred_c4 (parent int REFERENCES deferred_p4 DEFERRABLE INITIALLY DEFERRED); ' +
+				'CREATE FUNCTION bad_bytes() RETURNS trigger LANGUAGE plpgsql AS ' +
+				"$$BEGIN PERFORM convert_from('\\xff'::bytea, 'UTF8'); RETURN NULL; END$$; " +
+				'CREATE CONSTRAINT TRIGGER bad_bytes AFTER INSERT ON deferred_p4 INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION bad_bytes()');
 			// Its generic plan cached: a Bind plans nothing, the executor starts there.
 			wire.send(serialize.parse({ name: 'cached', text: 'SELECT id FROM deferred_p4 WHERE id > $1' }), serialize.sync());
 			await wire.until('readyForQuery');
@@ -949,8 +952,17 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			await wire.query(`SET traceprof.traceparent = '${session.header}'`);
 			await syncFails(serialize.parse({ text: 'INSERT INTO deferred_c4 VALUES (43)' }), serialize.bind({}), serialize.execute({}),
 				serialize.parse({ text: `SELECT 2 /*traceparent='${unsampled}'*/` }), serialize.bind({}), serialize.execute({}));
+			// A deferred trigger failing at the commit as a message can fail
+			// before its text is known (bytes not UTF-8): still the commit's.
+			const converting = newContext();
+			await wire.query(`SET traceprof.traceparent = '${converting.header}'`);
+			await syncFails(serialize.parse({ text: 'INSERT INTO deferred_p4 VALUES (44)' }), serialize.bind({}), serialize.execute({}));
+			await wire.query("SET traceprof.traceparent = ''");
+			await wire.query('DROP TRIGGER bad_bytes ON deferred_p4; DROP FUNCTION bad_bytes()');
 			for (const ctx of [byComment, session])
 				assert.deepEqual(await serverSpans(ctx), [['INSERT deferred_c4', 'unset', insertText], ['postgresql', 'error', insertText]]);
+			assert.deepEqual(await serverSpans(converting), [['INSERT deferred_p4', 'unset', 'INSERT INTO deferred_p4 VALUES ($1)'],
+				['postgresql', 'error', 'INSERT INTO deferred_p4 VALUES ($1)']]);
 
 			// A portal of the cached plan, bound and never executed, while
 			// the block fails, and while it is rolled back.
@@ -977,6 +989,66 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			await wire.query('DROP TABLE IF EXISTS deferred_c4, deferred_p4');
 			wire.end();
 		}
+	});
+
+	test('3t. in a transaction block, messages that fail with no text are spans of their own (an Execute or Describe refused, a fast-path call), not the last statement\'s commit', async () => {
+		const wire = await connectWire(cluster);
+		const ctx = newContext();
+		// A fast-path call is answered with its ReadyForQuery: no Sync.
+		const refused = async (code, message, sync = true) => {
+			wire.send(message, ...(sync ? [serialize.sync()] : []));
+			await assert.rejects(wire.until('readyForQuery'), (e) => e.code === code);
+			await wire.until('readyForQuery');
+		};
+		// A fast-path call of lo_open (oid 952) on a large object that does not exist.
+		const fastPath = () => {
+			const body = Buffer.alloc(4 + 2 + 2 + 2 + 2 * 8 + 2);
+			let at = body.writeInt32BE(952, 0);
+			at = body.writeInt16BE(1, at);	// one format code for all arguments
+			at = body.writeInt16BE(1, at);	// binary
+			at = body.writeInt16BE(2, at);
+			for (const v of [999999, 0x40000]) {
+				at = body.writeInt32BE(4, at);
+				at = body.writeInt32BE(v, at);
+			}
+			body.writeInt16BE(1, at);
+			const head = Buffer.alloc(5);
+			head.write('F', 0);
+			head.writeInt32BE(4 + body.length, 1);
+			return Buffer.concat([head, body]);
+		};
+		try {
+			wire.send(serialize.parse({ name: 'known', text: 'SELECT 1 AS known' }), serialize.sync());
+			await wire.until('readyForQuery');
+			await wire.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			await wire.query('BEGIN');
+			await wire.query('SELECT 2 AS before_them');
+			await refused('34000', serialize.execute({ portal: 'nope' }));
+			await wire.query('ROLLBACK');
+			await wire.query('BEGIN');
+			await wire.query('SELECT 2 AS before_them');
+			await refused('42704', fastPath(), false);
+			await wire.query('ROLLBACK');
+			await wire.query('BEGIN');
+			await assert.rejects(wire.query('SELECT 1 / 0'), (e) => e.code === '22012');
+			await wire.until('readyForQuery');
+			await refused('25P02', serialize.describe({ type: 'S', name: 'known' }));
+			await wire.query('ROLLBACK');
+			await wire.query("SET traceprof.traceparent = ''");
+		} finally {
+			wire.end();
+		}
+		const { rows } = await admin.query('SELECT name, status, status_message, query FROM traceprof.spans ' +
+			"WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time", [ctx.traceId]);
+		const block = [['BEGIN', 'unset', 'BEGIN'], ['SELECT', 'unset', 'SELECT $1 AS before_them'],
+			['postgresql', 'error', null], ['ROLLBACK', 'unset', 'ROLLBACK']];
+		assert.deepEqual(rows.map((r) => [r.name, r.status, r.query]), [
+			...block, ...block,
+			['BEGIN', 'unset', 'BEGIN'], ['SELECT', 'error', 'SELECT $1 / $2'], ['postgresql', 'error', null], ['ROLLBACK', 'unset', 'ROLLBACK']],
+			JSON.stringify(rows, null, 1));
+		assert.match(rows[2].status_message, /portal "nope" does not exist/);
+		assert.match(rows[6].status_message, /large object 999999 does not exist/);
+		assert.match(rows[10].status_message, /current transaction is aborted/);
 	});
 
 	test('3p. extended protocol: an error after the run (an immediate foreign key, checked in ExecutorFinish) and an error after planning (a Bind refused) fail their statements\' spans', async () => {
