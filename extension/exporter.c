@@ -881,6 +881,22 @@ rebuild_target(tp_otlp_target *target)
 	free(old.ca_file);
 }
 
+/* Spans left in the ring when the worker stops: lost if the server stops too. */
+static void
+report_unsent_spans(void)
+{
+	SpanStoreStats stats;
+
+	if (!traceprof_exporting)
+		return;
+	span_store_get_stats(&stats);
+	if (stats.pending > 0)
+		ereport(LOG,
+				(errmsg("traceprof exporter: stopping with spans not exported (%lld ring slots)",
+						(long long) stats.pending),
+				 errdetail("At a server shutdown they are lost with shared memory; an exporter started again sends them.")));
+}
+
 void
 traceprof_exporter_main(Datum arg)
 {
@@ -913,6 +929,7 @@ traceprof_exporter_main(Datum arg)
 	}
 	span_store_set_exporter_latch(NULL);
 	export_remaining_spans(&resource, &target);
+	report_unsent_spans();
 
 	/*
 	 * Exit code 1: the postmaster starts the worker again after

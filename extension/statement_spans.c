@@ -912,7 +912,7 @@ ended_in_earlier_message(const OpenSpan *span)
  * A client's query whose executor started in an earlier message and never
  * ran: a Bind of a cached plan (no planning to pause it), its portal not
  * executed.  What fails later (a statement after it, the transaction's end)
- * is not its own: it ends when its portal is dropped, well.
+ * is not its own: it ends without error when its portal is dropped.
  */
 static bool
 started_in_earlier_message(const OpenSpan *span)
@@ -2256,8 +2256,7 @@ any_running(int index)
  * refused in an aborted transaction.  Traced, it is a span of its own,
  * named as the semantic conventions say when the operation is unknown, with
  * the error.  The message's text may end in the statement's semicolon, or
- * be unknown (debug_query_string NULL): a text not convertible, a portal
- * that does not exist.
+ * be unknown (debug_query_string NULL; see may_be_sync_commit).
  */
 static pg_noinline void
 record_failed_message(const ErrorData *edata)

@@ -2191,6 +2191,31 @@ describe('shutdown (own cluster)', () => {
 			await receiver.close();
 		}
 	});
+
+	test('9c. a shutdown while the collector hangs says how much was not exported', async () => {
+		const hanging = await startReceiver({ grpc: false });
+		hanging.setDefault({ hang: true });
+		const cluster = await startTraced({
+			'traceprof.otlp_endpoint': hanging.httpEndpoint,
+			'traceprof.otlp_timeout': '60000',
+		});
+		try {
+			const client = await connect(cluster);
+			const ctx = newContext();
+			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			for (let i = 0; i < 5; i++)
+				await client.query(`SELECT ${i} AS n`);
+			await client.end();
+			await waitFor('the request that hangs', () => requestsWith(hanging, ctx.traceId).length >= 1);
+			await cluster.restart();	// its log stays, where stop() removes it
+			const lines = cluster.readLog().split('\n').filter((l) => /traceprof exporter: stopping with spans not exported \(\d+ ring slots\)/.test(l));
+			assert.equal(lines.length, 1, `one LOG line:\n${lines.join('\n')}`);
+			assert.ok(Number(/\((\d+) ring slots\)/.exec(lines[0])[1]) >= 5, lines[0]);
+		} finally {
+			await cluster.stop();
+			await hanging.close();
+		}
+	});
 });
 
 describe('restart (own cluster)', () => {
