@@ -350,8 +350,8 @@ tp_pyroscope_config_from_env(tp_pyroscope_config *cfg, const char *default_appli
 	cfg->server_address = server_address(env_string("PYROSCOPE_SERVER_ADDRESS"));
 	cfg->application_name = app != NULL ?
 		tp_pyroscope_application_name(app, "PYROSCOPE_APPLICATION_NAME") :
-		tp_pyroscope_application_name(default_application ? default_application : "traceprof",
-									  "application name");
+		tp_pyroscope_application_name(default_application && default_application[0] ?
+									  default_application : "traceprof", "service.name");
 	tp_pyroscope_parse_tags(tags, "PYROSCOPE_TAGS", &cfg->tags);
 	cfg->tenant_id = env_string("PYROSCOPE_TENANT_ID");
 	if (cfg->tenant_id != NULL && !tp_pyroscope_tenant_id_is_valid(cfg->tenant_id))

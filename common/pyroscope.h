@@ -53,7 +53,11 @@ bool		tp_pyroscope_server_is_valid(const char *address);
  */
 void		tp_pyroscope_set_env_cancel(volatile sig_atomic_t *cancel);
 
-/* Read the environment; malformed values are warned about, never fatal. */
+/*
+ * Read the environment; malformed values are warned about, never fatal.
+ * Without PYROSCOPE_APPLICATION_NAME the application is default_application,
+ * the run's service.name (made into an application name, with a warning).
+ */
 void		tp_pyroscope_config_from_env(tp_pyroscope_config *cfg,
 										 const char *default_application);
 

@@ -20,8 +20,10 @@
  * Read PYROSCOPE_* and start sampling the calling thread when profiling is
  * enabled or profile_out (a local file: .pprof/.pb.gz, .json for
  * speedscope, .folded) is given.  root: the run's root span; it gets the
- * pyroscope.profile.id / pyroscope.profile.url attributes.  Problems are
- * warned about; the run goes on without profiling.
+ * pyroscope.profile.id / pyroscope.profile.url attributes.
+ * default_application: the run's service.name, the application without
+ * PYROSCOPE_APPLICATION_NAME.  Problems are warned about; the run goes on
+ * without profiling.
  */
 void		tp_self_profiler_start(tp_span *root, const char *default_application,
 								   const char *profile_out);

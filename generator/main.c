@@ -294,7 +294,8 @@ main(int argc, char **argv)
 					   opt.format == GEN_FORMAT_JSON ? "json" : "ndjson");
 	tp_span_trace_id_hex(span, trace_id);
 	fprintf(stderr, "generator: trace_id=%s\n", trace_id);
-	tp_self_profiler_start(span, "traceprof.generator", opt.profile_out);
+	/* Grafana finds a span's profiles by its service.name: the application defaults to it. */
+	tp_self_profiler_start(span, tp_tracer_service_name(), opt.profile_out);
 
 	memset(&out, 0, sizeof(out));
 	out.fd = -1;

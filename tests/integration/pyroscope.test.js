@@ -323,6 +323,35 @@ test('checklist, generator: PYROSCOPE_APPLICATION_NAME names the series and the 
 	checkLink(g.res, 'generator', ingest.url, 'my_gen_', root.traceId);
 });
 
+test('checklist, generator: without PYROSCOPE_APPLICATION_NAME the series is named by the spans\' service.name, as Grafana\'s traces-to-profiles looks for it', async (t) => {
+	const { ingest, otlp } = await servers(t);
+	// The reference's own run: OTEL_RESOURCE_ATTRIBUTES="service.name=generator-otel,env=dev".
+	let g = await generate(pyroEnv(ingest, otlp, {
+		PYROSCOPE_TRACE_CORRELATION: 'true', OTEL_RESOURCE_ATTRIBUTES: 'service.name=generator-otel,env=dev',
+	}), { records: SOME });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.deepEqual(unexpectedLines(g.res, 'generator'), [], 'no warnings');
+	let root = rootSpan(otlp, 'generator.run');
+	assert.equal(root.resource.attributes['service.name'], 'generator-otel');
+	checkUploads(ingest, {
+		app: 'generator-otel', tags: [['trace_id', root.traceId], ['root_span_id', root.spanId]],
+		trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g,
+	});
+	assert.equal(root.attributes['pyroscope.profile.url'], checkLink(g.res, 'generator', ingest.url, 'generator-otel', root.traceId));
+
+	// OTEL_SERVICE_NAME wins, made into an application name with a warning.
+	ingest.reset();
+	otlp.reset();
+	g = await generate(pyroEnv(ingest, otlp, { OTEL_SERVICE_NAME: 'gen svc' }), { records: SOME });
+	assert.equal(g.res.code, 0, describe(g.res));
+	const w = warnings(g.res, 'generator');
+	assert.equal(w.length, 1, describe(g.res));
+	assert.match(w[0], /service\.name "gen svc".*"gen_svc"/);
+	root = rootSpan(otlp, 'generator.run');
+	assert.equal(root.resource.attributes['service.name'], 'gen svc');
+	checkUploads(ingest, { app: 'gen_svc', tags: [], trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g });
+});
+
 test('checklist, loader: uploads tagged with loader.run, span-labelled pprof, profile attributes, link', async (t) => {
 	const c = await getLoaderSetup();
 	const { ingest, otlp } = await servers(t);
