@@ -54,9 +54,10 @@ add_int_len(AttrList *list, const char *key, uint32 key_len, int64 value)
 
 /*
  * Links into Pyroscope: this trace's profile, and the baseline (every
- * profiled span of the same name), as Pyroscope's span-profile docs define
- * it.  The server URL is shown without credentials, and the application
- * named as the uploads name it (a service name made into one).
+ * profiled span of the same name, with traceprof.profile_span_name), as
+ * Pyroscope's span-profile docs define it.  The server URL is shown
+ * without credentials, and the application named as the uploads name it
+ * (a service name made into one).
  */
 static void
 add_profile_urls(AttrList *list, const TraceprofSpan *r)
@@ -75,6 +76,9 @@ add_profile_urls(AttrList *list, const TraceprofSpan *r)
 	attrs->profile_url = tp_pyroscope_query_url(&cfg, trace_hex);
 	if (attrs->profile_url != NULL)
 		add_string(list, "pyroscope.profile.url", attrs->profile_url);
+	/* Its query filters on the span_name label: uploads carry it only so. */
+	if (!traceprof_profile_span_name)
+		return;
 	attrs->baseline_url = tp_pyroscope_query_url_for(&cfg, "span_name", r->name);
 	if (attrs->baseline_url != NULL)
 		add_string(list, "pyroscope.profile.baseline.url", attrs->baseline_url);

@@ -1471,7 +1471,7 @@ test('4g. a reload that moves no destination lets an upload in flight finish: Py
 	assert.equal((await sampleStats(client)).dropped, 0);
 });
 
-test('4f. a span\'s Pyroscope links name the application its samples are uploaded under, a service name made into one', async (t) => {
+test('4f. a span\'s Pyroscope links name the application its samples are uploaded under, a service name made into one; the baseline link only with span_name labels', async (t) => {
 	// A space: not a Pyroscope application name.
 	const { capture, client } = await uploadingCluster(t, { 'traceprof.service_name': 'orders db' });
 	const ctx = newContext();
@@ -1481,11 +1481,18 @@ test('4f. a span\'s Pyroscope links name the application its samples are uploade
 	assert.ok(link, `the sampled span links its profile: ${JSON.stringify(stmt.attributes)}`);
 	const query = new URL(link).searchParams.get('query');
 	assert.equal(query, `service=orders_db trace_id=${ctx.traceId}`, `the link's query: ${link}`);
-	assert.match(new URL(stmt.attributes['pyroscope.profile.baseline.url']).searchParams.get('query'),
-		/^service=orders_db span_name=/, 'the baseline link too');
 	const upload = await waitFor(() => `an upload (${capture.requests.length} requests)`,
 		() => capture.requests.find((r) => r.series !== null));
 	assert.equal(upload.series.app, 'orders_db', 'uploads name the application the link names');
+	// The baseline link filters on span_name, a label uploads carry only with traceprof.profile_span_name.
+	assert.equal(stmt.attributes['pyroscope.profile.baseline.url'], undefined, 'no baseline link whose label is never sent');
+	await client.query('ALTER SYSTEM SET traceprof.profile_span_name = on');
+	await client.query('SELECT pg_reload_conf()');
+	await waitFor('the setting in this session', async () =>
+		(await client.query('SHOW traceprof.profile_span_name')).rows[0]['traceprof.profile_span_name'] === 'on');
+	const again = serverSpan(await spansOf(client, ctx.traceId), 'SELECT sum(');
+	assert.match(new URL(again.attributes['pyroscope.profile.baseline.url']).searchParams.get('query'),
+		/^service=orders_db span_name=SELECT$/, 'the baseline link, with the setting');
 });
 
 // ---- 6: robustness -------------------------------------------------------
