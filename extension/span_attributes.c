@@ -95,8 +95,10 @@ span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, t
 	add_string(&list, "db.namespace", r->dbname);
 	if (r->operation[0])
 		add_string(&list, "db.operation.name", r->operation);
-	/* Another role's table names are private, as its query text is. */
-	if (include_private && r->collection[0])
+	/* Another role's table names are private, as its query text is; a CALL's target is its procedure. */
+	if (include_private && r->collection[0] && strcmp(r->operation, "CALL") == 0)
+		add_string(&list, "db.stored_procedure.name", r->collection);
+	else if (include_private && r->collection[0])
 		add_string(&list, "db.collection.name", r->collection);
 	if (include_private && r->query[0])
 		add_string_len(&list, "db.query.text", KEY_LEN("db.query.text"), r->query, r->query_len);

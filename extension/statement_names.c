@@ -193,7 +193,8 @@ plan_collection(const PlannedStmt *plan)
 
 /*
  * db.collection.name of a statement: a Query being planned, a PlannedStmt,
- * or a utility statement (the table it is about, for the common cases).
+ * or a utility statement (the table it is about, for the common cases; a
+ * CALL's procedure, its db.stored_procedure.name).
  */
 const char *
 statement_collection(Node *stmt)
@@ -236,6 +237,9 @@ statement_collection(Node *stmt)
 			if (list_length(((VacuumStmt *) stmt)->rels) == 1)
 				rel = ((VacuumRelation *) linitial(((VacuumStmt *) stmt)->rels))->relation;
 			break;
+		case T_CallStmt:
+			/* The procedure, as written (db.stored_procedure.name: span_attributes.c) */
+			return strVal(llast(((CallStmt *) stmt)->funccall->funcname));
 		default:
 			break;
 	}

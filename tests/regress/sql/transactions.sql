@@ -98,6 +98,11 @@ SELECT s.kind, s.name, s.status, s.status_message,
  WHERE s.name NOT IN ('plan', 'SET', 'RESET')
  ORDER BY s.start_time, s.kind DESC;
 
+-- A CALL is named after its procedure: db.stored_procedure.name, no collection.
+SELECT DISTINCT name, attributes->>'db.stored_procedure.name' AS procedure,
+       attributes ? 'db.collection.name' AS has_collection
+  FROM traceprof.spans WHERE name LIKE 'CALL%' ORDER BY name;
+
 -- Transaction statements where nothing traces them (a short path): only
 -- those carrying a comment get a span, under the comment's context.
 SELECT traceprof.reset();
