@@ -121,6 +121,7 @@ typedef struct LeaderLabels
 	uint8		trace_id[TP_TRACE_ID_BYTES];	/* zero: outside traced spans */
 	uint8		span_id[TP_SPAN_ID_BYTES];
 	uint32		span_name_id;
+	Oid			userid;			/* the span's role, who may read its samples */
 } LeaderLabels;
 
 typedef struct LeaderEntry
@@ -736,11 +737,13 @@ publish_labels(void)
 	{
 		memcpy(entry->labels.trace_id, span->trace_id, TP_TRACE_ID_BYTES);
 		memcpy(entry->labels.span_id, span->span_id, TP_SPAN_ID_BYTES);
+		entry->labels.userid = span->userid;
 	}
 	else
 	{
 		memset(entry->labels.trace_id, 0, TP_TRACE_ID_BYTES);
 		memset(entry->labels.span_id, 0, TP_SPAN_ID_BYTES);
+		entry->labels.userid = InvalidOid;
 	}
 	pg_write_barrier();
 	pg_atomic_write_u32(&entry->version, version + 2);
@@ -863,6 +866,7 @@ profiler_worker_statement_start(void)
 {
 	LeaderLabels leader;
 	tp_sample_labels labels;
+	SampledSpan *entry;
 	bool		found;
 
 	if (profiler_dormant())
@@ -875,8 +879,13 @@ profiler_worker_statement_start(void)
 	memcpy(labels.trace_id, leader.trace_id, TP_TRACE_ID_BYTES);
 	memcpy(labels.span_id, leader.span_id, TP_SPAN_ID_BYTES);
 	tp_sampler_set_labels(&labels);
-	/* store_sample names samples by span id: the leader interned the name. */
-	sampled_span(leader.span_id, &found)->name_id = leader.span_name_id;
+	/*
+	 * store_sample names samples by span id: the leader interned the name.
+	 * They are the leader's span's role's to read, not this worker's.
+	 */
+	entry = sampled_span(leader.span_id, &found);
+	entry->name_id = leader.span_name_id;
+	entry->userid = leader.userid;
 	leaders_labels = true;
 }
 

@@ -707,6 +707,27 @@ describe('profiles in SQL (one cluster)', () => {
 			await closeAll(client);
 		}
 
+		await t.test('a role without privileges reads its own query\'s samples, its workers\' too', async () => {
+			// The workers' samples carried no role (the span's was never
+			// passed to them): only a superuser saw them.
+			await reader.query('CREATE ROLE par_alice LOGIN; GRANT SELECT ON par_big TO par_alice');
+			const alice = await connect(cluster, 'par_alice');
+			const actx = newContext();
+			try {
+				await alice.query(`SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+					SET min_parallel_table_scan_size = 0; SET parallel_leader_participation = off`);
+				assert.equal((await traced(alice, actx, sql)).rows[0].s, serial);
+				const own = await profile(alice, actx.traceId);
+				const all = await profile(reader, actx.traceId);
+				const ofWorkers = all.filter((r) => r.frames.includes('ParallelWorkerMain'));
+				assert.ok(total(ofWorkers) > 0, `the workers were sampled:\n${showRows(all)}`);
+				assert.equal(total(own), total(all), `the role reads all ${total(all)} samples of its query (${total(ofWorkers)} in workers)`);
+			} finally {
+				await closeAll(alice);
+				await reader.query('DROP OWNED BY par_alice; DROP ROLE par_alice');
+			}
+		});
+
 		await t.test('an untraced parallel query after it samples nothing in the workers (traceprof.profile = traced)', async () => {
 			const c = await connect(cluster);
 			try {
