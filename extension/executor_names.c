@@ -22,7 +22,9 @@
 #include "access/tableam.h"
 #include "executor/execExpr.h"
 #include "executor/tuptable.h"
+#include "executor/executor.h"
 #include "nodes/execnodes.h"
+#include "nodes/makefuncs.h"
 #include "nodes/memnodes.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/hsearch.h"
@@ -114,23 +116,6 @@ learn(const void *function, const char *name)
 	*memo = start;
 }
 
-/* An interpreted expression runs ExecInterpExpr, unless a fast path won. */
-static void
-learn_expression(const ExprState *state)
-{
-	static bool known;
-
-	/*
-	 * ExecReadyInterpretedExpr picks an ExecJust* fast path only for two or
-	 * three steps; longer programs always get ExecInterpExpr.
-	 */
-	if (known || state == NULL || !(state->flags & EEO_FLAG_INTERPRETER_INITIALIZED) ||
-		state->steps_len < 4)
-		return;
-	learn(state->evalfunc_private, "ExecInterpExpr");
-	known = true;
-}
-
 static bool
 learn_node(PlanState *node, void *context)
 {
@@ -141,9 +126,6 @@ learn_node(PlanState *node, void *context)
 	name = node_function(nodeTag(node));
 	if (name != NULL)
 		learn(node->ExecProcNodeReal, name);
-	learn_expression(node->qual);
-	if (node->ps_ProjInfo != NULL)
-		learn_expression(&node->ps_ProjInfo->pi_state);
 	return planstate_tree_walker(node, learn_node, context);
 }
 
@@ -177,7 +159,29 @@ learn_slot_ops(const TupleTableSlotOps *ops, const char *kind)
 	MemoryContextSwitchTo(old);
 }
 
-/* The method tables every backend has from the start. */
+/*
+ * ExecInterpExpr, the expression interpreter, is static: learnt from an
+ * expression of our own.  ExecReadyInterpretedExpr hands a program of four
+ * steps or more to it (a shorter one may get an ExecJust* fast path), and
+ * this one has five.  A plan's own expressions may all be short, or sit
+ * where no walk of ours looks (an aggregate's transition): a backend named
+ * the interpreter only after some plan had shown it.
+ */
+static void
+learn_interpreter(void)
+{
+	MemoryContext scratch = AllocSetContextCreate(CurrentMemoryContext, "traceprof interpreter",
+												  ALLOCSET_SMALL_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(scratch);
+	Expr	   *both = make_andclause(list_make2(makeBoolConst(true, false), makeBoolConst(true, false)));
+	ExprState  *state = ExecInitExpr(both, NULL);
+
+	learn(state->evalfunc_private, "ExecInterpExpr");
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(scratch);
+}
+
+/* The method tables every backend has from the start, and the interpreter. */
 static void
 learn_method_tables(void)
 {
@@ -193,6 +197,7 @@ learn_method_tables(void)
 	learn(aset->is_empty, "AllocSetIsEmpty");
 	learn(aset->stats, "AllocSetStats");
 
+	learn_interpreter();
 	learn_slot_ops(&TTSOpsVirtual, "virtual");
 	learn_slot_ops(&TTSOpsHeapTuple, "heap");
 	learn_slot_ops(&TTSOpsMinimalTuple, "minimal");

@@ -307,6 +307,25 @@ describe('profiles in SQL (one cluster)', () => {
 		}
 	});
 
+	test('1c. a backend\'s first traced statement, an aggregate, names the expression interpreter (ExecInterpExpr), not its address', async () => {
+		// ExecInterpExpr is static: it was named only once some plan's
+		// qual or projection had shown it, so a session whose first
+		// statement was an aggregate read postgres+0x... there.
+		const ctx = newContext();
+		const client = await connect(cluster);
+		try {
+			await client.query('SET traceprof.sample_hz = 250; SET max_parallel_workers_per_gather = 0');
+			await traced(client, ctx, 'SELECT sum(g::numeric * g) FROM generate_series(1, 1500000) AS g');
+			const rows = await profile(client, ctx.traceId);
+			const agg = rows.filter((r) => r.frames.includes('ExecAgg'));
+			assert.ok(total(agg) > 0, `the aggregate was sampled:\n${showRows(rows)}`);
+			assert.ok(rows.some((r) => inOrder(r.frames, ['ExecAgg', 'ExecInterpExpr'])),
+				`the transition runs in the interpreter, named:\n${showRows(agg)}`);
+		} finally {
+			await closeAll(client);
+		}
+	});
+
 	test('2. traceprof.profile: off samples nothing, traced skips untraced statements, all samples them without a trace', async (t) => {
 		const N = 1000000;
 		const session = await connect(cluster);
