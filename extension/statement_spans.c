@@ -1053,6 +1053,8 @@ error_message(const ErrorData *error)
  * remember the error raised below it for the abort that will close them.
  * Notices and log lines (class 00, 01 or 02) are not copied.
  */
+static MemoryContext error_copies;
+
 static void
 remember_error(void *arg)
 {
@@ -1063,8 +1065,16 @@ remember_error(void *arg)
 	if (category == ERRCODE_SUCCESSFUL_COMPLETION || category == ERRCODE_WARNING ||
 		category == ERRCODE_NO_DATA)
 		return;
-	/* errfinish calls us in ErrorContext, where CopyErrorData may not run. */
-	old = MemoryContextSwitchTo(TopMemoryContext);
+	/*
+	 * errfinish calls us in ErrorContext, where CopyErrorData may not run.
+	 * The copy goes in a context of ours, emptied at once: copied into
+	 * TopMemoryContext and freed, ~150 bytes an error stayed there (every
+	 * error a traced statement's exception blocks caught, until exit).
+	 */
+	if (error_copies == NULL)
+		error_copies = AllocSetContextCreate(TopMemoryContext, "traceprof error copies",
+											 ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(error_copies);
 	error = CopyErrorData();
 	MemoryContextSwitchTo(old);
 	if (error->elevel >= ERROR)
@@ -1073,7 +1083,7 @@ remember_error(void *arg)
 		raised.sqlerrcode = error->sqlerrcode;
 		copy_text(raised.message, error_message(error), sizeof(raised.message));
 	}
-	FreeErrorData(error);
+	MemoryContextReset(error_copies);
 }
 
 /*
