@@ -256,6 +256,15 @@ destination_moved(void)
 	return moved;
 }
 
+/* Apply the reload the postmaster asked for; the next round rebuilds from it. */
+static void
+apply_reload(void)
+{
+	ConfigReloadPending = false;
+	reloaded = true;
+	ProcessConfigFile(PGC_SIGHUP);
+}
+
 /*
  * Asked during a request (libcurl's progress callback, a retry's wait):
  * stop for a shutdown, or for a reload that moved the destination.  Nothing
@@ -269,11 +278,9 @@ request_must_stop(void)
 
 	if (interrupted || !ConfigReloadPending)
 		return interrupted;
-	ConfigReloadPending = false;
-	reloaded = true;
 	PG_TRY();
 	{
-		ProcessConfigFile(PGC_SIGHUP);
+		apply_reload();
 		if (destination_moved())
 			interrupted = true;
 	}
@@ -807,11 +814,7 @@ wait_round(long timeout_ms)
 	ResetLatch(MyLatch);
 	interrupted = ShutdownRequestPending;
 	if (ConfigReloadPending)
-	{
-		ConfigReloadPending = false;
-		ProcessConfigFile(PGC_SIGHUP);
-		reloaded = true;
-	}
+		apply_reload();
 	if (!reloaded)
 		return false;
 	reloaded = false;

@@ -294,14 +294,31 @@ test('checklist, generator: uploads tagged with the exported root span, span-lab
 		`${root.startTimeUnixNano}..${root.endTimeUnixNano}`);
 });
 
+/**
+ * A generator run (after the servers are reset) whose application name had
+ * to be made valid: one warning matching warned, uploads of application app.
+ */
+async function sanitizedRun(ingest, otlp, env, warned, app) {
+	ingest.reset();
+	otlp.reset();
+	const g = await generate(pyroEnv(ingest, otlp, env), { records: SOME });
+	assert.equal(g.res.code, 0, describe(g.res));
+	const w = warnings(g.res, 'generator');
+	assert.equal(w.length, 1, describe(g.res));
+	assert.match(w[0], warned);
+	const root = rootSpan(otlp, 'generator.run');
+	checkUploads(ingest, { app, tags: [], trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g });
+	return { g, root };
+}
+
 test('checklist, generator: PYROSCOPE_APPLICATION_NAME names the series and the link; bad characters are replaced with a warning', async (t) => {
 	const { ingest, otlp } = await servers(t);
 	const app = 'team-a.gen/batch_1';
-	let g = await generate(pyroEnv(ingest, otlp, { PYROSCOPE_TRACE_CORRELATION: 'true', PYROSCOPE_APPLICATION_NAME: app }),
+	const g = await generate(pyroEnv(ingest, otlp, { PYROSCOPE_TRACE_CORRELATION: 'true', PYROSCOPE_APPLICATION_NAME: app }),
 		{ records: SOME });
 	assert.equal(g.res.code, 0, describe(g.res));
 	assert.deepEqual(unexpectedLines(g.res, 'generator'), [], 'no warnings');
-	let root = rootSpan(otlp, 'generator.run');
+	const root = rootSpan(otlp, 'generator.run');
 	checkUploads(ingest, {
 		app, tags: [['trace_id', root.traceId], ['root_span_id', root.spanId]],
 		trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g,
@@ -311,27 +328,20 @@ test('checklist, generator: PYROSCOPE_APPLICATION_NAME names the series and the 
 	assert.ok(link.includes('service%3Dteam-a.gen%2Fbatch_1%20trace_id%3D'), link);
 	assert.equal(root.attributes['pyroscope.profile.url'], link);
 
-	ingest.reset();
-	otlp.reset();
-	g = await generate(pyroEnv(ingest, otlp, { PYROSCOPE_APPLICATION_NAME: 'my gen!' }), { records: SOME });
-	assert.equal(g.res.code, 0, describe(g.res));
-	const w = warnings(g.res, 'generator');
-	assert.equal(w.length, 1, describe(g.res));
-	assert.match(w[0], /PYROSCOPE_APPLICATION_NAME "my gen!".*"my_gen_"/);
-	root = rootSpan(otlp, 'generator.run');
-	checkUploads(ingest, { app: 'my_gen_', tags: [], trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g });
-	checkLink(g.res, 'generator', ingest.url, 'my_gen_', root.traceId);
+	const bad = await sanitizedRun(ingest, otlp, { PYROSCOPE_APPLICATION_NAME: 'my gen!' },
+		/PYROSCOPE_APPLICATION_NAME "my gen!".*"my_gen_"/, 'my_gen_');
+	checkLink(bad.g.res, 'generator', ingest.url, 'my_gen_', bad.root.traceId);
 });
 
 test('checklist, generator: without PYROSCOPE_APPLICATION_NAME the series is named by the spans\' service.name, as Grafana\'s traces-to-profiles looks for it', async (t) => {
 	const { ingest, otlp } = await servers(t);
 	// The reference's own run: OTEL_RESOURCE_ATTRIBUTES="service.name=generator-otel,env=dev".
-	let g = await generate(pyroEnv(ingest, otlp, {
+	const g = await generate(pyroEnv(ingest, otlp, {
 		PYROSCOPE_TRACE_CORRELATION: 'true', OTEL_RESOURCE_ATTRIBUTES: 'service.name=generator-otel,env=dev',
 	}), { records: SOME });
 	assert.equal(g.res.code, 0, describe(g.res));
 	assert.deepEqual(unexpectedLines(g.res, 'generator'), [], 'no warnings');
-	let root = rootSpan(otlp, 'generator.run');
+	const root = rootSpan(otlp, 'generator.run');
 	assert.equal(root.resource.attributes['service.name'], 'generator-otel');
 	checkUploads(ingest, {
 		app: 'generator-otel', tags: [['trace_id', root.traceId], ['root_span_id', root.spanId]],
@@ -340,16 +350,8 @@ test('checklist, generator: without PYROSCOPE_APPLICATION_NAME the series is nam
 	assert.equal(root.attributes['pyroscope.profile.url'], checkLink(g.res, 'generator', ingest.url, 'generator-otel', root.traceId));
 
 	// OTEL_SERVICE_NAME wins, made into an application name with a warning.
-	ingest.reset();
-	otlp.reset();
-	g = await generate(pyroEnv(ingest, otlp, { OTEL_SERVICE_NAME: 'gen svc' }), { records: SOME });
-	assert.equal(g.res.code, 0, describe(g.res));
-	const w = warnings(g.res, 'generator');
-	assert.equal(w.length, 1, describe(g.res));
-	assert.match(w[0], /service\.name "gen svc".*"gen_svc"/);
-	root = rootSpan(otlp, 'generator.run');
-	assert.equal(root.resource.attributes['service.name'], 'gen svc');
-	checkUploads(ingest, { app: 'gen_svc', tags: [], trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g });
+	const svc = await sanitizedRun(ingest, otlp, { OTEL_SERVICE_NAME: 'gen svc' }, /service\.name "gen svc".*"gen_svc"/, 'gen_svc');
+	assert.equal(svc.root.resource.attributes['service.name'], 'gen svc');
 });
 
 test('checklist, loader: uploads tagged with loader.run, span-labelled pprof, profile attributes, link', async (t) => {
