@@ -623,6 +623,7 @@ typedef struct SpanParent
 	const char *source;			/* the statement's source text, or NULL */
 	int			location;		/* the statement within it, as in a Query */
 	int			len;
+	Oid			owner;			/* whose span; InvalidOid: the role at work */
 } SpanParent;
 
 /*
@@ -846,7 +847,8 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	/* The strings, packed in their order (traceprof.h). */
 	p = set_names(r, span_packed_strings(r), name, operation, collection);
 	p = set_database_name(r, p);
-	p = set_user_name(r, p, parent->nested ? GetUserId() : GetOuterUserId());
+	p = set_user_name(r, p, OidIsValid(parent->owner) ? parent->owner :
+					  parent->nested ? GetUserId() : GetOuterUserId());
 	if (parent->source != NULL)
 	{
 		int			len;
@@ -2279,6 +2281,12 @@ record_failed_message(const ErrorData *edata)
 		len--;
 	if (!choose_parent(true, debug_query_string, 0, len, &parent))
 		return;
+	/*
+	 * The message's text and error may be of statements run under several
+	 * roles (one ending "; SET ROLE x" fails at its implicit commit as x):
+	 * they are the login role's, who could become any of them.
+	 */
+	parent.owner = GetAuthenticatedUserId();
 	span = open_span(&parent, SPAN_KIND_SERVER, "postgresql", NULL, NULL, 0, NULL);
 	if (span == NULL)
 		return;

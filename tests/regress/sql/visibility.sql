@@ -34,6 +34,22 @@ SET ROLE traceprof_alice;
 SELECT username, name, query FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
 RESET ROLE;
 
+-- A message that fails at its implicit commit, after a SET ROLE in it: its
+-- span holds the whole message's text and the error, of statements run under
+-- both roles, so it is the login role's, not the role switched to
+CREATE TABLE traceprof_pk (i int PRIMARY KEY);
+CREATE TABLE traceprof_fk (i int REFERENCES traceprof_pk DEFERRABLE INITIALLY DEFERRED);
+SET traceprof.traceparent = '00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+INSERT INTO traceprof_fk VALUES (1) /* admin secret */ \; SET ROLE traceprof_bob;
+SET traceprof.traceparent = '';
+SET ROLE traceprof_bob;
+SELECT username = session_user AS login_role, name, query, status_message
+  FROM traceprof.spans WHERE trace_id = '5bf92f3577b34da6a3ce929d0e0e4736' ORDER BY start_time;
+RESET ROLE;
+SELECT username = session_user AS login_role, name, query, status_message
+  FROM traceprof.spans WHERE trace_id = '5bf92f3577b34da6a3ce929d0e0e4736' ORDER BY start_time;
+DROP TABLE traceprof_fk, traceprof_pk;
+
 RESET compute_query_id;
 DROP TABLE alice_layoffs;
 DROP ROLE traceprof_alice, traceprof_bob, traceprof_auditor;
