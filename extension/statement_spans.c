@@ -2316,12 +2316,39 @@ may_be_sync_commit(const ErrorData *edata)
 }
 
 /*
+ * A stored span's record made the login role's (record_failed_commit): its
+ * username, packed after the database's name, is replaced, and the text
+ * after it moved.
+ */
+static void
+give_to_login_role(TraceprofSpan *r)
+{
+	Oid			login = GetAuthenticatedUserId();
+	char	   *user;
+	Size		old_len = r->username_len + 1;
+	Size		rest;
+	char		name[NAMEDATALEN];
+	Size		new_len;
+
+	if (r->userid == login)
+		return;
+	user = span_packed_strings(r) + r->name_len + r->operation_len + r->collection_len +
+		r->dbname_len + 4;
+	rest = span_packed_size(r) - (user + old_len - (char *) r);
+	new_len = set_user_name(r, name, login) - name;
+	memmove(user + new_len, user + old_len, rest);
+	memcpy(user, name, new_len);
+}
+
+/*
  * A Sync's implicit commit failed: a deferred foreign key, a serialization
  * failure.  No statement is under way and the message has no text
  * (debug_query_string is NULL), so the failure is the transaction's last
  * traced top-level statement's: a span beside it, under the same parent
  * (under it, when it has none), with its text, from its end to the error.
- * Its record becomes that span; it was stored already.
+ * Its record becomes that span; it was stored already.  The transaction's
+ * failure may be of statements run under other roles before a SET ROLE:
+ * like a failed message's, the span is the login role's.
  */
 static pg_noinline void
 record_failed_commit(const ErrorData *edata)
@@ -2338,6 +2365,7 @@ record_failed_commit(const ErrorData *edata)
 		return;
 	}
 	rename_span(r, "postgresql", NULL);
+	give_to_login_role(r);
 	r->start_ns = r->end_ns;
 	r->end_ns = (int64) tp_unix_now_ns();
 	r->cpu_ns = -1;

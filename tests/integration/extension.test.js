@@ -1051,6 +1051,41 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		assert.match(rows[10].status_message, /current transaction is aborted/);
 	});
 
+	test('3u. a Sync\'s commit failing after a SET ROLE in its transaction: the failure\'s span is the login role\'s, not the role switched to, who may not read it', async () => {
+		const wire = await connectWire(cluster);
+		const ctx = newContext();
+		const comment = `/*traceparent='${ctx.header}'*/`;
+		const step = (text) => [serialize.parse({ text: `${text} ${comment}` }), serialize.bind({}), serialize.execute({})];
+		try {
+			await wire.query('CREATE ROLE tenant_3u LOGIN; CREATE TABLE deferred_p5 (id int PRIMARY KEY); ' +
+				'CREATE TABLE deferred_c5 (parent int REFERENCES deferred_p5 DEFERRABLE INITIALLY DEFERRED)');
+			// One implicit transaction: the login role's INSERT, then the tenant's statement; the Sync's commit fails.
+			wire.send(...step('INSERT INTO deferred_c5 VALUES (42)'), ...step('SET ROLE tenant_3u'),
+				...step('SELECT 1 AS tenant_work'), serialize.sync());
+			await assert.rejects(wire.until('readyForQuery'), (e) => e.code === '23503');
+			await wire.until('readyForQuery');
+			const query = 'SELECT name, username, status_message, query FROM traceprof.spans ' +
+				"WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time";
+			const all = (await admin.query(query, [ctx.traceId])).rows;
+			assert.deepEqual(all.map((r) => [r.name, r.username]), [['INSERT deferred_c5', 'postgres'], ['SET', 'postgres'],
+				['SELECT', 'tenant_3u'], ['postgresql', 'postgres']], jsonish(all));
+			assert.match(all[3].status_message, /deferred_c5/);
+			const tenant = await connect(cluster, 'tenant_3u');
+			try {
+				const seen = (await tenant.query(query, [ctx.traceId])).rows;
+				assert.deepEqual(seen.map((r) => [r.name, r.status_message, r.query]), [
+					['INSERT', null, '<insufficient privilege>'], ['SET', null, '<insufficient privilege>'],
+					['SELECT', null, 'SELECT $1 AS tenant_work'],
+					['postgresql', '<insufficient privilege>', '<insufficient privilege>']], jsonish(seen));
+			} finally {
+				await tenant.end();
+			}
+		} finally {
+			await wire.query('DROP TABLE IF EXISTS deferred_c5, deferred_p5; DROP ROLE IF EXISTS tenant_3u');
+			wire.end();
+		}
+	});
+
 	test('3p. extended protocol: an error after the run (an immediate foreign key, checked in ExecutorFinish) and an error after planning (a Bind refused) fail their statements\' spans', async () => {
 		const wire = await connectWire(cluster, 'app');
 		try {
