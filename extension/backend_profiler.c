@@ -192,6 +192,9 @@ restart_if_settings_changed(void)
 		(started_hz == traceprof_sample_hz && started_mode == traceprof_profile_mode &&
 		 started_capacity == traceprof_backend_samples))
 		return;
+	/* The drain (the first loads the symbol tables) is no span's work. */
+	if (profiler_state == SAMPLER_RUNNING)
+		tp_sampler_pause();
 	store_samples();
 	tp_sampler_stop();
 	start_sampler();

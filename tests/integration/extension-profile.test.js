@@ -494,6 +494,29 @@ describe('profiles in SQL (one cluster)', () => {
 			assert.equal(r.span_name, nested.name, `a sample of the nested span carries its name: ${r.stack}`);
 	});
 
+	test('3e. a rate change seen by the next span pauses the timer before it drains: the profiler\'s own work (the first drain loads the symbol tables) is no span\'s', async () => {
+		// burn fills the backend's ring; the set_config span changes the rate;
+		// the next span restarts the timer, draining the ring first.
+		const client = await connect(cluster);
+		const ctx = newContext();
+		try {
+			await client.query('SET traceprof.track = \'all\'; SET traceprof.sample_hz = 250');
+			await client.query(`CREATE OR REPLACE FUNCTION pg_temp.burn_then_rehz(n int) RETURNS void LANGUAGE plpgsql AS $$
+				BEGIN
+					PERFORM sum(g::numeric * g) FROM generate_series(1, n) AS g;
+					PERFORM set_config('traceprof.sample_hz', '50', true);
+					PERFORM 1;
+				END $$`);
+			await traced(client, ctx, 'SELECT pg_temp.burn_then_rehz(1000000)');
+		} finally {
+			await closeAll(client);
+		}
+		const rows = await profile(reader, ctx.traceId);
+		assert.ok(total(rows) >= 10, `the burn was sampled (${total(rows)} samples)`);
+		const own = rows.filter((r) => /(^|;)(store_samples|tp_sampler_drain|tp_symbols_[a-z_]+|frame_name)(;|$)/.test(r.stack));
+		assert.deepEqual(own.map((r) => r.stack), [], 'no sample of the traced statement is in the profiler\'s drain');
+	});
+
 	test('3d. a rate change between a span\'s queries (a rule\'s) restarts the timer: the span\'s later samples keep its name', async () => {
 		// r1 changes the rate, r2 sleeps: r2 starts (the timer restarts)
 		// while the INSERT's span stays labelled.  Before, the restarted
