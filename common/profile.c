@@ -185,6 +185,12 @@ tp_profile_set_window(tp_profile *profile, uint64_t start_ns, uint64_t end_ns)
 	profile->end_ns = end_ns;
 }
 
+void
+tp_profile_set_period(tp_profile *profile, uint64_t period_ns)
+{
+	profile->period_ns = period_ns;
+}
+
 uint64_t
 tp_profile_total(const tp_profile *profile)
 {

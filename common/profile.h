@@ -45,6 +45,9 @@ uint64_t	tp_profile_total(const tp_profile *profile);
 /* Start/end of the profiled window (Unix ns), for pprof and Pyroscope. */
 void		tp_profile_set_window(tp_profile *profile, uint64_t start_ns, uint64_t end_ns);
 
+/* The period pprof's header states, once the samples' own periods are known. */
+void		tp_profile_set_period(tp_profile *profile, uint64_t period_ns);
+
 /*
  * gzip-compressed pprof with sample labels span_id (16 hex), trace_id
  * (32 hex) and span_name when present; malloc'd, NULL on OOM.

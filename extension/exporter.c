@@ -99,13 +99,26 @@ static bool pyroscope_failing = false;
 #define PARTS 2
 
 /* Samples gathered for one Pyroscope upload. */
+/*
+ * Backends may sample at different rates (a session's own sample_hz): a
+ * part's header states the period most of its weight was taken at.
+ */
+#define BATCH_PERIODS 8
+
+typedef struct PeriodWeight
+{
+	uint32		period_us;
+	uint64		weight;
+} PeriodWeight;
+
 typedef struct SampleBatch
 {
 	tp_profile *profiles[PARTS];
 	int			counts[PARTS];
+	PeriodWeight periods[PARTS][BATCH_PERIODS];
 	int			count;
 	int64		first_ns;
-	int64		last_ns;
+	int64		until_ns;		/* the end of the latest sample's period */
 } SampleBatch;
 
 /*
@@ -583,6 +596,30 @@ build_pyroscope(tp_pyroscope_config *cfg)
 	cfg->cancel = &interrupted;
 }
 
+static void
+count_period(PeriodWeight *periods, uint32 period_us, uint32 weight)
+{
+	for (int i = 0; i < BATCH_PERIODS; i++)
+		if (periods[i].period_us == period_us || periods[i].weight == 0)
+		{
+			periods[i].period_us = period_us;
+			periods[i].weight += weight;
+			return;
+		}
+	/* More rates than slots in one batch: the rarest go uncounted. */
+}
+
+static uint64
+usual_period_ns(const PeriodWeight *periods)
+{
+	const PeriodWeight *usual = &periods[0];
+
+	for (int i = 1; i < BATCH_PERIODS; i++)
+		if (periods[i].weight > usual->weight)
+			usual = &periods[i];
+	return (uint64) usual->period_us * 1000;
+}
+
 static bool
 add_sample(const TraceprofSample *sample, void *arg)
 {
@@ -604,7 +641,8 @@ add_sample(const TraceprofSample *sample, void *arg)
 						 function_names_get(sample->span_name_id) : NULL);
 	if (batch->count == 0 || sample->time_ns < batch->first_ns)
 		batch->first_ns = sample->time_ns;
-	batch->last_ns = Max(batch->last_ns, sample->time_ns);
+	batch->until_ns = Max(batch->until_ns, sample->time_ns + (int64) sample->period_us * 1000);
+	count_period(batch->periods[part], sample->period_us, sample->weight);
 	batch->counts[part]++;
 	batch->count++;
 	return true;
@@ -617,12 +655,12 @@ add_sample(const TraceprofSample *sample, void *arg)
 static bool
 read_batch(void)
 {
-	uint64		period_ns = UINT64CONST(1000000000) / traceprof_sample_hz;
 	SampleBatch batch = {0};
 	bool		made;
 
-	batch.profiles[PART_CPU] = tp_profile_new("cpu", period_ns);
-	batch.profiles[PART_WALL] = tp_profile_new("wall", period_ns);
+	/* Each sample carries its period; the headers' are set from them below. */
+	batch.profiles[PART_CPU] = tp_profile_new("cpu", 0);
+	batch.profiles[PART_WALL] = tp_profile_new("wall", 0);
 	made = batch.profiles[PART_CPU] != NULL && batch.profiles[PART_WALL] != NULL;
 	if (made)
 	{
@@ -630,13 +668,14 @@ read_batch(void)
 		pending.held = true;
 		pending.upto = sample_store_read_unexported(add_sample, &batch, SAMPLES_PER_UPLOAD);
 		pending.from_ns = batch.first_ns;
-		pending.until_ns = batch.last_ns + period_ns;
+		pending.until_ns = batch.until_ns;
 		for (int part = 0; part < PARTS; part++)
 		{
 			pending.counts[part] = batch.counts[part];
 			if (batch.counts[part] == 0)
 				continue;
 			tp_profile_set_window(batch.profiles[part], pending.from_ns, pending.until_ns);
+			tp_profile_set_period(batch.profiles[part], usual_period_ns(batch.periods[part]));
 			pending.pprof[part] = tp_profile_pprof(batch.profiles[part], &pending.len[part]);
 		}
 	}

@@ -1220,6 +1220,19 @@ test('4. Pyroscope upload: /ingest with name, format, tenant; pprof span_id/trac
 				`cpu ms in the pprof (${countOfStmt} samples) vs traceprof.cpu_time_ns of the span`);
 		});
 
+		await t.test('the pprof header states the period its samples were taken at (the session\'s 250 Hz, not the server\'s 100 Hz); its window holds their CPU time', () => {
+			for (const r of uploads) {
+				const prof = decodePprof(r.body);
+				assert.equal(prof.period, 1e9 / HZ, 'period: the samples\' own');
+				const cpuIdx = prof.sampleTypes.indexOf('cpu/nanoseconds');
+				const cpuNs = prof.samples.reduce((a, smp) => a + smp.values[cpuIdx], 0);
+				// One backend sampled: its CPU time fits in the wall-clock window
+				// (within a period: the signals arrive a little after the timer expires).
+				assert.ok(prof.durationNanos + BigInt(prof.period) >= BigInt(cpuNs),
+					`duration_nanos ${prof.durationNanos} + a period >= the samples' ${cpuNs} ns`);
+			}
+		});
+
 		await t.test('spans with samples carry pyroscope.profile.id (Grafana shows "Profiles for this span" only then)', () => {
 			for (const id of seenSpanIds.keys()) {
 				const s = otlp.find((x) => x.spanId === id);
