@@ -168,12 +168,31 @@ shared_lookup(const char *key, bool span_name)
 }
 
 /*
- * Names are kept to TRACEPROF_NAME_LEN - 1 bytes, as the shared index keys
- * them, cut before a UTF-8 character rather than inside it: a span name
- * from a LATIN1 database grows to 125 bytes in UTF-8, and half a character
- * made traceprof.profile() return text invalid in its encoding (and pprof
- * strings invalid UTF-8).  0: no room for it.
+ * A name longer than the shared index keys (TRACEPROF_NAME_LEN - 1 bytes)
+ * is cut and ends in "~" and a hash of the whole name: C++ symbols (LLVM's
+ * overloads) that differ only past the cut stay distinct frames.  The cut
+ * falls before a UTF-8 character rather than inside it: a span name from a
+ * LATIN1 database grows to 125 bytes in UTF-8, and half a character made
+ * traceprof.profile() return text invalid in its encoding (and pprof
+ * strings invalid UTF-8).
  */
+#define CUT_SUFFIX_LEN 9		/* "~" and 8 hex digits */
+
+static const char *
+cut_name(const char *name, char *cut)
+{
+	size_t		len = TRACEPROF_NAME_LEN - 1 - CUT_SUFFIX_LEN;
+
+	/* name[len] is the first byte left out: not a continuation byte. */
+	while (len > 0 && ((unsigned char) name[len] & 0xC0) == 0x80)
+		len--;
+	memcpy(cut, name, len);
+	snprintf(cut + len, CUT_SUFFIX_LEN + 1, "~%08x",
+			 hash_bytes((const unsigned char *) name, (int) strlen(name)));
+	return cut;
+}
+
+/* The name's id; 0: no room for it. */
 static uint32
 intern(const char *name, bool span_name)
 {
@@ -185,13 +204,8 @@ intern(const char *name, bool span_name)
 
 	if (len == TRACEPROF_NAME_LEN)
 	{
-		/* name[len] is the first byte left out: not a continuation byte. */
-		len = TRACEPROF_NAME_LEN - 1;
-		while (len > 0 && ((unsigned char) name[len] & 0xC0) == 0x80)
-			len--;
-		memcpy(cut, name, len);
-		cut[len] = '\0';
-		name = cut;
+		name = cut_name(name, cut);
+		len = strlen(name);
 	}
 	hash = hash_bytes((const unsigned char *) name, (int) len);
 	slot = &local_cache[hash & (LOCAL_CACHE_SLOTS - 1)];

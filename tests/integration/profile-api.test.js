@@ -147,6 +147,34 @@ describe('the profile SQL API (one cluster)', () => {
 		}
 		assert.deepEqual((await client.query(sql, [ctx.traceId])).rows, rows, 'the same order again');
 	});
+	test('names cut to fit the name table stay distinct: two LATIN1 tables\' span names, alike in their first 95 UTF-8 bytes, ' +
+		'end in different hashes', async () => {
+		// 62 "é" and one letter: 63 bytes in LATIN1, 132 as a UTF-8 span
+		// name. Before, both were cut to the same 95 bytes, and one table's
+		// samples showed under the other's name.
+		await client.query("CREATE DATABASE names_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+		const latin1 = await connect(cluster, 'postgres', 'names_latin1');
+		try {
+			const names = {};
+			for (const last of ['a', 'b']) {
+				const table = `${'\u00e9'.repeat(62)}${last}`;
+				const ctx = newContext();
+				await latin1.query(`CREATE TABLE "${table}" (x int); INSERT INTO "${table}" VALUES (1)`);
+				await traced(latin1, ctx, `SELECT sum(g::numeric * g) FROM "${table}", generate_series(1, 1500000) AS g`);
+				const rows = (await client.query('SELECT DISTINCT span_name FROM traceprof.profile($1)', [ctx.traceId])).rows;
+				assert.equal(rows.length, 1, JSON.stringify(rows));
+				names[last] = rows[0].span_name;
+			}
+			for (const name of Object.values(names)) {
+				assert.ok(Buffer.byteLength(name) <= 95, `${name}: at most 95 bytes`);
+				assert.match(name, /^SELECT \u00e9+~[0-9a-f]{8}$/, 'cut on a character, then "~" and a hash');
+			}
+			assert.notEqual(names.a, names.b, 'the two tables\' spans keep distinct names');
+		} finally {
+			await latin1.end();
+			await client.query('DROP DATABASE names_latin1');
+		}
+	});
 });
 
 describe('reading while the sample store is written (own cluster, a ring of 1024 samples)', () => {
