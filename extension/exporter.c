@@ -25,7 +25,9 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "storage/procsignal.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
 #include "http_retry.h"
 #include "http_url.h"
@@ -279,23 +281,49 @@ apply_reload(void)
 }
 
 /*
+ * What other processes ask every process for, which a worker that never
+ * reaches CHECK_FOR_INTERRUPTS must do itself: absorb a ProcSignalBarrier
+ * (DROP DATABASE, DROP TABLESPACE wait until every process has), log its
+ * memory contexts.  Not CHECK_FOR_INTERRUPTS: pg_cancel_backend() would
+ * make it an ERROR, ending the worker.
+ */
+static inline bool
+requests_pending(void)
+{
+	return ProcSignalBarrierPending || LogMemoryContextPending;
+}
+
+static void
+answer_requests(void)
+{
+	if (ProcSignalBarrierPending)
+		ProcessProcSignalBarrier();
+	if (LogMemoryContextPending)
+		ProcessLogMemoryContextInterrupt();
+}
+
+/*
  * Asked during a request (libcurl's progress callback, a retry's wait):
- * stop for a shutdown, or for a reload that moved the destination.  Nothing
- * may unwind through libcurl's frames: an error in the reload is reported
- * here and stops the request.
+ * stop for a shutdown, or for a reload that moved the destination; answer
+ * other processes meanwhile.  Nothing may unwind through libcurl's frames:
+ * an error in the reload is reported here and stops the request.
  */
 static bool
 request_must_stop(void)
 {
 	MemoryContext context = CurrentMemoryContext;
 
-	if (interrupted || !ConfigReloadPending)
+	if (interrupted || (!ConfigReloadPending && !requests_pending()))
 		return interrupted;
 	PG_TRY();
 	{
-		apply_reload();
-		if (destination_moved())
-			interrupted = true;
+		answer_requests();
+		if (ConfigReloadPending)
+		{
+			apply_reload();
+			if (destination_moved())
+				interrupted = true;
+		}
 	}
 	PG_CATCH();
 	{
@@ -851,6 +879,7 @@ wait_round(long timeout_ms)
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 timeout_ms, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
+	answer_requests();
 	interrupted = ShutdownRequestPending;
 	if (ConfigReloadPending)
 		apply_reload();

@@ -20,6 +20,7 @@ const { run } = require('./lib/run');
 const { startCluster } = require('./lib/cluster');
 const { newContext, waitFor, connect, traced, assertRejectsWith } = require('./lib/traced');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
+const { startReceiver } = require('./lib/receiver');
 
 /** What the extension's CREATE makes, as pg_describe_object names it. */
 const MEMBERS = [
@@ -330,6 +331,45 @@ describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 			await holder.end();
 			await admin.query('ALTER SYSTEM RESET ALL');
 			await admin.query('SELECT pg_reload_conf()');
+		}
+	});
+
+	test('L8. DROP DATABASE while the exporters wait, and while one waits on a collector that never answers: ' +
+		'they absorb its barrier, and it ends in seconds', async () => {
+		// DROP DATABASE waits until every process has absorbed its
+		// ProcSignalBarrier; the workers never did, and it waited forever.
+		const receiver = await startReceiver({ grpc: false });
+		const dropTakes = async (name) => {
+			await admin.query(`CREATE DATABASE ${name}`);
+			await admin.query("SET statement_timeout = '30s'");
+			const started = Date.now();
+			try {
+				await admin.query(`DROP DATABASE ${name}`);
+			} finally {
+				await admin.query('RESET statement_timeout');
+			}
+			return Date.now() - started;
+		};
+		try {
+			const idle = await dropTakes('dropped_idle');
+			assert.ok(idle < 10000, `with the exporters waiting for their next round: ${idle} ms`);
+
+			receiver.setDefault({ hang: true });
+			await admin.query(`ALTER SYSTEM SET traceprof.otlp_endpoint = '${receiver.httpEndpoint}'`);
+			await admin.query("ALTER SYSTEM SET traceprof.otlp_timeout = '60s'");
+			await admin.query("ALTER SYSTEM SET traceprof.export_interval = '100ms'");
+			await admin.query('SELECT pg_reload_conf()');
+			// Spans stored before the exporter saw the endpoint are not for export: trace until one goes.
+			await waitFor('a request at the collector', async () => {
+				await traced(appAdmin, newContext(), 'SELECT 1');
+				return receiver.requests.length > 0;
+			});
+			const sending = await dropTakes('dropped_sending');
+			assert.ok(sending < 10000, `with the span exporter in a request that never ends (60 s timeout): ${sending} ms`);
+		} finally {
+			await admin.query('ALTER SYSTEM RESET ALL');
+			await admin.query('SELECT pg_reload_conf()');
+			await receiver.close();
 		}
 	});
 });
