@@ -1,6 +1,8 @@
 /* log.c - warning sink shared by the binaries and the extension. */
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 
 #include "text.h"
@@ -12,6 +14,14 @@ void
 tp_log_set_program(const char *name)
 {
 	program_name = name;
+}
+
+void
+tp_log_hold_standard_fds(void)
+{
+	for (int fd = 0; fd <= 2; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
+			(void) open("/dev/null", O_RDWR);	/* the lowest free descriptor: fd */
 }
 
 void

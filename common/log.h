@@ -16,6 +16,13 @@ typedef void (*tp_log_sink)(const char *message);
 /* Program name used as prefix by the default stderr sink ("loader: ..."). */
 void tp_log_set_program(const char *name);
 
+/*
+ * For the binaries, first thing: /dev/null on any of descriptors 0-2 the
+ * caller closed.  Otherwise the next file opened takes it, and messages
+ * to stderr land in it, or input is read from the loader's own pipe.
+ */
+void		tp_log_hold_standard_fds(void);
+
 /* Replace the sink; NULL restores the default (stderr, one line). */
 void tp_log_set_sink(tp_log_sink sink);
 

@@ -281,6 +281,7 @@ main(int argc, char **argv)
 	bool		ok;
 
 	tp_log_set_program("generator");
+	tp_log_hold_standard_fds();
 	parse_args(argc, argv, &opt);
 
 	tp_tracer_init("traceprof.generator");

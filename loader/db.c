@@ -3,9 +3,12 @@
  */
 #include "db.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "log.h"
@@ -161,8 +164,94 @@ notice_receiver(void *arg, const PGresult *res)
 		tp_warn("server: %s", primary);
 }
 
+/* The connection's connect_timeout in seconds, as libpq reads it; 0: none. */
+static int
+connect_timeout_s(PGconn *conn)
+{
+	PQconninfoOption *options = PQconninfo(conn);
+	int			timeout = 0;
+
+	for (PQconninfoOption *o = options; o != NULL && o->keyword != NULL; o++)
+		if (strcmp(o->keyword, "connect_timeout") == 0 && o->val != NULL)
+			timeout = atoi(o->val);
+	PQconninfoFree(options);
+	return timeout <= 0 ? 0 : timeout < 2 ? 2 : timeout;	/* libpq's minimum */
+}
+
+static int64_t
+monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * PQconnectPoll's loop, which PQconnectdbParams runs without a way out:
+ * here a byte on stop_fd (SIGINT, SIGTERM) ends the wait, for a server that
+ * accepts and never answers too.  connect_timeout holds for each host and
+ * port tried, as in libpq, but ends the attempt rather than trying the next
+ * host.  True when connected; false with db->error set, or on a stop.
+ */
+static bool
+poll_connection(ld_db *db, int stop_fd)
+{
+	PostgresPollingStatusType status = PGRES_POLLING_WRITING;
+	int			timeout_ms = connect_timeout_s(db->conn) * 1000;
+	int64_t		deadline = 0;
+	char		host[256] = "";
+
+	while (status != PGRES_POLLING_OK)
+	{
+		struct pollfd fds[2] = {
+			{.fd = PQsocket(db->conn), .events = status == PGRES_POLLING_READING ? POLLIN : POLLOUT},
+			{.fd = stop_fd, .events = POLLIN},
+		};
+		char		now_host[sizeof(host)];
+		int			wait_ms = -1;
+
+		if (status == PGRES_POLLING_FAILED)
+		{
+			set_libpq_error(db, NULL);
+			return false;
+		}
+		/* A new host or port: its own connect_timeout. */
+		snprintf(now_host, sizeof(now_host), "%s:%s", PQhost(db->conn), PQport(db->conn));
+		if (strcmp(now_host, host) != 0)
+		{
+			memcpy(host, now_host, sizeof(host));
+			deadline = monotonic_ms() + timeout_ms;
+		}
+		if (timeout_ms > 0)
+		{
+			wait_ms = (int) (deadline - monotonic_ms());
+			if (wait_ms <= 0)
+			{
+				snprintf(db->error, sizeof(db->error),
+						 "connection to server at \"%s\", port %s failed: timeout expired (connect_timeout %d s)",
+						 PQhost(db->conn), PQport(db->conn), timeout_ms / 1000);
+				return false;
+			}
+		}
+		if (poll(fds, stop_fd >= 0 ? 2 : 1, wait_ms) < 0 && errno != EINTR)
+		{
+			snprintf(db->error, sizeof(db->error), "waiting for the server: %s", strerror(errno));
+			return false;
+		}
+		if (stop_fd >= 0 && fds[1].revents != 0)
+		{
+			snprintf(db->error, sizeof(db->error), "interrupted");
+			return false;
+		}
+		if (fds[0].revents != 0)
+			status = PQconnectPoll(db->conn);
+	}
+	return true;
+}
+
 bool
-ld_db_connect(ld_db *db, const char *conninfo)
+ld_db_connect(ld_db *db, const char *conninfo, int stop_fd)
 {
 	/* Later entries override earlier ones, and the expanded URL sits in between. */
 	const char *const keys[] = {
@@ -173,7 +262,7 @@ ld_db_connect(ld_db *db, const char *conninfo)
 
 	memset(db, 0, sizeof(*db));
 	db->conninfo = conninfo;
-	db->conn = PQconnectdbParams(keys, values, 1);
+	db->conn = PQconnectStartParams(keys, values, 1);
 	if (db->conn == NULL)
 	{
 		/* libpq returns NULL only when it cannot allocate its PGconn */
@@ -181,11 +270,13 @@ ld_db_connect(ld_db *db, const char *conninfo)
 		snprintf(db->error, sizeof(db->error), "out of memory");
 		return false;
 	}
-	if (PQstatus(db->conn) != CONNECTION_OK)
+	if (PQstatus(db->conn) == CONNECTION_BAD)
 	{
 		set_libpq_error(db, NULL);
 		return false;
 	}
+	if (!poll_connection(db, stop_fd))
+		return false;
 	PQsetNoticeReceiver(db->conn, notice_receiver, NULL);
 
 	res = PQexec(db->conn, "SELECT current_setting('traceprof.traceparent', true)");

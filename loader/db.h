@@ -28,9 +28,10 @@ typedef struct ld_db
  * Connect (URL or keyword/value string; PG* environment variables apply),
  * with fallback_application_name=traceprof-loader, client_encoding=UTF8
  * and a 10 s connect_timeout unless conninfo sets one.  Then find out
- * whether the traceprof extension's traceparent setting exists.
+ * whether the traceprof extension's traceparent setting exists.  A byte
+ * readable on stop_fd (or -1: none) ends the attempt: false.
  */
-bool		ld_db_connect(ld_db *db, const char *conninfo);
+bool		ld_db_connect(ld_db *db, const char *conninfo, int stop_fd);
 void		ld_db_close(ld_db *db);
 
 /* Run a statement that returns no rows of interest. */

@@ -226,7 +226,7 @@ static int
 connect_phase(loader *ld)
 {
 	tp_span    *span = tp_span_start("loader.connect", TP_SPAN_CLIENT, ld->root);
-	bool		ok = ld_db_connect(&ld->db, ld->opt.conninfo);
+	bool		ok = ld_db_connect(&ld->db, ld->opt.conninfo, ld_stop_fd());
 
 	set_db_attributes(span, &ld->db, NULL);
 	if (!ok)
@@ -448,6 +448,7 @@ main(int argc, char **argv)
 	int			rc;
 
 	tp_log_set_program("loader");
+	tp_log_hold_standard_fds();
 	switch (ld_cli_parse(argc, argv, &ld.opt, err, sizeof(err)))
 	{
 		case LD_CLI_HELP:

@@ -318,6 +318,67 @@ test('unreachable server: exit 4, promptly, password masked', async () => {
 	assert.ok(res.durationMs < 10000, `took ${res.durationMs} ms`);
 });
 
+test('a server that accepts and never answers: SIGINT or SIGTERM stops the connection attempt at once (exit 130), ' +
+	'connect_timeout ends it (exit 4, saying so)', async (t) => {
+	// Before, the loader waited in libpq's connect, deaf to signals: for
+	// connect_timeout, and for ever with connect_timeout=0.
+	const net = require('node:net');
+	const sockets = [];
+	const silent = net.createServer((socket) => sockets.push(socket));
+	await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
+	const url = (timeout) => `postgres://app@127.0.0.1:${silent.address().port}/app?sslmode=disable&connect_timeout=${timeout}`;
+	const file = path.join(dir, 'silent.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	try {
+		for (const signal of ['SIGINT', 'SIGTERM']) {
+			await t.test(`${signal}, connect_timeout=0`, async () => {
+				let child;
+				const pending = load([url(0), file], { timeout: 20000, onSpawn: (c) => { child = c; } });
+				const accepted = sockets.length;
+				await waitFor(async () => sockets.length > accepted, 5000, 'the loader connected');
+				await new Promise((r) => setTimeout(r, 300));
+				const sent = Date.now();
+				child.kill(signal);
+				const res = await pending;
+				assert.equal(res.timedOut, false, describe(res));
+				assert.equal(res.code, 130, describe(res));
+				assert.match(res.stderr, /^loader: error: interrupted$/m, describe(res));
+				assert.ok(Date.now() - sent < 3000, `stopped ${Date.now() - sent} ms after the signal`);
+			});
+		}
+		await t.test('connect_timeout=2', async () => {
+			const res = await load([url(2), file], { timeout: 20000 });
+			assert.equal(res.code, 4, describe(res));
+			assert.match(res.stderr, /cannot connect to .*timeout expired/, describe(res));
+			assert.ok(res.durationMs >= 1900 && res.durationMs < 8000, `took ${res.durationMs} ms`);
+		});
+	} finally {
+		for (const socket of sockets)
+			socket.destroy();
+		silent.close();
+	}
+});
+
+test('started with stdin and stderr closed: the loader loads, and /dev/stdin reads as empty (its own pipe is never its input)', async (t) => {
+	// Before, the stop pipe took descriptors 0 and 2: messages to stderr
+	// went into it and read as a stop (exit 130, nothing loaded), and
+	// /dev/stdin opened the pipe itself and waited for ever.
+	const file = path.join(dir, 'closedfds.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	const closed = (args) => run('sh', ['-c', 'exec "$0" "$@" <&- 2>&-', LOADER, ...args], { timeout: 20000 });
+	await t.test('a file', async () => {
+		const res = await closed([cluster.url(), file, '--table', 'closed_fds']);
+		assert.equal(res.code, 0, describe(res));
+		assert.equal(await tableState(cluster, 'closed_fds'), String(GOOD.length));
+	});
+	await t.test('/dev/stdin', async () => {
+		const res = await closed([cluster.url(), '/dev/stdin', '--table', 'closed_fds_stdin']);
+		assert.equal(res.timedOut, false, describe(res));
+		assert.equal(res.code, 3, `an empty input: ${describe(res)}`);
+		assert.equal(await tableState(cluster, 'closed_fds_stdin'), 'absent');
+	});
+});
+
 test('malformed URL: a connection error, exit 4, password masked', async (t) => {
 	// --help: "4 database error: connection, ..."; the URL is libpq's to parse.
 	const file = path.join(dir, 'badurl.json');
