@@ -341,18 +341,40 @@ typedef struct expected_column
 	const char *name;
 	const char *type;
 	unsigned	oids[3];
+	const char *precision;		/* what a type modifier may not round, or NULL */
 } expected_column;
 
 static const expected_column expected_columns[] = {
 	{"id", "bigint", {INT8OID}},
 	{"customer_id", "bigint", {INT8OID}},
 	{"customer_name", "text", {TEXTOID, VARCHAROID, BPCHAROID}},
-	{"amount", "numeric", {NUMERICOID}},
+	{"amount", "numeric", {NUMERICOID}, "2 decimal places"},
 	{"currency", "text", {TEXTOID, VARCHAROID, BPCHAROID}},
-	{"created_at", "timestamptz", {TIMESTAMPTZOID}},
+	{"created_at", "timestamptz", {TIMESTAMPTZOID}, "microseconds"},
 	{"tags", "text[]", {TEXTARRAYOID}},
 	{"attributes", "jsonb", {JSONBOID}},
 };
+
+/*
+ * Whether a type modifier rounds what the loader sends, silently: numeric
+ * with fewer than 2 decimal places (typmod: precision << 16 | scale, plus
+ * 4; the scale may be negative since PostgreSQL 15), timestamptz with
+ * fewer than 6 fractional digits.  Too few integer digits fail loudly: the
+ * server refuses the value.
+ */
+static bool
+rounds_values(unsigned oid, int typmod)
+{
+	if (typmod < 0)
+		return false;
+	if (oid == NUMERICOID)
+	{
+		int			scale = (typmod - 4) & 0x7ff;
+
+		return (scale & 0x400 ? scale - 0x800 : scale) < 2;
+	}
+	return oid == TIMESTAMPTZOID && typmod < 6;
+}
 
 bool
 ld_db_check_columns(ld_db *db, const char *qtable, const char *shown)
@@ -361,11 +383,12 @@ ld_db_check_columns(ld_db *db, const char *qtable, const char *shown)
 	PGresult   *res;
 	int			n;
 
-	/* the base type, so that domains over the right types pass */
+	/* the base type and its modifier, so that domains over the right types pass */
 	res = PQexecParams(db->conn,
 					   "SELECT a.attname::text, "
 					   "       COALESCE(NULLIF(t.typbasetype, 0), a.atttypid)::int8, "
-					   "       format_type(a.atttypid, a.atttypmod) "
+					   "       format_type(a.atttypid, a.atttypmod), "
+					   "       CASE WHEN t.typbasetype <> 0 THEN t.typtypmod ELSE a.atttypmod END "
 					   "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
 					   "WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped",
 					   1, NULL, params, NULL, NULL, 0);
@@ -402,6 +425,14 @@ ld_db_check_columns(ld_db *db, const char *qtable, const char *shown)
 			snprintf(db->error, sizeof(db->error),
 					 "column \"%s\" of table %s has type %s, but the loader sends %s",
 					 e->name, shown, PQgetvalue(res, row, 2), e->type);
+			PQclear(res);
+			return false;
+		}
+		if (rounds_values(oid, atoi(PQgetvalue(res, row, 3))))
+		{
+			snprintf(db->error, sizeof(db->error),
+					 "column \"%s\" of table %s has type %s, which would round the loader's values (%s with %s)",
+					 e->name, shown, PQgetvalue(res, row, 2), e->type, e->precision);
 			PQclear(res);
 			return false;
 		}

@@ -293,6 +293,48 @@ test('a conflict with existing rows leaves the table as it was', async () => {
 	assert.equal(await cluster.psql('SELECT count(*) || customer_name FROM existing GROUP BY customer_name'), '1keep me');
 });
 
+test('an existing table whose columns cannot take the records unchanged is refused before any row is sent (exit 4); ' +
+	'ones that can are loaded', async (t) => {
+	const columns = (over) => Object.entries({
+		id: 'bigint', customer_id: 'bigint', customer_name: 'text', amount: 'numeric(12,2)', currency: 'text',
+		created_at: 'timestamptz', tags: 'text[]', attributes: 'jsonb', ...over,
+	}).filter(([, type]) => type !== null).map(([name, type]) => `${name} ${type}`).join(', ');
+	const file = path.join(dir, 'existing-types.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	await cluster.psql('CREATE DOMAIN money_whole AS numeric(12,0)');
+	const refused = [
+		['no amount column', { amount: null }, /has no column "amount"/],
+		['id int', { id: 'int' }, /column "id" of table .* has type integer, but the loader sends bigint/],
+		['amount numeric(14,0): rounds to whole units', { amount: 'numeric(14,0)' },
+			/column "amount" of table .* has type numeric\(14,0\), which would round the loader's values \(numeric with 2 decimal places\)/],
+		['amount numeric(12,1)', { amount: 'numeric(12,1)' }, /has type numeric\(12,1\), which would round/],
+		['amount of a domain over numeric(12,0)', { amount: 'money_whole' }, /has type money_whole, which would round/],
+		['created_at timestamptz(0): rounds to seconds', { created_at: 'timestamptz(0)' },
+			/column "created_at" of table .* has type timestamp\(0\) with time zone, which would round the loader's values \(timestamptz with microseconds\)/],
+	];
+	let n = 0;
+	for (const [what, over, message] of refused) {
+		await t.test(`refused: ${what}`, async () => {
+			const table = `typed_${n++}`;
+			await cluster.psql(`CREATE TABLE ${table} (${columns(over)}); ALTER TABLE ${table} OWNER TO app`);
+			const res = await load([cluster.url(), file, '--table', table]);
+			assert.equal(res.code, 4, describe(res));
+			assert.match(res.stderr, message, describe(res));
+			assert.equal(await tableState(cluster, table), '0', 'nothing loaded');
+		});
+	}
+	for (const [what, over] of [['numeric', { amount: 'numeric' }], ['numeric(14,4)', { amount: 'numeric(14,4)' }],
+		['timestamptz(6)', { created_at: 'timestamptz(6)' }], ['varchar(200) names', { customer_name: 'varchar(200)' }]]) {
+		await t.test(`loaded: ${what}`, async () => {
+			const table = `typed_${n++}`;
+			await cluster.psql(`CREATE TABLE ${table} (${columns(over)}); ALTER TABLE ${table} OWNER TO app`);
+			const res = await load([cluster.url(), file, '--table', table]);
+			assert.equal(res.code, 0, describe(res));
+			assert.equal(await tableState(cluster, table), String(GOOD.length));
+		});
+	}
+});
+
 test('wrong password: exit 4, says so, never prints the password', async () => {
 	const password = 'Wr0ng-Passw0rd-7f3a';
 	const file = path.join(dir, 'pw.json');
