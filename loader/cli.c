@@ -147,7 +147,11 @@ parse_batch_size(const char *text, uint64_t *out, char *err, size_t errlen)
 	for (; *p >= '0' && *p <= '9'; p++)
 	{
 		if (v > (UINT64_C(1) << 62) / 10)
-			break;
+		{
+			snprintf(err, errlen, "--batch-size: %s is too large (at most %llu records; 0: one batch)",
+					 text, (unsigned long long) ((UINT64_C(1) << 62) / 10 * 10 + 9));
+			return false;
+		}
 		v = v * 10 + (uint64_t) (*p - '0');
 	}
 	if (p == text || *p != '\0')

@@ -596,6 +596,7 @@ test('usage errors exit 2 and touch nothing', async (t) => {
 		[cluster.url(), file, '--table', 'x'.repeat(64)],
 		[cluster.url(), file, '--batch-size', 'x'],
 		[cluster.url(), file, '--batch-size', '-1'],
+		[cluster.url(), file, '--batch-size', '99999999999999999999999'],
 		// A forgotten value: the next option is no table name nor file.
 		[cluster.url(), file, '--table', '--batch-size', '10'],
 		[cluster.url(), file, '--profile-out', '--table', 't'],
@@ -604,6 +605,8 @@ test('usage errors exit 2 and touch nothing', async (t) => {
 		await t.test(JSON.stringify(args.map((a) => a.replace(/:secret@/, ':***@'))), async () => {
 			const res = await load(args);
 			assert.equal(res.code, 2, describe(res));
+			if (args.includes('99999999999999999999999'))
+				assert.match(res.stderr, /--batch-size: 99999999999999999999999 is too large \(at most \d+ records/, describe(res));
 			assert.match(res.stderr, /^loader: error: .*usage/m, describe(res));
 			assert.doesNotMatch(res.stderr, /:secret@/);
 			assert.equal(res.stdout, '');
