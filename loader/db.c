@@ -164,18 +164,49 @@ notice_receiver(void *arg, const PGresult *res)
 		tp_warn("server: %s", primary);
 }
 
-/* The connection's connect_timeout in seconds, as libpq reads it; 0: none. */
-static int
-connect_timeout_s(PGconn *conn)
+/* An option of the connection as libpq took it (URL, keywords, PG* variables), or NULL. */
+static char *
+option_value(PGconn *conn, const char *keyword)
 {
 	PQconninfoOption *options = PQconninfo(conn);
-	int			timeout = 0;
+	char	   *value = NULL;
 
 	for (PQconninfoOption *o = options; o != NULL && o->keyword != NULL; o++)
-		if (strcmp(o->keyword, "connect_timeout") == 0 && o->val != NULL)
-			timeout = atoi(o->val);
+		if (strcmp(o->keyword, keyword) == 0 && o->val != NULL)
+			value = strdup(o->val);
 	PQconninfoFree(options);
-	return timeout <= 0 ? 0 : timeout < 2 ? 2 : timeout;	/* libpq's minimum */
+	return value;
+}
+
+/*
+ * The connection's connect_timeout in ms (0: none), read as libpq reads
+ * it: an integer, blanks around it allowed, under 2 s made 2 s.  False,
+ * with db->error, for a value libpq would refuse.
+ */
+static bool
+connect_timeout_ms(ld_db *db, int64_t *timeout_ms)
+{
+	char	   *text = option_value(db->conn, "connect_timeout");
+	char	   *end = text;
+	long long	seconds = 0;
+
+	*timeout_ms = 0;
+	if (text == NULL)
+		return true;
+	errno = 0;
+	seconds = strtoll(text, &end, 10);
+	while (*end == ' ' || *end == '\t')
+		end++;
+	if (end == text || *end != '\0' || errno != 0 || seconds > INT32_MAX)
+	{
+		snprintf(db->error, sizeof(db->error),
+				 "invalid integer value \"%s\" for connection option \"connect_timeout\"", text);
+		free(text);
+		return false;
+	}
+	free(text);
+	*timeout_ms = seconds <= 0 ? 0 : (seconds < 2 ? 2 : seconds) * 1000;
+	return true;
 }
 
 static int64_t
@@ -187,21 +218,84 @@ monotonic_ms(void)
 	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Entries in a comma-separated list (libpq's host, hostaddr, port). */
+static int
+list_length(const char *list)
+{
+	int			n = 1;
+
+	for (const char *p = list; *p != '\0'; p++)
+		n += *p == ',';
+	return n;
+}
+
+/* The list without its first skip entries; a single entry stays (it holds for every host). */
+static const char *
+list_after(const char *list, int skip)
+{
+	if (list_length(list) == 1)
+		return list;
+	for (; skip > 0 && list != NULL; skip--)
+		list = (list = strchr(list, ',')) ? list + 1 : NULL;
+	return list;
+}
+
+/*
+ * A connection to the hosts after the first tried ones of conn's list,
+ * with its other options: what libpq does when connect_timeout passes
+ * (PQconnectdbParams; PQconnectPoll leaves it to the caller).  NULL when
+ * none is left, or out of memory.
+ */
+static PGconn *
+connect_to_next_hosts(PGconn *conn, int tried)
+{
+	PQconninfoOption *options = PQconninfo(conn);
+	const char *keys[64];
+	const char *values[64];
+	int			n = 0;
+	bool		left = false;
+	PGconn	   *next = NULL;
+
+	for (PQconninfoOption *o = options; o != NULL && o->keyword != NULL && n < 63; o++)
+	{
+		bool		list = strcmp(o->keyword, "host") == 0 || strcmp(o->keyword, "hostaddr") == 0 ||
+			strcmp(o->keyword, "port") == 0;
+
+		if (o->val == NULL || o->val[0] == '\0')
+			continue;
+		keys[n] = o->keyword;
+		values[n] = list ? list_after(o->val, tried) : o->val;
+		if (values[n] == NULL)
+			continue;
+		left |= strcmp(o->keyword, "port") != 0 && list && list_length(o->val) > tried;
+		n++;
+	}
+	keys[n] = values[n] = NULL;
+	if (left)
+		next = PQconnectStartParams(keys, values, 0);
+	PQconninfoFree(options);
+	return next;
+}
+
 /*
  * PQconnectPoll's loop, which PQconnectdbParams runs without a way out:
  * here a byte on stop_fd (SIGINT, SIGTERM) ends the wait, for a server that
  * accepts and never answers too.  connect_timeout holds for each host and
- * port tried, as in libpq, but ends the attempt rather than trying the next
- * host.  True when connected; false with db->error set, or on a stop.
+ * port, and when it passes the next host of a list is tried, as libpq does
+ * (though not each address of one host name).  True when connected; false
+ * with db->error set, or on a stop.
  */
 static bool
 poll_connection(ld_db *db, int stop_fd)
 {
 	PostgresPollingStatusType status = PGRES_POLLING_WRITING;
-	int			timeout_ms = connect_timeout_s(db->conn) * 1000;
+	int64_t		timeout_ms;
 	int64_t		deadline = 0;
 	char		host[256] = "";
+	int			hosts_tried = 0;	/* of the list the connection began with */
 
+	if (!connect_timeout_ms(db, &timeout_ms))
+		return false;
 	while (status != PGRES_POLLING_OK)
 	{
 		struct pollfd fds[2] = {
@@ -209,7 +303,7 @@ poll_connection(ld_db *db, int stop_fd)
 			{.fd = stop_fd, .events = POLLIN},
 		};
 		char		now_host[sizeof(host)];
-		int			wait_ms = -1;
+		int64_t		wait_ms = -1;
 
 		if (status == PGRES_POLLING_FAILED)
 		{
@@ -222,19 +316,28 @@ poll_connection(ld_db *db, int stop_fd)
 		{
 			memcpy(host, now_host, sizeof(host));
 			deadline = monotonic_ms() + timeout_ms;
+			hosts_tried++;
 		}
-		if (timeout_ms > 0)
+		if (timeout_ms > 0 && (wait_ms = deadline - monotonic_ms()) <= 0)
 		{
-			wait_ms = (int) (deadline - monotonic_ms());
-			if (wait_ms <= 0)
+			PGconn	   *next = connect_to_next_hosts(db->conn, hosts_tried);
+
+			if (next == NULL)
 			{
 				snprintf(db->error, sizeof(db->error),
-						 "connection to server at \"%s\", port %s failed: timeout expired (connect_timeout %d s)",
-						 PQhost(db->conn), PQport(db->conn), timeout_ms / 1000);
+						 "connection to server at \"%s\", port %s failed: timeout expired (connect_timeout %lld s)",
+						 PQhost(db->conn), PQport(db->conn), (long long) timeout_ms / 1000);
 				return false;
 			}
+			PQfinish(db->conn);
+			db->conn = next;
+			status = PQstatus(next) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+			host[0] = '\0';
+			hosts_tried = 0;
+			continue;
 		}
-		if (poll(fds, stop_fd >= 0 ? 2 : 1, wait_ms) < 0 && errno != EINTR)
+		if (poll(fds, stop_fd >= 0 ? 2 : 1, wait_ms > INT32_MAX ? INT32_MAX : (int) wait_ms) < 0 &&
+			errno != EINTR)
 		{
 			snprintf(db->error, sizeof(db->error), "waiting for the server: %s", strerror(errno));
 			return false;
@@ -383,14 +486,23 @@ ld_db_check_columns(ld_db *db, const char *qtable, const char *shown)
 	PGresult   *res;
 	int			n;
 
-	/* the base type and its modifier, so that domains over the right types pass */
+	/*
+	 * The base type under any domains (a domain may be over another), and
+	 * the modifier nearest the column, so that domains over the right types
+	 * pass and a modifier anywhere in the chain counts.
+	 */
 	res = PQexecParams(db->conn,
-					   "SELECT a.attname::text, "
-					   "       COALESCE(NULLIF(t.typbasetype, 0), a.atttypid)::int8, "
-					   "       format_type(a.atttypid, a.atttypmod), "
-					   "       CASE WHEN t.typbasetype <> 0 THEN t.typtypmod ELSE a.atttypmod END "
-					   "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-					   "WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+					   "WITH RECURSIVE chain AS ("
+					   "  SELECT a.attname, a.atttypid AS typid, a.atttypmod AS typmod, "
+					   "         format_type(a.atttypid, a.atttypmod) AS shown "
+					   "  FROM pg_attribute a "
+					   "  WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped "
+					   "  UNION ALL "
+					   "  SELECT c.attname, t.typbasetype, "
+					   "         CASE WHEN c.typmod >= 0 THEN c.typmod ELSE t.typtypmod END, c.shown "
+					   "  FROM chain c JOIN pg_type t ON t.oid = c.typid WHERE t.typtype = 'd') "
+					   "SELECT c.attname::text, c.typid::int8, c.shown, c.typmod "
+					   "FROM chain c JOIN pg_type t ON t.oid = c.typid WHERE t.typtype <> 'd'",
 					   1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{

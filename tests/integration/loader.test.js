@@ -301,7 +301,8 @@ test('an existing table whose columns cannot take the records unchanged is refus
 	}).filter(([, type]) => type !== null).map(([name, type]) => `${name} ${type}`).join(', ');
 	const file = path.join(dir, 'existing-types.json');
 	fs.writeFileSync(file, serialize(GOOD));
-	await cluster.psql('CREATE DOMAIN money_whole AS numeric(12,0)');
+	await cluster.psql('CREATE DOMAIN money_whole AS numeric(12,0); CREATE DOMAIN money_whole_too AS money_whole; ' +
+		'CREATE DOMAIN money_cents AS numeric(12,2); CREATE DOMAIN money_cents_too AS money_cents');
 	const refused = [
 		['no amount column', { amount: null }, /has no column "amount"/],
 		['id int', { id: 'int' }, /column "id" of table .* has type integer, but the loader sends bigint/],
@@ -309,6 +310,7 @@ test('an existing table whose columns cannot take the records unchanged is refus
 			/column "amount" of table .* has type numeric\(14,0\), which would round the loader's values \(numeric with 2 decimal places\)/],
 		['amount numeric(12,1)', { amount: 'numeric(12,1)' }, /has type numeric\(12,1\), which would round/],
 		['amount of a domain over numeric(12,0)', { amount: 'money_whole' }, /has type money_whole, which would round/],
+		['amount of a domain over that domain', { amount: 'money_whole_too' }, /has type money_whole_too, which would round/],
 		['created_at timestamptz(0): rounds to seconds', { created_at: 'timestamptz(0)' },
 			/column "created_at" of table .* has type timestamp\(0\) with time zone, which would round the loader's values \(timestamptz with microseconds\)/],
 	];
@@ -324,7 +326,8 @@ test('an existing table whose columns cannot take the records unchanged is refus
 		});
 	}
 	for (const [what, over] of [['numeric', { amount: 'numeric' }], ['numeric(14,4)', { amount: 'numeric(14,4)' }],
-		['timestamptz(6)', { created_at: 'timestamptz(6)' }], ['varchar(200) names', { customer_name: 'varchar(200)' }]]) {
+		['timestamptz(6)', { created_at: 'timestamptz(6)' }], ['varchar(200) names', { customer_name: 'varchar(200)' }],
+		['a domain over a domain over numeric(12,2)', { amount: 'money_cents_too' }]]) {
 		await t.test(`loaded: ${what}`, async () => {
 			const table = `typed_${n++}`;
 			await cluster.psql(`CREATE TABLE ${table} (${columns(over)}); ALTER TABLE ${table} OWNER TO app`);
@@ -393,6 +396,20 @@ test('a server that accepts and never answers: SIGINT or SIGTERM stops the conne
 			assert.equal(res.code, 4, describe(res));
 			assert.match(res.stderr, /cannot connect to .*timeout expired/, describe(res));
 			assert.ok(res.durationMs >= 1900 && res.durationMs < 8000, `took ${res.durationMs} ms`);
+		});
+		await t.test('two hosts, the first silent: after its connect_timeout the second is tried, as libpq does', async () => {
+			const both = `postgres://app:secret@127.0.0.1:${silent.address().port},127.0.0.1:${cluster.port}/app` +
+				'?sslmode=disable&connect_timeout=2';
+			const res = await load([both, file, '--table', 'second_host'], { timeout: 20000 });
+			assert.equal(res.code, 0, describe(res));
+			assert.ok(res.durationMs >= 1900, `the first host had its 2 s: ${res.durationMs} ms`);
+			assert.equal(await tableState(cluster, 'second_host'), String(GOOD.length));
+		});
+		await t.test('connect_timeout that is no integer: refused as libpq refuses it, at once', async () => {
+			const res = await load([url('abc'), file], { timeout: 20000 });
+			assert.equal(res.code, 4, describe(res));
+			assert.match(res.stderr, /invalid integer value "abc" for connection option "connect_timeout"/, describe(res));
+			assert.ok(res.durationMs < 5000, `took ${res.durationMs} ms`);
 		});
 	} finally {
 		for (const socket of sockets)
