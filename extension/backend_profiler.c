@@ -25,6 +25,7 @@
 #include "access/xact.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/backend_status.h"
@@ -142,11 +143,30 @@ want_sampling(int profile, bool in_span)
 	return profile == PROFILE_ALL || in_span;
 }
 
+/*
+ * The timer's signals read shared memory (the backend's state and wait
+ * event): stopped before it goes, which a single-user backend unmaps at
+ * exit.  An on_shmem_exit callback runs after the aborts and flushes of
+ * before_shmem_exit, and before the unmapping, registered earlier.
+ */
+static void
+stop_sampler_at_exit(int code, Datum arg)
+{
+	tp_sampler_stop();
+	profiler_state = SAMPLER_NOT_STARTED;
+}
+
 static void
 start_sampler(void)
 {
+	static bool exit_callback;
 	char		err[256];
 
+	if (!exit_callback)
+	{
+		on_shmem_exit(stop_sampler_at_exit, (Datum) 0);
+		exit_callback = true;
+	}
 	if (!tp_sampler_start(traceprof_sample_hz,
 						  traceprof_profile_mode == PROFILE_MODE_WALL ? TP_SAMPLER_WALL : TP_SAMPLER_CPU,
 						  traceprof_backend_samples, err, sizeof(err)))

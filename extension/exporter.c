@@ -100,7 +100,6 @@ static bool pyroscope_failing = false;
 #define PART_WALL 1
 #define PARTS 2
 
-/* Samples gathered for one Pyroscope upload. */
 /*
  * Backends may sample at different rates (a session's own sample_hz): a
  * part's header states the period most of its weight was taken at.
@@ -113,6 +112,7 @@ typedef struct PeriodWeight
 	uint64		weight;
 } PeriodWeight;
 
+/* Samples gathered for one Pyroscope upload. */
 typedef struct SampleBatch
 {
 	tp_profile *profiles[PARTS];
@@ -284,8 +284,7 @@ apply_reload(void)
  * What other processes ask every process for, which a worker that never
  * reaches CHECK_FOR_INTERRUPTS must do itself: absorb a ProcSignalBarrier
  * (DROP DATABASE, DROP TABLESPACE wait until every process has), log its
- * memory contexts.  Not CHECK_FOR_INTERRUPTS: pg_cancel_backend() would
- * make it an ERROR, ending the worker.
+ * memory contexts.
  */
 static inline bool
 requests_pending(void)
@@ -634,7 +633,7 @@ count_period(PeriodWeight *periods, uint32 period_us, uint32 weight)
 			periods[i].weight += weight;
 			return;
 		}
-	/* More rates than slots in one batch: the rarest go uncounted. */
+	/* More rates than slots in one batch: those seen after 8 others go uncounted. */
 }
 
 static uint64
@@ -863,6 +862,12 @@ start_worker(void (*describe) (StringInfo out))
 {
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, on_sigterm);
+	/*
+	 * No query to cancel: a pg_cancel_backend() (a job cancelling whatever
+	 * is "active" too long) would stay pending and make the worker's next
+	 * LOG or WARNING an ERROR, ending it (errfinish checks for interrupts).
+	 */
+	pqsignal(SIGINT, SIG_IGN);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	tp_log_set_sink(log_to_server);

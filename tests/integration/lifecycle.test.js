@@ -19,7 +19,7 @@ const { PG_BIN } = require('./lib/paths');
 const { run } = require('./lib/run');
 const { startCluster } = require('./lib/cluster');
 const { newContext, waitFor, connect, traced, assertRejectsWith } = require('./lib/traced');
-const { makeTempDir, removeTempDir } = require('./lib/tmp');
+const { makeTempDir, removeTempDir, lookupUser } = require('./lib/tmp');
 const { startReceiver } = require('./lib/receiver');
 
 /** What the extension's CREATE makes, as pg_describe_object names it. */
@@ -53,6 +53,26 @@ function pgProgram(cluster, program, args, options = {}) {
 	return run(path.join(PG_BIN, program), ['-h', cluster.socketDir, '-p', String(cluster.port), '-U', 'postgres', ...args],
 		{ timeout: 30000, ...options });
 }
+
+test('L10. a single-user backend (postgres --single, as for a wraparound VACUUM) sampling every statement exits cleanly: ' +
+	'the timer stops before its shared memory is unmapped', async () => {
+	const cluster = await startCluster({ settings: { shared_preload_libraries: 'traceprof' } });
+	try {
+		await cluster.shutdown();
+		const owner = process.getuid() === 0 ? lookupUser('postgres') : null;
+		for (const mode of ['cpu', 'wall']) {
+			for (let i = 0; i < 3; i++) {
+				const res = await run(path.join(PG_BIN, 'postgres'), ['--single', '-D', cluster.dataDir,
+					'-c', 'traceprof.profile=all', '-c', `traceprof.profile_mode=${mode}`, 'postgres'],
+				{ input: 'VACUUM\n', timeout: 60000, ...(owner ? { uid: owner.uid, gid: owner.gid } : {}) });
+				assert.equal(res.signal ?? null, null, `${mode} run ${i}: killed by ${res.signal}\n${res.stderr}`);
+				assert.equal(res.code, 0, `${mode} run ${i}: exit ${res.code}\n${res.stderr}`);
+			}
+		}
+	} finally {
+		await cluster.stop();
+	}
+});
 
 describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 	let cluster;
@@ -332,6 +352,25 @@ describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 			await admin.query('ALTER SYSTEM RESET ALL');
 			await admin.query('SELECT pg_reload_conf()');
 		}
+	});
+
+	test('L9. pg_cancel_backend() on the workers is ignored: they have no query, and their next log line is not made an ERROR', async () => {
+		// Before, the cancel stayed pending, and the next LOG or WARNING a
+		// worker wrote (errfinish checks for interrupts) ended it.
+		const workers = async () => (await admin.query(
+			"SELECT pid, backend_type FROM pg_stat_activity WHERE backend_type LIKE 'traceprof%' ORDER BY backend_type")).rows;
+		const before = await workers();
+		assert.equal(before.length, 2, JSON.stringify(before));
+		for (const w of before) {
+			assert.equal((await admin.query('SELECT pg_cancel_backend($1) AS ok', [w.pid])).rows[0].ok, true);
+			// The memory context dump is the worker's own LOG lines.
+			await admin.query('SELECT pg_log_backend_memory_contexts($1)', [w.pid]);
+		}
+		await waitFor('both workers to log their memory contexts', () =>
+			before.every((w) => cluster.readLog().includes(`[${w.pid}] LOG:  logging memory contexts of PID ${w.pid}`)));
+		await new Promise((r) => setTimeout(r, 500));
+		assert.deepEqual(await workers(), before, 'the same two workers still run');
+		assert.doesNotMatch(cluster.readLog(), /canceling statement due to user request/);
 	});
 
 	test('L8. DROP DATABASE while the exporters wait, and while one waits on a collector that never answers: ' +

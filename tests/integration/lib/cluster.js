@@ -120,6 +120,7 @@ function tail(file, n = 40) {
  *        trailing newline removed; throws with psql's stderr on error
  *   readLog()                                        the server log so far
  *   restart()                                        fast shutdown, start again on the same port
+ *   shutdown()                                       fast shutdown, the data directory kept (restart() starts it)
  *   stop()                                           SIGINT + wait, rm temp dir
  * }
  */
@@ -163,6 +164,9 @@ async function startCluster(options = {}) {
 		async restart() {
 			await halt();
 			await launch(this.port);
+		},
+		async shutdown() {
+			await halt();
 		},
 		async stop() {
 			if (stopped)
