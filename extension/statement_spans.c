@@ -1990,9 +1990,10 @@ rolls_back_instead(Node *stmt)
 }
 
 /*
- * COMMIT and ROLLBACK only mark the transaction block here; the work (WAL
- * flush, lock release) happens when the statement's transaction command
- * finishes, so their span ends in the transaction callback.  In a block an
+ * COMMIT, PREPARE TRANSACTION and ROLLBACK only mark the transaction block
+ * here; the work (deferred triggers, WAL flush, the state file, lock
+ * release) happens when the statement's transaction command finishes, so
+ * their span ends in the transaction callback.  In a block an
  * error already aborted, that work was done then: they end here.
  */
 static pg_noinline void
@@ -2000,6 +2001,7 @@ end_utility(OpenSpan *span, Node *stmt, QueryCompletion *qc)
 {
 	if (IsA(stmt, TransactionStmt) && nesting_level == 0 &&
 		(((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT ||
+		 ((TransactionStmt *) stmt)->kind == TRANS_STMT_PREPARE ||
 		 ((TransactionStmt *) stmt)->kind == TRANS_STMT_ROLLBACK) &&
 		IsTransactionState())
 		span->awaiting_xact_end = true;
@@ -2465,6 +2467,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 			profiler_flush();	/* the failed statement's samples, now */
 			break;
 		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
 			/* Not one of VACUUM's or CREATE INDEX CONCURRENTLY's own commits. */
 			if (unlikely(profiler_utility_sampling_left()) && utility_depth == 0)
 				profiler_utility_sampling_reset();

@@ -145,3 +145,27 @@ DROP FUNCTION tx_catch_and_go_on();
 DROP TABLE tx_guarded;
 DROP FUNCTION tx_refuse();
 DROP TABLE tx_t;
+
+-- PREPARE TRANSACTION does its work (deferred triggers, the state file) as
+-- the transaction ends, as COMMIT does: its span ends there, with the
+-- deferred check nested under it, and a check failing there fails it.
+SELECT traceprof.reset();
+CREATE TABLE tx_pk (id int PRIMARY KEY);
+CREATE TABLE tx_fk (id int REFERENCES tx_pk DEFERRABLE INITIALLY DEFERRED);
+INSERT INTO tx_pk VALUES (1);
+SET traceprof.track = 'all';
+SET traceprof.traceparent = '00-7bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+BEGIN;
+INSERT INTO tx_fk VALUES (1);
+PREPARE TRANSACTION 'tx_kept';
+BEGIN;
+INSERT INTO tx_fk VALUES (2);
+PREPARE TRANSACTION 'tx_refused';
+SET traceprof.traceparent = '';
+RESET traceprof.track;
+COMMIT PREPARED 'tx_kept';
+SELECT s.kind, s.name, s.status, s.status_message, p.name AS parent
+  FROM traceprof.spans s LEFT JOIN traceprof.spans p ON p.span_id = s.parent_span_id
+ WHERE s.trace_id = '7bf92f3577b34da6a3ce929d0e0e4736' AND s.name NOT IN ('plan', 'SET', 'RESET')
+ ORDER BY s.start_time, s.kind DESC;
+DROP TABLE tx_fk, tx_pk;
