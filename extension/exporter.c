@@ -21,6 +21,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "postmaster/bgworker_internals.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -151,10 +152,19 @@ log_to_server(const char *message)
 	ereport(LOG, (errmsg("%s: %s", MyBgworkerEntry->bgw_name, message)));
 }
 
-static void
-register_worker(const char *name, const char *function)
+bool		traceprof_exporter_registered = false;
+bool		traceprof_uploader_registered = false;
+
+/*
+ * Register a worker; false when the postmaster refused it (its own LOG
+ * says only "too many background workers").  RegisterBackgroundWorker
+ * returns nothing: a registered worker is the head of the list.
+ */
+static bool
+register_worker(const char *name, const char *function, const char *kept)
 {
 	BackgroundWorker worker;
+	RegisteredBgWorker *head;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -166,13 +176,31 @@ register_worker(const char *name, const char *function)
 	strlcpy(worker.bgw_name, name, BGW_MAXLEN);
 	strlcpy(worker.bgw_type, name, BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
+	head = slist_is_empty(&BackgroundWorkerList) ? NULL :
+		slist_container(RegisteredBgWorker, rw_lnode, slist_head_node(&BackgroundWorkerList));
+	if (head != NULL && strcmp(head->rw_worker.bgw_function_name, function) == 0)
+		return true;
+	ereport(WARNING,
+			(errmsg("traceprof: the %s cannot run", name),
+			 errdetail("%s", kept),
+			 errhint("traceprof's two workers need two of max_worker_processes (%d), beside other extensions' and parallel workers; raise it (it takes a restart).",
+					 max_worker_processes)));
+	return false;
 }
 
+/*
+ * Without its worker, a ring would keep what waits for export until it is
+ * full, then drop every span: the rings are told so at their creation.
+ */
 void
 traceprof_register_exporter(void)
 {
-	register_worker("traceprof exporter", "traceprof_exporter_main");
-	register_worker("traceprof profile uploader", "traceprof_profile_uploader_main");
+	traceprof_exporter_registered =
+		register_worker("traceprof exporter", "traceprof_exporter_main",
+						"No span is exported; traceprof.spans keeps the latest.");
+	traceprof_uploader_registered =
+		register_worker("traceprof profile uploader", "traceprof_profile_uploader_main",
+						"No profile is uploaded; traceprof.profile() keeps the latest samples.");
 }
 
 /* Room for capacity spans (traceprof.export_batch_size changes on reload). */

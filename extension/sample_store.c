@@ -43,7 +43,7 @@ sample_store_shmem_startup(void)
 	pg_atomic_init_u64(&frames->total, 0);
 	shm_ring_init(ring, traceprof_max_samples, sizeof(TraceprofSample), sizeof(TraceprofSample));
 	/* Until the uploader starts: the first samples wait for it. */
-	shm_ring_set_keep_unexported(ring, traceprof_pyroscope_url[0] != '\0');
+	shm_ring_set_keep_unexported(ring, traceprof_pyroscope_url[0] != '\0' && traceprof_uploader_registered);
 }
 
 void

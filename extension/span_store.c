@@ -173,7 +173,7 @@ span_store_shmem_startup(void)
 	store->last_error[0] = '\0';
 	shm_ring_init(ring, span_ring_slots(), SPAN_SLOT_DATA, TraceprofSpanSize());
 	/* Until the exporter starts: the spans of a server's first statements wait for it. */
-	shm_ring_set_keep_unexported(ring, traceprof_exporting);
+	shm_ring_set_keep_unexported(ring, traceprof_exporting && traceprof_exporter_registered);
 }
 
 void

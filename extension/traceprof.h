@@ -236,6 +236,8 @@ extern void query_text_remember_constants(uint64 query_id, const char *text, int
 
 /* exporter.c */
 extern void traceprof_register_exporter(void);
+extern bool traceprof_exporter_registered;	/* the postmaster took the worker */
+extern bool traceprof_uploader_registered;
 PGDLLEXPORT void traceprof_exporter_main(Datum arg);
 PGDLLEXPORT void traceprof_profile_uploader_main(Datum arg);
 

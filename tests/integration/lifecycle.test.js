@@ -74,6 +74,43 @@ test('L10. a single-user backend (postgres --single, as for a wraparound VACUUM)
 	}
 });
 
+test('L11. no room in max_worker_processes for the workers: a WARNING names them, and spans and samples are kept for SQL, ' +
+	'the latest overwriting the oldest, never all dropped', async () => {
+	// Before, the rings waited for an exporter that never came: once full,
+	// every span was dropped, with only "too many background workers" said.
+	const cluster = await startCluster({ settings: {
+		shared_preload_libraries: 'traceprof', max_worker_processes: '0', 'traceprof.max_spans': '128',
+		'traceprof.otlp_endpoint': 'http://127.0.0.1:9', 'traceprof.pyroscope_url': 'http://127.0.0.1:9',
+		'traceprof.profile': 'all',
+	} });
+	try {
+		const log = cluster.readLog();
+		assert.match(log, /WARNING: {2}traceprof: the traceprof exporter cannot run/);
+		assert.match(log, /WARNING: {2}traceprof: the traceprof profile uploader cannot run/);
+		assert.match(log, /HINT: {2}traceprof's two workers need two of max_worker_processes \(0\)/);
+		await cluster.psql('CREATE EXTENSION traceprof');
+		const client = await connect(cluster, 'postgres', 'app');
+		try {
+			let last;
+			for (let i = 0; i < 300; i++) {
+				last = newContext();
+				await traced(client, last, `SELECT ${i} AS n, sum(length(md5(g::text))) FROM generate_series(1, 2000) g`);
+			}
+			const stats = (await client.query('SELECT spans_created, spans_dropped, spans_exported FROM traceprof.stats')).rows[0];
+			assert.equal(Number(stats.spans_dropped), 0, JSON.stringify(stats));
+			assert.equal(Number(stats.spans_exported), 0, JSON.stringify(stats));
+			const latest = (await client.query('SELECT count(*)::int AS n FROM traceprof.spans WHERE trace_id = $1', [last.traceId])).rows[0].n;
+			assert.ok(latest >= 1, 'the last statement\'s span is there');
+			const samples = (await client.query('SELECT samples_stored, samples_dropped FROM traceprof.stats')).rows[0];
+			assert.equal(Number(samples.samples_dropped), 0, JSON.stringify(samples));
+		} finally {
+			await client.end();
+		}
+	} finally {
+		await cluster.stop();
+	}
+});
+
 describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 	let cluster;
 	let bare;
