@@ -142,9 +142,13 @@ static bool
 parse_batch_size(const char *text, uint64_t *out, char *err, size_t errlen)
 {
 	uint64_t	v = 0;
-	const char *p = text;
 
-	for (; *p >= '0' && *p <= '9'; p++)
+	if (text[0] == '\0' || text[strspn(text, "0123456789")] != '\0')
+	{
+		snprintf(err, errlen, "--batch-size: expected a whole number of records (0 or more), got \"%s\"", text);
+		return false;
+	}
+	for (const char *p = text; *p != '\0'; p++)
 	{
 		if (v > (UINT64_C(1) << 62) / 10)
 		{
@@ -153,11 +157,6 @@ parse_batch_size(const char *text, uint64_t *out, char *err, size_t errlen)
 			return false;
 		}
 		v = v * 10 + (uint64_t) (*p - '0');
-	}
-	if (p == text || *p != '\0')
-	{
-		snprintf(err, errlen, "--batch-size: expected a whole number of records (0 or more), got \"%s\"", text);
-		return false;
 	}
 	*out = v;
 	return true;
