@@ -33,9 +33,9 @@
  * was even can be reached by no handler (one that starts later reads the
  * list without it); one unlinked while it was odd waits until the counter
  * has moved on, i.e. that handler has returned.  The sampled thread's own
- * drains register with SIGPROF blocked, so there the counter is always even
- * and slots are reused at once; the wait matters when another thread
- * drains.
+ * drains register with the sampler's signal blocked, so there the counter
+ * is always even and slots are reused at once; the wait matters when
+ * another thread drains.
  *
  * When the pool is full, the objects left out are counted
  * (tp_dwarf_table_stats), warned about once per process, and their frames

@@ -1,5 +1,5 @@
 /*
- * sampler.c - SIGPROF stack sampler for one thread (see sampler.h).
+ * sampler.c - signal-driven stack sampler for one thread (see sampler.h).
  *
  * The handler is the only producer of the sample ring and the consumer
  * (tp_sampler_drain) normally runs on the same thread, outside the
@@ -66,7 +66,7 @@ static tp_sample_labels label_slots[LABEL_SLOTS];
 static atomic_uint label_current;
 static unsigned int label_next;	/* written by tp_sampler_set_labels only */
 
-/* Our timer's si_value, to ignore SIGPROF that other code sends. */
+/* Our timer's si_value, to ignore the signal when other code sends it. */
 static int	timer_cookie;
 
 /* Only outside the handler. */
@@ -87,7 +87,7 @@ static const volatile int *_Atomic idle_source;	/* and this, with idle_states */
 static _Atomic uint32_t idle_states;
 
 static void
-sigprof_handler(int signo, siginfo_t *info, void *ucontext)
+sample_handler(int signo, siginfo_t *info, void *ucontext)
 {
 	int			saved_errno = errno;
 	unsigned long head;
@@ -264,7 +264,7 @@ arm(const struct timespec *first)
 }
 
 /*
- * Drop the timer and our SIGPROF handler.  A signal the timer queued just
+ * Drop the timer and our signal handler.  A signal the timer queued just
  * before it was deleted must not reach the restored disposition (for
  * SIG_DFL that would terminate the process): it is taken while blocked.
  */
@@ -277,7 +277,7 @@ release(void)
 
 	atomic_store_explicit(&active, 0, memory_order_relaxed);
 	sigemptyset(&prof);
-	sigaddset(&prof, SIGPROF);
+	sigaddset(&prof, TP_SAMPLER_SIGNAL);
 	pthread_sigmask(SIG_BLOCK, &prof, &saved_mask);
 	if (timer_valid)
 		timer_delete(timer);
@@ -285,9 +285,9 @@ release(void)
 	atomic_store_explicit(&armed, 0, memory_order_relaxed);
 	if (handler_installed)
 	{
-		while (sigtimedwait(&prof, NULL, &no_wait) == SIGPROF)
+		while (sigtimedwait(&prof, NULL, &no_wait) == TP_SAMPLER_SIGNAL)
 			;
-		sigaction(SIGPROF, &previous_action, NULL);
+		sigaction(TP_SAMPLER_SIGNAL, &previous_action, NULL);
 		handler_installed = false;
 	}
 	pthread_sigmask(SIG_SETMASK, &saved_mask, NULL);
@@ -397,12 +397,12 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 	if (!handler_installed)
 	{
 		memset(&action, 0, sizeof(action));
-		action.sa_sigaction = sigprof_handler;
+		action.sa_sigaction = sample_handler;
 		action.sa_flags = SA_SIGINFO | SA_RESTART;
 		sigemptyset(&action.sa_mask);
-		if (sigaction(SIGPROF, &action, &previous_action) != 0)
+		if (sigaction(TP_SAMPLER_SIGNAL, &action, &previous_action) != 0)
 		{
-			set_error(err, errlen, "sigaction(SIGPROF)", errno);
+			set_error(err, errlen, "sigaction(SIGRTMIN+6)", errno);
 			release();
 			return false;
 		}
@@ -412,7 +412,7 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 	clock_id = clock == TP_SAMPLER_WALL ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
 	memset(&sev, 0, sizeof(sev));
 	sev.sigev_notify = SIGEV_THREAD_ID;
-	sev.sigev_signo = SIGPROF;
+	sev.sigev_signo = TP_SAMPLER_SIGNAL;
 	sev.sigev_value.sival_ptr = &timer_cookie;
 	sev._sigev_un._tid = gettid();
 	if (timer_create(clock_id, &sev, &timer) != 0)
@@ -574,7 +574,7 @@ refresh_maps(void)
 	sigset_t	saved_mask;
 
 	sigemptyset(&prof);
-	sigaddset(&prof, SIGPROF);
+	sigaddset(&prof, TP_SAMPLER_SIGNAL);
 	pthread_sigmask(SIG_BLOCK, &prof, &saved_mask);
 	if (leaf_repair != NULL)
 		tp_leaf_repair_refresh(leaf_repair);

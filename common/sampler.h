@@ -2,26 +2,36 @@
  * sampler.h - a CPU (or wall-clock) stack sampler for one thread.
  *
  * A POSIX timer on the thread's own CPU clock (or CLOCK_MONOTONIC in wall
- * mode) delivers SIGPROF to that thread.  The signal handler copies the
+ * mode) delivers TP_SAMPLER_SIGNAL to that thread.  The signal handler copies the
  * interrupted call stack (frame-pointer walk, every read bounds-checked
  * against the thread's stack) and the labels current at that instant into
  * a preallocated ring; nothing in the handler allocates, locks or prints.
  * The host drains the ring outside the handler (tp_sampler_drain) and
  * symbolizes there (symbols.h).
  *
- * One sampler per process (it owns SIGPROF); it samples the thread that
+ * One sampler per process (it owns its signal); it samples the thread that
  * called tp_sampler_start().  Timers are not inherited across fork: a
  * forked child (a PostgreSQL backend) starts its own.
  */
 #ifndef TP_SAMPLER_H
 #define TP_SAMPLER_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "stack_walk.h"
 #include "trace_context.h"
+
+/*
+ * A real-time signal, not SIGPROF: code running in the process may use
+ * SIGPROF itself (a Python profiler in PL/Python) and set it back to its
+ * default, which would end the process at our timer's next expiry, or miss
+ * its own signals while ours handled them.  Away from SIGRTMIN, which a
+ * library that takes one takes first.
+ */
+#define TP_SAMPLER_SIGNAL (SIGRTMIN + 6)
 
 #define TP_SAMPLER_MAX_FRAMES 64
 #define TP_SAMPLER_MAX_HZ 250	/* the kernel checks CPU timers on its 250 Hz tick */
@@ -100,7 +110,7 @@ void		tp_sampler_pause(void);
  */
 void		tp_sampler_resume(void);
 
-/* Disarm, restore the previous SIGPROF disposition and free the ring. */
+/* Disarm, restore the signal's previous disposition and free the ring. */
 void		tp_sampler_stop(void);
 
 /*

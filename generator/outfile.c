@@ -19,7 +19,7 @@ static volatile sig_atomic_t cleanup_armed;
 
 /*
  * The signals that end the process by default and that a user, a shell or
- * a closed pipe may send: not SIGPROF (the self-profiler's), nor those a
+ * a closed pipe may send: not the self-profiler's (TP_SAMPLER_SIGNAL), nor those a
  * fault raises (SIGSEGV, SIGBUS: nothing is safe to do then).
  */
 static const int cleanup_signals[] = {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -704,33 +705,77 @@ TEST(stop_restores_the_previous_handler)
 	struct sigaction now;
 	struct sigaction saved;
 
-	sigaction(SIGPROF, NULL, &saved);
+	sigaction(TP_SAMPLER_SIGNAL, NULL, &saved);
 	mine.sa_handler = custom_handler;
 	mine.sa_flags = SA_NODEFER;
 	sigemptyset(&mine.sa_mask);
-	sigaction(SIGPROF, &mine, NULL);
+	sigaction(TP_SAMPLER_SIGNAL, &mine, NULL);
 
 	CHECK(start(250, TP_SAMPLER_CPU, 64));
-	sigaction(SIGPROF, NULL, &now);
+	sigaction(TP_SAMPLER_SIGNAL, NULL, &now);
 	CHECK(now.sa_handler != custom_handler);
 	CHECK((now.sa_flags & SA_RESTART) != 0 && (now.sa_flags & SA_SIGINFO) != 0);
 	chain_1(0.1);
 	CHECK(custom_calls == 0);	/* timer signals are ours */
 	tp_sampler_stop();
 
-	sigaction(SIGPROF, NULL, &now);
+	sigaction(TP_SAMPLER_SIGNAL, NULL, &now);
 	CHECK(now.sa_handler == custom_handler);
 	CHECK((now.sa_flags & SA_NODEFER) != 0);
-	raise(SIGPROF);
+	raise(TP_SAMPLER_SIGNAL);
 	CHECK(custom_calls == 1);
 
 	/* And the default disposition (which would kill us) comes back too. */
-	signal(SIGPROF, SIG_DFL);
+	signal(TP_SAMPLER_SIGNAL, SIG_DFL);
 	CHECK(start(250, TP_SAMPLER_CPU, 64));
 	chain_1(0.05);
 	tp_sampler_stop();
-	sigaction(SIGPROF, NULL, &now);
+	sigaction(TP_SAMPLER_SIGNAL, NULL, &now);
 	CHECK(now.sa_handler == SIG_DFL);
+	sigaction(TP_SAMPLER_SIGNAL, &saved, NULL);
+}
+
+static volatile sig_atomic_t their_signals;
+
+static void
+their_handler(int signo)
+{
+	(void) signo;
+	their_signals++;
+}
+
+/*
+ * SIGPROF is left to the code the sampler runs under: a profiler of its own
+ * (PL/Python's, on ITIMER_PROF) keeps getting its signals while the sampler
+ * samples, and setting it back to its default then ends nothing.  Before,
+ * the sampler took SIGPROF: the first starved, the second was killed.
+ */
+TEST(sigprof_is_left_to_others)
+{
+	struct sigaction theirs = {0};
+	struct sigaction saved;
+	struct itimerval every_10ms = {{0, 10000}, {0, 10000}};
+	struct itimerval off = {{0, 0}, {0, 0}};
+	tp_sampler_stats stats;
+
+	sigaction(SIGPROF, NULL, &saved);
+	theirs.sa_handler = their_handler;
+	sigemptyset(&theirs.sa_mask);
+	sigaction(SIGPROF, &theirs, NULL);
+	CHECK(start(250, TP_SAMPLER_CPU, 256));
+	setitimer(ITIMER_PROF, &every_10ms, NULL);
+	chain_1(0.2);
+	setitimer(ITIMER_PROF, &off, NULL);
+	printf("  their ITIMER_PROF signals while sampling: %d\n", (int) their_signals);
+	CHECK(their_signals >= 5);
+
+	/* Their SIGPROF back to its default while the sampler's timer runs on. */
+	signal(SIGPROF, SIG_DFL);
+	chain_1(0.1);
+	tp_sampler_pause();
+	tp_sampler_get_stats(&stats);
+	CHECK(stats.samples >= 10);
+	tp_sampler_stop();
 	sigaction(SIGPROF, &saved, NULL);
 }
 
@@ -855,7 +900,7 @@ TEST(deep_stacks_are_truncated)
 /*
  * A signal that finds the ring full is dropped; the periods it stood for
  * (1 + overruns, what a kept sample would weigh) are what is lost.  Block
- * SIGPROF for 50 periods of a wall timer: one pending signal, ~49 overruns.
+ * the signal for 50 periods of a wall timer: one pending signal, ~49 overruns.
  */
 TEST(dropped_signals_count_their_overruns)
 {
@@ -867,7 +912,7 @@ TEST(dropped_signals_count_their_overruns)
 	CHECK(start(250, TP_SAMPLER_WALL, 1));
 	sleep_seconds(0.05);		/* fills the one slot */
 	sigemptyset(&prof);
-	sigaddset(&prof, SIGPROF);
+	sigaddset(&prof, TP_SAMPLER_SIGNAL);
 	pthread_sigmask(SIG_BLOCK, &prof, &saved_mask);
 	tp_sampler_get_stats(&stats);
 	before = stats.dropped;
@@ -1070,10 +1115,10 @@ TEST(misuse_is_reported)
 	CHECK(start(100, TP_SAMPLER_CPU, 16));
 	CHECK(!tp_sampler_start(100, TP_SAMPLER_CPU, 16, err, sizeof(err)));
 	CHECK(strstr(err, "already") != NULL);
-	/* A SIGPROF that is not our timer's is ignored, not counted. */
+	/* Our signal sent by other code, not our timer, is ignored, not counted. */
 	tp_sampler_pause();
 	tp_sampler_drain(NULL, NULL);
-	raise(SIGPROF);
+	raise(TP_SAMPLER_SIGNAL);
 	tp_sampler_resume();
 	tp_sampler_pause();
 	CHECK(tp_sampler_drain(NULL, NULL) <= 1);
@@ -1558,6 +1603,7 @@ main(void)
 	RUN_RETRY(wall_mode_samples_sleep_cpu_mode_does_not, 3);
 	RUN_RETRY(hz_is_clamped, 3);
 	RUN(stop_restores_the_previous_handler);
+	RUN(sigprof_is_left_to_others);
 	RUN_RETRY(interrupted_syscalls_restart, 3);
 	RUN_RETRY(errno_is_preserved, 3);
 	RUN_RETRY(full_ring_drops_and_counts, 3);
