@@ -1185,6 +1185,28 @@ remember_constants_if_traced(ParseState *pstate, Query *query, JumbleState *jsta
 									  (int) (statement - pstate->p_sourcetext), jstate);
 }
 
+/*
+ * The last utility statement parse analysis saw, with its query id: its
+ * PlannedStmt shares the statement node (pg_plan_queries).
+ */
+static struct
+{
+	const Node *stmt;
+	int			location;
+	int			len;
+	uint64		query_id;
+}			utility_parsed;
+
+/* A utility statement's query id, as parse analysis computed it. */
+static uint64
+utility_query_id(const PlannedStmt *pstmt)
+{
+	if (pstmt->queryId != 0 || pstmt->utilityStmt != utility_parsed.stmt ||
+		pstmt->stmt_location != utility_parsed.location || pstmt->stmt_len != utility_parsed.len)
+		return pstmt->queryId;
+	return utility_parsed.query_id;
+}
+
 static void
 traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
 {
@@ -1201,6 +1223,14 @@ traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jsta
 		client_statement_parsed(pstate->p_sourcetext, query->stmt_location, query->stmt_len);
 	if (unlikely(hooks_bypassed))
 		return;					/* nothing parsed now can be traced */
+	if (query->commandType == CMD_UTILITY)
+	{
+		/* pg_stat_statements zeroes a utility PlannedStmt's id before our hook sees it. */
+		utility_parsed.stmt = query->utilityStmt;
+		utility_parsed.location = query->stmt_location;
+		utility_parsed.len = query->stmt_len;
+		utility_parsed.query_id = query->queryId;
+	}
 	/* Out of line: without compute_query_id, the statement's path stops here. */
 	if (jstate != NULL && jstate->clocations_count > 0 && pstate->p_sourcetext != NULL &&
 		traceprof_query_text == QUERY_TEXT_NORMALIZED)
@@ -2133,7 +2163,7 @@ general_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	}
 	else if (!transparent && (top_level || traceprof_track == TRACK_ALL))
 		span = open_statement_span(top_level, query_string, pstmt->stmt_location, pstmt->stmt_len,
-								   stmt, pstmt->queryId);
+								   stmt, utility_query_id(pstmt));
 	if (!transparent && top_level)
 		statement_labels(span);
 	if (top_level && context == PROCESS_UTILITY_TOPLEVEL && profiler_is_sampling() &&

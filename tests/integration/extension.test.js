@@ -2410,6 +2410,33 @@ describe('hooks chained under other extensions (own cluster)', () => {
 			await cluster.stop();
 	});
 
+	test('11b. utility statements keep their query id under pg_stat_statements, which zeroes it before calling our hook: ' +
+		'traceprof.query_id is pg_stat_statements\' queryid', async () => {
+		const client = await connect(cluster);
+		try {
+			await client.query('SELECT pg_stat_statements_reset()');
+			const ctx = newContext();
+			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+			const statements = ['CREATE TABLE ids_11b (x int)', 'VACUUM ids_11b', 'BEGIN', 'SELECT 1 AS inside', 'COMMIT',
+				'DROP TABLE ids_11b'];
+			for (const sql of statements)
+				await client.query(sql);
+			await client.query('RESET traceprof.traceparent');
+			const spans = (await client.query("SELECT query, attributes->>'traceprof.query_id' AS id FROM traceprof.spans " +
+				"WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time", [ctx.traceId])).rows;
+			const pgss = new Map((await client.query('SELECT query, queryid::text AS id FROM pg_stat_statements')).rows
+				.map((r) => [r.query, r.id]));
+			for (const sql of statements.filter((q) => !q.startsWith('SELECT'))) {
+				const span = spans.find((r) => r.query === sql);
+				assert.ok(span, `a span for ${sql}: ${JSON.stringify(spans)}`);
+				assert.ok(pgss.has(sql), `pg_stat_statements has ${sql}: ${JSON.stringify([...pgss.keys()])}`);
+				assert.equal(span.id, pgss.get(sql), `${sql}: the span's query id is pg_stat_statements' queryid`);
+			}
+		} finally {
+			await client.end();
+		}
+	});
+
 	test('11. every extension sees each statement: traceprof spans, pg_stat_statements counts, auto_explain plans', async () => {
 		const client = await connect(cluster);
 		try {
