@@ -1017,7 +1017,7 @@ elif command -v valgrind >/dev/null 2>&1; then
 		total=$(awk '/^(totals|summary):/ { print $2; exit }' "$dir/cg/out")
 		samples=0
 		[ "$1" = sampler ] && samples=$(callgrind_annotate --inclusive=yes --threshold=100 "$dir/cg/out" |
-			awk '/:(sigprof_handler|tp_sampler_drain) \[/ { gsub(",", "", $1); s += $1 } END { print s + 0 }')
+			awk '/:(sample_handler|tp_sampler_drain) \[/ { gsub(",", "", $1); s += $1 } END { print s + 0 }')
 		echo $((total - samples))
 	}
 	for wl in select tpcb; do

@@ -88,7 +88,7 @@ if command -v valgrind >/dev/null 2>&1; then
 	# (libc, libcrypto) go through libunwind.  Handler entries = calls of
 	# tp_stack_regs_get; libunwind samples = calls of tp_dwarf_unwind.
 	set -- $(callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$dir/cg.handler" 2>/dev/null |
-		awk '/\* .*:sigprof_handler / { in_handler = 1; gsub(",", "", $1); total = $1; next }
+		awk '/\* .*:sample_handler / { in_handler = 1; gsub(",", "", $1); total = $1; next }
 			in_handler && /^ *$/ { in_handler = 0 }
 			in_handler && /tp_dwarf_unwind / { gsub(",", "", $1); dwarf = $1; match($0, /\(([0-9,]+)x\)/); d = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", d); dwarf_calls = d }
 			in_handler && /tp_stack_regs_get / { match($0, /\(([0-9,]+)x\)/); e = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", e); entries = e }
@@ -97,7 +97,7 @@ if command -v valgrind >/dev/null 2>&1; then
 	fp_samples=$((entries - dwarf_calls))
 	if [ "$fp_samples" -gt 0 ]; then
 		fp_ir=$(((total - dwarf) / fp_samples))
-		printf '%-44s %14s\n' "whole SIGPROF handler, frame-pointer code" "$fp_ir"
+		printf '%-44s %14s\n' "whole signal handler, frame-pointer code" "$fp_ir"
 		summary_row sampler "instructions per sample in frame-pointer code, whole handler" "$fp_ir" "<= 1,000"
 		if [ "$dwarf_calls" -gt 0 ]; then
 			printf '%-44s %14s\n' "  + libunwind, code without frame pointers" "$((dwarf / dwarf_calls))"

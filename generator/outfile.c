@@ -18,12 +18,14 @@ static char cleanup_path[PATH_MAX];
 static volatile sig_atomic_t cleanup_armed;
 
 /*
- * The signals that end the process by default and that a user, a shell or
- * a closed pipe may send: not the self-profiler's (TP_SAMPLER_SIGNAL), nor those a
- * fault raises (SIGSEGV, SIGBUS: nothing is safe to do then).
+ * The signals that end the process by default and that a user, a shell, a
+ * closed pipe or a CPU limit may send: not the self-profiler's
+ * (TP_SAMPLER_SIGNAL), nor those a fault raises (SIGSEGV, SIGBUS: nothing
+ * is safe to do then).
  */
 static const int cleanup_signals[] = {
 	SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM,
+	SIGPROF, SIGVTALRM, SIGXCPU,
 };
 
 static void

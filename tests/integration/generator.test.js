@@ -340,10 +340,10 @@ async function killWhileWriting(sub, out, signal) {
 }
 
 // Not only the usual interrupts: any signal that would end the run.
-test('SIGQUIT, SIGPIPE, SIGUSR1, SIGALRM while writing: the temporary file is removed too', async (t) => {
+test('SIGQUIT, SIGPIPE, SIGUSR1, SIGALRM, SIGPROF, SIGVTALRM, SIGXCPU while writing: the temporary file is removed too', async (t) => {
 	const sub = makeTempDir('traceprof-gen-signals-');
 	t.after(() => removeTempDir(sub));
-	for (const signal of ['SIGQUIT', 'SIGPIPE', 'SIGUSR1', 'SIGALRM'])
+	for (const signal of ['SIGQUIT', 'SIGPIPE', 'SIGUSR1', 'SIGALRM', 'SIGPROF', 'SIGVTALRM', 'SIGXCPU'])
 		await killWhileWriting(sub, path.join(sub, 'out.json'), signal);
 	assert.deepEqual(fs.readdirSync(sub), [], 'no OUT either');
 });
