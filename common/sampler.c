@@ -126,7 +126,16 @@ sample_handler(int signo, siginfo_t *info, void *ucontext)
 
 		if (state < 32 && (atomic_load_explicit(&idle_states, memory_order_relaxed) >> state & 1) != 0)
 		{
-			errno = saved_errno;	/* the host is idle: no sample, none lost */
+			/*
+			 * The host is idle: no sample, none lost, and no more signals
+			 * (a wall timer would wake an idle session at every period)
+			 * until tp_sampler_wake().
+			 */
+			static const struct itimerspec off;
+
+			atomic_store_explicit(&armed, 0, memory_order_relaxed);
+			timer_settime(timer, 0, &off, NULL);
+			errno = saved_errno;
 			return;
 		}
 	}
@@ -263,6 +272,18 @@ arm(const struct timespec *first)
 	timer_settime(timer, 0, &its, NULL);
 }
 
+static bool
+install_handler(void)
+{
+	struct sigaction action;
+
+	memset(&action, 0, sizeof(action));
+	action.sa_sigaction = sample_handler;
+	action.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&action.sa_mask);
+	return sigaction(TP_SAMPLER_SIGNAL, &action, NULL) == 0;
+}
+
 /*
  * Drop the timer and our signal handler.  A signal the timer queued just
  * before it was deleted must not reach the restored disposition (for
@@ -331,7 +352,6 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 				 char *err, size_t errlen)
 {
 	struct sigevent sev;
-	struct sigaction action;
 	clockid_t	clock_id;
 	long		interval_ns;
 
@@ -396,13 +416,9 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 
 	if (!handler_installed)
 	{
-		memset(&action, 0, sizeof(action));
-		action.sa_sigaction = sample_handler;
-		action.sa_flags = SA_SIGINFO | SA_RESTART;
-		sigemptyset(&action.sa_mask);
-		if (sigaction(TP_SAMPLER_SIGNAL, &action, &previous_action) != 0)
+		if (sigaction(TP_SAMPLER_SIGNAL, NULL, &previous_action) != 0 || !install_handler())
 		{
-			set_error(err, errlen, "sigaction(SIGRTMIN+6)", errno);
+			set_error(err, errlen, "sigaction(SIGWINCH)", errno);
 			release();
 			return false;
 		}
@@ -455,6 +471,8 @@ tp_sampler_pause(void)
 	paused = true;
 }
 
+static void arm_if_disarmed(void);
+
 void
 tp_sampler_resume(void)
 {
@@ -464,6 +482,39 @@ tp_sampler_resume(void)
 	/* Active first: an expiry from here on records instead of disarming. */
 	atomic_store_explicit(&active, 1, memory_order_relaxed);
 	atomic_signal_fence(memory_order_seq_cst);
+	arm_if_disarmed();
+}
+
+void
+tp_sampler_wake(void)
+{
+	if (started && !paused && timer_valid)
+		arm_if_disarmed();
+}
+
+void
+tp_sampler_keep_handler(void)
+{
+	struct sigaction now;
+
+	if (!handler_installed || sigaction(TP_SAMPLER_SIGNAL, NULL, &now) != 0 ||
+		((now.sa_flags & SA_SIGINFO) != 0 && now.sa_sigaction == sample_handler))
+		return;
+	install_handler();
+
+	/*
+	 * A timer whose signal was ignored meanwhile sends no more (Linux 6.18
+	 * keeps it armed, but silent) until it is set again.
+	 */
+	atomic_store_explicit(&armed, 0, memory_order_relaxed);
+	if (!paused && timer_valid)
+		arm_if_disarmed();
+}
+
+/* The timer disarmed by a pause or an idle host: armed again. */
+static void
+arm_if_disarmed(void)
+{
 	if (!atomic_load_explicit(&armed, memory_order_relaxed))
 	{
 		struct timespec first = period;

@@ -25,13 +25,15 @@
 #include "trace_context.h"
 
 /*
- * A real-time signal, not SIGPROF: code running in the process may use
- * SIGPROF itself (a Python profiler in PL/Python) and set it back to its
- * default, which would end the process at our timer's next expiry, or miss
- * its own signals while ours handled them.  Away from SIGRTMIN, which a
- * library that takes one takes first.
+ * SIGWINCH, not SIGPROF: code running in the process may use SIGPROF
+ * itself (a Python profiler in PL/Python), and may set every signal back to
+ * its default (PL/Perl's "local %SIG").  SIGPROF's default, and a real-time
+ * signal's, ends the process at our timer's next expiry; SIGWINCH's is to
+ * ignore it, and no server or terminal-less program uses it.  A handler
+ * reset so is put back by tp_sampler_keep_handler().  (gdb passes it
+ * silently by default.)
  */
-#define TP_SAMPLER_SIGNAL (SIGRTMIN + 6)
+#define TP_SAMPLER_SIGNAL SIGWINCH
 
 #define TP_SAMPLER_MAX_FRAMES 64
 #define TP_SAMPLER_MAX_HZ 250	/* the kernel checks CPU timers on its 250 Hz tick */
@@ -109,6 +111,19 @@ void		tp_sampler_pause(void);
  * still runs, for "sample only while traced" around every statement.
  */
 void		tp_sampler_resume(void);
+
+/*
+ * After an expiry found the host idle (tp_sampler_set_idle_source), the
+ * timer stops until this is called: an idle session gets no signals.  No
+ * system call while the timer runs.  Call it when the host has work again.
+ */
+void		tp_sampler_wake(void);
+
+/*
+ * Put our signal handler back if code in the process replaced it (a
+ * system call: call it now and then, not at every statement).
+ */
+void		tp_sampler_keep_handler(void);
 
 /* Disarm, restore the signal's previous disposition and free the ring. */
 void		tp_sampler_stop(void);

@@ -232,18 +232,28 @@ restart_if_settings_changed(void)
 	}
 }
 
-/* Run or pause the timer as the settings and the open spans require. */
+/*
+ * Run or pause the timer as the settings and the open spans require.  A
+ * running timer an idle session stopped (wall mode, profile = all) starts
+ * again; now and then the signal's handler is checked, which code run in
+ * the backend may have reset (PL/Perl's "local %SIG").
+ */
 static pg_noinline void
 arm_for(void)
 {
+	static uint32 arms;
 	bool		want = want_sampling(traceprof_profile, span_open);
 
 	if (profiler_state == SAMPLER_UNAVAILABLE)
 		return;
 	if (want)
 		restart_if_settings_changed();
+	if (want && profiler_state != SAMPLER_NOT_STARTED && (++arms & 63) == 0)
+		tp_sampler_keep_handler();
 	if (want && profiler_state == SAMPLER_NOT_STARTED)
 		start_sampler();
+	else if (want && profiler_state == SAMPLER_RUNNING)
+		tp_sampler_wake();
 	else if (want && profiler_state == SAMPLER_PAUSED)
 	{
 		tp_sampler_resume();

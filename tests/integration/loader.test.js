@@ -726,7 +726,7 @@ test('a signal that lands just before the wait for input still stops the loader 
 		'set pagination off',
 		'set confirm off',
 		'handle SIGINT nostop noprint pass',
-		'handle SIGPROF SIG40 nostop noprint pass',	// SIG40: the sampler's SIGRTMIN+6
+		'handle SIGPROF SIGWINCH nostop noprint pass',	// SIGWINCH: the sampler's
 		'start',
 		'break read if $_caller_is("refill")',
 		'break poll if $_caller_is("refill")',

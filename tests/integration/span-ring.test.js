@@ -108,7 +108,7 @@ function holdAt(pid, where) {
 	const file = (name) => path.join(dir, `${name}-${hold}`);
 	const gdb = spawn(GDB, ['-p', String(pid), '-batch', '-nx',
 		// PostgreSQL's own signals (latches, timeouts) must not stop it early.
-		'-ex', 'handle SIGUSR1 SIGUSR2 SIGALRM SIGPROF SIG40 SIGINT SIGTERM SIGQUIT SIGPIPE nostop noprint pass',
+		'-ex', 'handle SIGUSR1 SIGUSR2 SIGALRM SIGPROF SIGWINCH SIGINT SIGTERM SIGQUIT SIGPIPE nostop noprint pass',
 		'-ex', `break ${where}`,
 		'-ex', `shell touch ${file('armed')}`,
 		'-ex', 'continue',

@@ -779,6 +779,57 @@ TEST(sigprof_is_left_to_others)
 	sigaction(SIGPROF, &saved, NULL);
 }
 
+/*
+ * Our signal set back to its default (PL/Perl's "local %SIG" does so to
+ * every signal) ends nothing: SIGWINCH's default is to ignore it.  Samples
+ * stop until tp_sampler_keep_handler() puts the handler back.
+ */
+TEST(our_signal_reset_to_default_ends_nothing)
+{
+	tp_sampler_stats before;
+	tp_sampler_stats after;
+
+	CHECK(start(250, TP_SAMPLER_CPU, 256));
+	signal(TP_SAMPLER_SIGNAL, SIG_DFL);
+	chain_1(0.1);				/* alive: ignored by default */
+	tp_sampler_get_stats(&before);
+	tp_sampler_keep_handler();
+	chain_1(0.2);
+	tp_sampler_pause();
+	tp_sampler_get_stats(&after);
+	printf("  samples after the handler was put back: %llu\n",
+		   (unsigned long long) (after.samples - before.samples));
+	CHECK(after.samples - before.samples >= 10);
+	tp_sampler_stop();
+}
+
+/*
+ * An idle host (a session waiting for its client) stops the wall timer at
+ * its first expiry: no signal wakes it again until tp_sampler_wake().
+ * Before, an idle session with profile = all got 250 signals a second.
+ */
+TEST(an_idle_host_stops_the_wall_timer)
+{
+	static volatile int host_state = 1;
+	struct timespec nap = {0, 300000000};
+	tp_sampler_stats stats;
+	int			rc;
+
+	tp_sampler_set_idle_source(&host_state, 1u << 1);
+	CHECK(start(250, TP_SAMPLER_WALL, 256));
+	sleep_seconds(0.05);		/* expiries find the host idle */
+	rc = nanosleep(&nap, NULL);	/* not restarted: a signal would end it early */
+	CHECK(rc == 0);
+	host_state = 0;				/* busy: work again */
+	tp_sampler_wake();
+	sleep_seconds(0.2);
+	tp_sampler_pause();
+	tp_sampler_get_stats(&stats);
+	CHECK(stats.samples >= 10);
+	tp_sampler_stop();
+	tp_sampler_set_idle_source(NULL, 0);
+}
+
 typedef struct delayed_write
 {
 	int			fd;
@@ -1604,6 +1655,8 @@ main(void)
 	RUN_RETRY(hz_is_clamped, 3);
 	RUN(stop_restores_the_previous_handler);
 	RUN(sigprof_is_left_to_others);
+	RUN(our_signal_reset_to_default_ends_nothing);
+	RUN_RETRY(an_idle_host_stops_the_wall_timer, 3);
 	RUN_RETRY(interrupted_syscalls_restart, 3);
 	RUN_RETRY(errno_is_preserved, 3);
 	RUN_RETRY(full_ring_drops_and_counts, 3);
