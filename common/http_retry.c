@@ -108,6 +108,12 @@ tp_backoff_ms(int attempt_number)
 	return full / 2 + (long) (noise % (uint64_t) (full / 2 + 1));
 }
 
+static long
+Max_long(long a, long b)
+{
+	return a > b ? a : b;
+}
+
 /* A Retry-After honoured across requests: a day's would stop export for a day. */
 #define MAX_RETRY_WAIT_MS (10 * 60 * 1000L)
 
@@ -134,7 +140,8 @@ tp_http_status_is_retryable(long status)
 bool
 tp_http_answered_ok(CURLcode rc, long status)
 {
-	return status >= 200 && status <= 299 && rc != CURLE_OPERATION_TIMEDOUT;
+	(void) rc;
+	return status >= 200 && status <= 299;
 }
 
 bool
@@ -201,6 +208,8 @@ tp_http_post_setup(CURL *curl, const tp_http_post *post)
 	curl_easy_setopt(curl, CURLOPT_USERAGENT, post->user_agent);
 	if (post->ca_file != NULL)
 		curl_easy_setopt(curl, CURLOPT_CAINFO, post->ca_file);
+	curl_easy_setopt(curl, CURLOPT_SSLCERT, post->client_cert);
+	curl_easy_setopt(curl, CURLOPT_SSLKEY, post->client_key);
 	/* The callback reads post: it must live until curl_easy_perform returns. */
 	curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, post->cancel != NULL ? on_progress : NULL);
 	curl_easy_setopt(curl, CURLOPT_XFERINFODATA, (void *) post);
@@ -246,7 +255,8 @@ tp_retry_run(long timeout_ms, volatile sig_atomic_t *cancel, long *not_before_ms
 		/* Retry-After means something only on an answer asking to come back. */
 		if (retry_after_ms >= 0 && not_before_ms != NULL)
 			*not_before_ms = tp_retry_not_before_ms(retry_after_ms);
-		delay = retry_after_ms >= 0 ? retry_after_ms : tp_backoff_ms(n);
+		/* A Retry-After of 0 (or a date past) is no reason to hammer: at least the backoff. */
+		delay = Max_long(retry_after_ms, tp_backoff_ms(n));
 		if (n == TP_RETRY_MAX_ATTEMPTS || tp_monotonic_ms() + delay >= deadline)
 		{
 			size_t		used = strlen(err);

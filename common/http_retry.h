@@ -80,6 +80,8 @@ typedef struct tp_http_post
 	long		timeout_ms;
 	const char *user_agent;
 	const char *ca_file;		/* NULL: the system's */
+	const char *client_cert;	/* mutual TLS: PEM certificate and key, or NULL */
+	const char *client_key;
 	volatile sig_atomic_t *cancel;
 	char	   *error_buffer;	/* CURL_ERROR_SIZE bytes */
 	curl_write_callback on_header;
@@ -95,9 +97,9 @@ bool		tp_curl_error_is_dropped_connection(CURLcode rc);
 
 /*
  * The server took the request: a 2xx status, even if the connection then
- * dropped before the body's end (sending again would duplicate), but not
- * when the body was still coming at the deadline (a server that slow counts
- * as failing).
+ * dropped before the body's end, or the body was still coming at the
+ * deadline (sending again would duplicate, and a body that never ends
+ * would have the same batch sent every round).
  */
 bool		tp_http_answered_ok(CURLcode rc, long status);
 

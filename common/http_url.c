@@ -173,11 +173,13 @@ tp_http_url_scrub(const char *url, char *message, size_t size)
 	url_parts	u;
 
 	/*
-	 * Only the path: every message masks user info and leaves out the
-	 * query already, and a short user name replaced everywhere would
-	 * garble the message.
+	 * The path and the query, which a collector's answer may quote (its
+	 * request line); our own messages mask user info already, and a short
+	 * user name replaced everywhere would garble the message.
 	 */
 	split_url(url, &u);
 	if (size > 0 && u.hidden_end > u.path_start)
 		replace_all(message, size, url + u.path_start, u.hidden_end - u.path_start, "/***");
+	if (size > 0 && u.query_end > u.path_end + 1)
+		replace_all(message, size, url + u.path_end + 1, u.query_end - u.path_end - 1, "***");
 }

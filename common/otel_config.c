@@ -37,6 +37,16 @@ env_pair(const char *per_signal, const char *general, const char **chosen)
 	return (value != NULL && value[0] != '\0') ? value : NULL;
 }
 
+/* env_pair's value, malloc'd, or NULL. */
+static char *
+env_copy(const char *per_signal, const char *general)
+{
+	const char *name;
+	const char *value = env_pair(per_signal, general, &name);
+
+	return value != NULL ? strdup(value) : NULL;
+}
+
 /*
  * A boolean variable: "true" in any case; anything else is false, as the
  * spec says, with a warning when it is not "false" either (a "1" or "yes"
@@ -353,7 +363,6 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 	const char *name;
 	const char *endpoint = env_pair("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 									"OTEL_EXPORTER_OTLP_ENDPOINT", &name);
-	const char *ca_file;
 
 	memset(cfg, 0, sizeof(*cfg));
 	if (endpoint != NULL && !tp_otlp_endpoint_is_valid(endpoint))
@@ -379,9 +388,11 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 		cfg->traces.url = tp_otlp_traces_url(endpoint, cfg->traces.protocol,
 											 strcmp(name, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == 0);
 	cfg->traces.timeout_ms = read_timeout();
-	ca_file = env_pair("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
-					   "OTEL_EXPORTER_OTLP_CERTIFICATE", &name);
-	cfg->traces.ca_file = ca_file ? strdup(ca_file) : NULL;
+	cfg->traces.ca_file = env_copy("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE");
+	cfg->traces.client_cert = env_copy("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+									   "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE");
+	cfg->traces.client_key = env_copy("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+									  "OTEL_EXPORTER_OTLP_CLIENT_KEY");
 	read_headers(&cfg->traces.headers);
 	read_resource(&cfg->resource, default_service);
 }
@@ -392,6 +403,8 @@ tp_otel_config_free(tp_otel_config *cfg)
 	tp_otlp_target_close(&cfg->traces);
 	free(cfg->traces.url);
 	free(cfg->traces.ca_file);
+	free(cfg->traces.client_cert);
+	free(cfg->traces.client_key);
 	tp_kvlist_free(&cfg->traces.headers);
 	tp_kvlist_free(&cfg->resource);
 	memset(cfg, 0, sizeof(*cfg));

@@ -30,6 +30,8 @@ typedef struct tp_otlp_target
 	tp_kvlist	headers;		/* extra request headers (may hold secrets) */
 	long		timeout_ms;		/* budget for one export, retries included */
 	char	   *ca_file;		/* OTEL_EXPORTER_OTLP_CERTIFICATE, or NULL */
+	char	   *client_cert;	/* OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE (mutual TLS), or NULL */
+	char	   *client_key;		/* OTEL_EXPORTER_OTLP_CLIENT_KEY, or NULL */
 	volatile sig_atomic_t *cancel;	/* non-zero aborts an export (shutdown) */
 	void	   *connection;		/* libcurl handle kept between exports, or NULL */
 	long		retry_not_before_ms;	/* monotonic: the last Retry-After's time, or 0 */

@@ -110,6 +110,25 @@ test('binaries, OTLP over https: an unknown CA is refused with a warning, OTEL_E
 	assert.ok(spans.some((s) => s.name === 'generator.run'), `the root span arrived: ${spans.map((s) => s.name)}`);
 });
 
+test('binaries, OTLP to a collector that wants a client certificate (mutual TLS): OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and _KEY present one', async (t) => {
+	// Before, the variables were ignored: five handshakes refused, then a
+	// warning about a dropped connection.
+	const client = issue('client', 'DNS:traceprof-client');
+	fs.chmodSync(path.join(dir, 'client.key'), 0o644);
+	const server = await startHttps(t, { ...good, ca: fs.readFileSync(ca), requestCert: true, rejectUnauthorized: true });
+	const env = { OTEL_EXPORTER_OTLP_ENDPOINT: server.url, OTEL_EXPORTER_OTLP_TIMEOUT: '3000', OTEL_EXPORTER_OTLP_CERTIFICATE: ca };
+
+	const refused = await generate(env);
+	assert.equal(server.requests.length, 0, 'no request without a client certificate');
+	assert.ok(warnings(refused).length > 0, refused.stderr);
+
+	const presented = await generate({ ...env, OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: path.join(dir, 'client.pem'),
+		OTEL_EXPORTER_OTLP_CLIENT_KEY: path.join(dir, 'client.key') });
+	assert.deepEqual(warnings(presented), [], presented.stderr);
+	assert.equal(server.requests.length, 1);
+	assert.ok(decodeTraces(server.requests[0].body).spans.some((s) => s.name === 'generator.run'));
+});
+
 test('binaries, Pyroscope over https: refused without PYROSCOPE_CA_FILE, uploaded with it', async (t) => {
 	const server = await startHttps(t, good);
 	const env = { PYROSCOPE_ENABLE: 'true', PYROSCOPE_SERVER_ADDRESS: server.url, PYROSCOPE_UPLOAD_TIMEOUT: '3000' };

@@ -86,12 +86,13 @@ TEST(dropped_connections_are_retried_refusals_are_not)
 	CHECK(!tp_curl_error_is_dropped_connection(CURLE_OK));
 }
 
-TEST(a_2xx_is_taken_even_if_its_body_is_cut_but_not_if_it_outlasts_the_deadline)
+TEST(a_2xx_is_taken_even_if_its_body_is_cut_or_outlasts_the_deadline)
 {
 	CHECK(tp_http_answered_ok(CURLE_OK, 200));
 	CHECK(tp_http_answered_ok(CURLE_PARTIAL_FILE, 200));
 	CHECK(tp_http_answered_ok(CURLE_RECV_ERROR, 204));
-	CHECK(!tp_http_answered_ok(CURLE_OPERATION_TIMEDOUT, 200));
+	CHECK(tp_http_answered_ok(CURLE_OPERATION_TIMEDOUT, 200));	/* a body that never ends */
+	CHECK(!tp_http_answered_ok(CURLE_OPERATION_TIMEDOUT, 0));
 	CHECK(!tp_http_answered_ok(CURLE_PARTIAL_FILE, 503));
 	CHECK(!tp_http_answered_ok(CURLE_COULDNT_CONNECT, 0));
 }
@@ -136,6 +137,32 @@ TEST(a_retry_after_beyond_the_budget_is_named_when_giving_up)
 	CHECK_STR(err, "HTTP status 503 (gave up after 1 attempt: the server asked to wait 600.0 s, beyond the time budget)");
 }
 
+static int	attempts_made;
+
+static bool
+throttled_counted(void *arg, long timeout_ms, long *retry_after_ms, char *err, size_t errlen)
+{
+	attempts_made++;
+	return throttled(arg, timeout_ms, retry_after_ms, err, errlen);
+}
+
+/*
+ * A Retry-After of 0 (or an HTTP-date past) waits the backoff at least:
+ * before, five attempts went back to back in every round.
+ */
+TEST(a_retry_after_of_zero_waits_the_backoff)
+{
+	char		err[256];
+	long		wait_ms = 0;
+	long		started = tp_monotonic_ms();
+
+	attempts_made = 0;
+	CHECK(tp_retry_run(60000, NULL, NULL, throttled_counted, &wait_ms, err, sizeof(err)));
+	printf("  %d attempts in %ld ms\n", attempts_made, tp_monotonic_ms() - started);
+	CHECK(attempts_made == TP_RETRY_MAX_ATTEMPTS);
+	CHECK(tp_monotonic_ms() - started >= 4 * 100);	/* four waits of at least half the first backoff */
+}
+
 static int	checks_asked;
 
 /* The host's check: stop from its second asking on. */
@@ -169,12 +196,13 @@ int
 main(void)
 {
 	RUN(retry_after_in_seconds);
+	RUN(a_retry_after_of_zero_waits_the_backoff);
 	RUN(retry_after_as_http_date);
 	RUN(retry_after_garbage_is_ignored);
 	RUN(backoff_grows_with_jitter_and_a_cap);
 	RUN(only_throttling_and_unavailable_answers_are_retried);
 	RUN(dropped_connections_are_retried_refusals_are_not);
-	RUN(a_2xx_is_taken_even_if_its_body_is_cut_but_not_if_it_outlasts_the_deadline);
+	RUN(a_2xx_is_taken_even_if_its_body_is_cut_or_outlasts_the_deadline);
 	RUN(a_refusal_whose_body_is_cut_is_still_a_refusal);
 	RUN(a_kept_retry_after_is_capped_at_ten_minutes);
 	RUN(a_retry_after_beyond_the_budget_is_named_when_giving_up);

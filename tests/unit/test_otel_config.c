@@ -521,6 +521,10 @@ TEST(urls_in_messages_hide_path_secrets)
 	snprintf(msg, sizeof(msg), "http://h:1/v1/traces: refused");
 	tp_http_url_scrub("http://h:1/v1/traces", msg, sizeof(msg));
 	CHECK_STR(msg, "http://h:1/v1/traces: refused");
+	/* A collector's answer quoting the request line: its query too. */
+	snprintf(msg, sizeof(msg), "HTTP status 404: POST /v1/traces?api_key=SECRET123 HTTP/1.1");
+	tp_http_url_scrub("http://h:1/v1/traces?api_key=SECRET123", msg, sizeof(msg));
+	CHECK_STR(msg, "HTTP status 404: POST /v1/traces?*** HTTP/1.1");
 	/* no room to grow: cut short rather than leave a piece */
 	snprintf(msg, 10, "at /ab/ab");
 	tp_http_url_scrub("http://h/ab", msg, 10);
