@@ -7,7 +7,7 @@ set -eu
 # names known without a catalog lookup) includes gssapi.h on Debian.
 packages="build-essential postgresql-15 postgresql-server-dev-15 libpq-dev libkrb5-dev
 libcurl4-openssl-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler zlib1g-dev libunwind-dev
-nodejs npm time chromium python3 clang libclang-rt-14-dev valgrind openssl gdb"
+nodejs npm time chromium python3 clang libclang-rt-14-dev valgrind openssl gdb postgresql-plperl-15"
 
 missing=""
 for p in $packages; do

@@ -1086,6 +1086,34 @@ describe('profiles in SQL (one cluster)', () => {
 			await client.end();
 		}
 	});
+
+	test('14. trusted PL/Perl setting every signal back to its default ("local %SIG") in a traced statement: the backend lives on, ' +
+		'and its samples come back once the sampler puts its handler back', async () => {
+		// Before, the sampler's signal (SIGPROF, then a real-time one) was
+		// reset to its default, which ends the process: the backend died at
+		// the next expiry and the postmaster restarted the cluster.
+		const client = await connect(cluster);
+		try {
+			await client.query('CREATE EXTENSION IF NOT EXISTS plperl');
+			await client.query(`CREATE OR REPLACE FUNCTION pg_temp.reset_signals() RETURNS text LANGUAGE plperl AS $$
+				{ local %SIG; }
+				return 'reset';
+			$$`);
+			await client.query("SET traceprof.sample_hz = 250; SET traceprof.profile_mode = 'cpu'");
+			const reset = newContext();
+			const res = await traced(client, reset, 'SELECT pg_temp.reset_signals() AS r, burn(1000000) AS b');
+			assert.equal(res.rows[0].r, 'reset');
+			// 64 sampled statements put the handler back; then a burn is sampled again.
+			for (let i = 0; i < 70; i++)
+				await traced(client, newContext(), 'SELECT 1');
+			const later = newContext();
+			await traced(client, later, 'SELECT burn(1000000) AS b');
+			assert.ok(total(await profile(reader, later.traceId)) >= 10, 'the later statement was sampled');
+		} finally {
+			await closeAll(client);
+		}
+		assert.deepEqual(crashLines(cluster), [], 'no backend died');
+	});
 });
 
 // ---- 4: upload to Pyroscope ---------------------------------------------
