@@ -2,10 +2,11 @@
  * sampler.h - a CPU (or wall-clock) stack sampler for one thread.
  *
  * A POSIX timer on the thread's own CPU clock (or CLOCK_MONOTONIC in wall
- * mode) delivers TP_SAMPLER_SIGNAL to that thread.  The signal handler copies the
- * interrupted call stack (frame-pointer walk, every read bounds-checked
- * against the thread's stack) and the labels current at that instant into
- * a preallocated ring; nothing in the handler allocates, locks or prints.
+ * mode) delivers TP_SAMPLER_SIGNAL to that thread.  The signal handler
+ * copies the interrupted call stack (frame-pointer walk, every read
+ * bounds-checked against the thread's stack) and the labels current at
+ * that instant into a preallocated ring; nothing in the handler allocates,
+ * locks or prints.
  * The host drains the ring outside the handler (tp_sampler_drain) and
  * symbolizes there (symbols.h).
  *
