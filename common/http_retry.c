@@ -261,7 +261,7 @@ tp_retry_run(long timeout_ms, volatile sig_atomic_t *cancel, long *not_before_ms
 		{
 			size_t		used = strlen(err);
 
-			if (retry_after_ms >= 0 && n < TP_RETRY_MAX_ATTEMPTS)
+			if (retry_after_ms >= 0 && retry_after_ms == delay && n < TP_RETRY_MAX_ATTEMPTS)
 				snprintf(err + used, errlen - used,
 						 " (gave up after %d attempt%s: the server asked to wait %.1f s, beyond the time budget)",
 						 n, n == 1 ? "" : "s", retry_after_ms / 1000.0);

@@ -75,6 +75,7 @@ static bool forked_child;		/* state inherited by fork(): no timer */
 static bool handler_installed;
 static bool timer_valid;
 static bool paused;
+static _Atomic bool wall_clock;	/* read by the handler */
 static bool atfork_registered;
 static bool prepared;			/* tp_sampler_prepare read the process */
 static uint64_t process_reads;
@@ -127,14 +128,19 @@ sample_handler(int signo, siginfo_t *info, void *ucontext)
 		if (state < 32 && (atomic_load_explicit(&idle_states, memory_order_relaxed) >> state & 1) != 0)
 		{
 			/*
-			 * The host is idle: no sample, none lost, and no more signals
-			 * (a wall timer would wake an idle session at every period)
-			 * until tp_sampler_wake().
+			 * The host is idle: no sample, none lost.  A wall timer would
+			 * wake an idle session at every period: it stops until
+			 * tp_sampler_wake().  (A CPU timer barely runs while idle, and
+			 * stopped by the CPU that answering the client costs, it would
+			 * miss the next statement's parse.)
 			 */
 			static const struct itimerspec off;
 
-			atomic_store_explicit(&armed, 0, memory_order_relaxed);
-			timer_settime(timer, 0, &off, NULL);
+			if (atomic_load_explicit(&wall_clock, memory_order_relaxed))
+			{
+				atomic_store_explicit(&armed, 0, memory_order_relaxed);
+				timer_settime(timer, 0, &off, NULL);
+			}
 			errno = saved_errno;
 			return;
 		}
@@ -426,6 +432,7 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 	}
 
 	clock_id = clock == TP_SAMPLER_WALL ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
+	atomic_store_explicit(&wall_clock, clock == TP_SAMPLER_WALL, memory_order_relaxed);
 	memset(&sev, 0, sizeof(sev));
 	sev.sigev_notify = SIGEV_THREAD_ID;
 	sev.sigev_signo = TP_SAMPLER_SIGNAL;

@@ -114,9 +114,10 @@ void		tp_sampler_pause(void);
 void		tp_sampler_resume(void);
 
 /*
- * After an expiry found the host idle (tp_sampler_set_idle_source), the
- * timer stops until this is called: an idle session gets no signals.  No
- * system call while the timer runs.  Call it when the host has work again.
+ * In wall mode, after an expiry found the host idle
+ * (tp_sampler_set_idle_source), the timer stops until this is called: an
+ * idle session gets no signals.  No system call while the timer runs.
+ * Call it as soon as the host has work again.
  */
 void		tp_sampler_wake(void);
 

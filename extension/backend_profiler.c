@@ -282,6 +282,12 @@ profiler_profile_assigned(int profile)
 	}
 }
 
+void
+profiler_wake(void)
+{
+	tp_sampler_wake();
+}
+
 /* profiler_statement_start's work, when it has any. */
 void
 profiler_arm_for_statement(const TraceprofSpan *innermost)

@@ -1204,6 +1204,7 @@ utility_query_id(const PlannedStmt *pstmt)
 	if (pstmt->queryId != 0 || pstmt->utilityStmt != utility_parsed.stmt ||
 		pstmt->stmt_location != utility_parsed.location || pstmt->stmt_len != utility_parsed.len)
 		return pstmt->queryId;
+	utility_parsed.stmt = NULL;	/* taken: a later statement at its address is another */
 	return utility_parsed.query_id;
 }
 
@@ -1212,6 +1213,8 @@ traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jsta
 {
 	if (prev_post_parse_analyze)
 		prev_post_parse_analyze(pstate, query, jstate);
+	utility_parsed.stmt = NULL;	/* only this statement's may match */
+	profiler_statement_parsed();
 	remember_database();
 	/*
 	 * The message's own text, with no portal running: a client's statement

@@ -378,6 +378,19 @@ profiler_statement_start(const TraceprofSpan *innermost)
 		profiler_arm_for_statement(innermost);
 }
 
+/*
+ * A client's statement is being parsed: a wall timer an idle session
+ * stopped (profile = all) runs again from here, not from its executor.
+ */
+extern void profiler_wake(void);
+
+static inline void
+profiler_statement_parsed(void)
+{
+	if (unlikely(profiler_state == SAMPLER_RUNNING))
+		profiler_wake();
+}
+
 /* The span samples are labelled with: the one at work (statement_spans.c), or none. */
 static inline void
 profiler_set_span(const TraceprofSpan *innermost, const TraceprofSpan *root)

@@ -810,11 +810,12 @@ TEST(our_signal_reset_to_default_ends_nothing)
  */
 TEST(an_idle_host_stops_the_wall_timer)
 {
-	static volatile int host_state = 1;
+	static volatile int host_state;
 	struct timespec nap = {0, 300000000};
 	tp_sampler_stats stats;
 	int			rc;
 
+	host_state = 1;				/* idle (again, on a retry) */
 	tp_sampler_set_idle_source(&host_state, 1u << 1);
 	CHECK(start(250, TP_SAMPLER_WALL, 256));
 	sleep_seconds(0.05);		/* expiries find the host idle */
@@ -826,6 +827,31 @@ TEST(an_idle_host_stops_the_wall_timer)
 	tp_sampler_pause();
 	tp_sampler_get_stats(&stats);
 	CHECK(stats.samples >= 10);
+	tp_sampler_stop();
+	tp_sampler_set_idle_source(NULL, 0);
+}
+
+/*
+ * A CPU timer is not stopped by an idle host: the CPU that answering the
+ * client costs would otherwise stop it until the next statement's executor,
+ * and that statement's parse would go unsampled.
+ */
+TEST(an_idle_host_leaves_the_cpu_timer_running)
+{
+	static volatile int host_state;
+	tp_sampler_stats before;
+	tp_sampler_stats after;
+
+	host_state = 1;				/* idle (again, on a retry) */
+	tp_sampler_set_idle_source(&host_state, 1u << 1);
+	CHECK(start(250, TP_SAMPLER_CPU, 256));
+	chain_1(0.05);				/* expiries find the host idle: no samples */
+	host_state = 0;				/* busy, and no tp_sampler_wake() */
+	tp_sampler_get_stats(&before);
+	chain_1(0.2);
+	tp_sampler_pause();
+	tp_sampler_get_stats(&after);
+	CHECK(after.samples - before.samples >= 10);
 	tp_sampler_stop();
 	tp_sampler_set_idle_source(NULL, 0);
 }
@@ -1657,6 +1683,7 @@ main(void)
 	RUN(sigprof_is_left_to_others);
 	RUN(our_signal_reset_to_default_ends_nothing);
 	RUN_RETRY(an_idle_host_stops_the_wall_timer, 3);
+	RUN_RETRY(an_idle_host_leaves_the_cpu_timer_running, 3);
 	RUN_RETRY(interrupted_syscalls_restart, 3);
 	RUN_RETRY(errno_is_preserved, 3);
 	RUN_RETRY(full_ring_drops_and_counts, 3);
