@@ -24,6 +24,7 @@
 #define MAX_RESPONSE_BYTES (64 * 1024)
 #define GRPC_FRAME_HEADER 5
 #define BODY_SHOWN_BYTES 200
+#define BODY_SCRUBBED_BYTES 4096	/* of the answer, scrubbed before it is cut */
 
 typedef enum attempt_outcome
 {
@@ -302,19 +303,37 @@ answer_text(const uint8_t *data, size_t len, bool only_text, char *buf, size_t b
  * start of a text body (a proxy's "413 Request Entity Too Large" page, a
  * gateway's JSON).
  */
+/*
+ * The answer's text, scrubbed of what the endpoint's URL hides (a collector
+ * may quote the request line, query string included) before it is cut to
+ * BODY_SHOWN_BYTES: cut first, a secret could be left half there.
+ */
+static const char *
+shown_answer(const char *url, const uint8_t *data, size_t len, bool only_text,
+			 char *whole, size_t wholelen, char *buf)
+{
+	const char *text = answer_text(data, len, only_text, whole, wholelen);
+
+	if (text == NULL)
+		return NULL;
+	tp_http_url_scrub(url, whole, wholelen);
+	return answer_text((const uint8_t *) text, strlen(text), false, buf, BODY_SHOWN_BYTES + 1);
+}
+
 static void
-describe_http_error(const response *r, char *err, size_t errlen)
+describe_http_error(const char *url, const response *r, char *err, size_t errlen)
 {
 	Traceprof__Otlp__RpcStatus *status =
 		traceprof__otlp__rpc_status__unpack(NULL, r->body_len, r->body);
+	char		whole[BODY_SCRUBBED_BYTES];
 	char		buf[BODY_SHOWN_BYTES + 1];
 	const char *text = NULL;
 
 	if (status != NULL && status->message[0] != '\0')
-		text = answer_text((const uint8_t *) status->message, strlen(status->message), false,
-						   buf, sizeof(buf));
+		text = shown_answer(url, (const uint8_t *) status->message, strlen(status->message), false,
+							whole, sizeof(whole), buf);
 	if (text == NULL)
-		text = answer_text(r->body, r->body_len, true, buf, sizeof(buf));
+		text = shown_answer(url, r->body, r->body_len, true, whole, sizeof(whole), buf);
 	if (text != NULL)
 		snprintf(err, errlen, "HTTP status %ld: %s", r->http_status, text);
 	else
@@ -389,7 +408,7 @@ classify_answer(const tp_otlp_target *target, response *r, char *err, size_t err
 	{
 		char		what[512];
 
-		describe_http_error(r, what, sizeof(what));
+		describe_http_error(target->url, r, what, sizeof(what));
 		snprintf(err, errlen, "%s: %s", shown, what);
 		/* A proxy's body limit (nginx: 1 MB), not the spans: smaller requests may pass. */
 		return r->http_status == 413 ? ATTEMPT_TOO_LARGE : ATTEMPT_REJECTED;

@@ -69,6 +69,33 @@ TEST(a_partial_success_message_is_one_line)
 }
 
 /* The answers the exporter already handled, read through the same entry. */
+/*
+ * A collector quoting the request line: the endpoint's query string is
+ * scrubbed before the answer is cut to its shown length, so a secret that
+ * straddles the cut leaves no part of itself.
+ */
+TEST(a_quoted_query_string_is_scrubbed_before_the_cut)
+{
+	tp_otlp_target target = {.protocol = TP_OTLP_HTTP_PROTOBUF,
+	.url = "http://collector.invalid:4318/v1/traces?api_key=SECRET1234567890"};
+	const char *lines[] = {"HTTP/1.1 404 Not Found\r\n", "\r\n"};
+	size_t		lens[] = {strlen(lines[0]), strlen(lines[1])};
+	bool		retry = false;
+	long		retry_after_ms = 0;
+	char		err[1024];
+	char		body[512];
+
+	for (int pad = 150; pad <= 200; pad += 5)
+	{
+		snprintf(body, sizeof(body), "%*s not found: POST /v1/traces?api_key=SECRET1234567890 HTTP/1.1",
+				 pad, "x");
+		CHECK(tp_otlp_read_answer(&target, 404, lines, lens, 2, (const uint8_t *) body, strlen(body),
+								  &retry, &retry_after_ms, err, sizeof(err)) == TP_EXPORT_REJECTED);
+		CHECK(strstr(err, "SECR") == NULL);
+		CHECK(strstr(err, "HTTP status 404") != NULL);
+	}
+}
+
 TEST(answers_are_classified_as_before)
 {
 	tp_otlp_target target = {.protocol = TP_OTLP_HTTP_PROTOBUF,
@@ -202,6 +229,7 @@ int
 main(void)
 {
 	RUN(a_partial_success_message_is_one_line);
+	RUN(a_quoted_query_string_is_scrubbed_before_the_cut);
 	RUN(answers_are_classified_as_before);
 	RUN(a_grpc_status_that_is_no_number_is_internal);
 	RUN(long_header_lines_are_read);
