@@ -108,12 +108,6 @@ tp_backoff_ms(int attempt_number)
 	return full / 2 + (long) (noise % (uint64_t) (full / 2 + 1));
 }
 
-static long
-Max_long(long a, long b)
-{
-	return a > b ? a : b;
-}
-
 /* A Retry-After honoured across requests: a day's would stop export for a day. */
 #define MAX_RETRY_WAIT_MS (10 * 60 * 1000L)
 
@@ -256,7 +250,9 @@ tp_retry_run(long timeout_ms, volatile sig_atomic_t *cancel, long *not_before_ms
 		if (retry_after_ms >= 0 && not_before_ms != NULL)
 			*not_before_ms = tp_retry_not_before_ms(retry_after_ms);
 		/* A Retry-After of 0 (or a date past) is no reason to hammer: at least the backoff. */
-		delay = Max_long(retry_after_ms, tp_backoff_ms(n));
+		delay = tp_backoff_ms(n);
+		if (retry_after_ms > delay)
+			delay = retry_after_ms;
 		if (n == TP_RETRY_MAX_ATTEMPTS || tp_monotonic_ms() + delay >= deadline)
 		{
 			size_t		used = strlen(err);
