@@ -264,6 +264,9 @@ describe_otlp_destination(StringInfo out)
 	appendStringInfo(out, "%d", traceprof_otlp_protocol);
 	appendBinaryStringInfo(out, traceprof_otlp_endpoint, strlen(traceprof_otlp_endpoint) + 1);
 	appendBinaryStringInfo(out, traceprof_otlp_ca_file, strlen(traceprof_otlp_ca_file) + 1);
+	appendBinaryStringInfo(out, traceprof_otlp_client_certificate,
+						   strlen(traceprof_otlp_client_certificate) + 1);
+	appendBinaryStringInfo(out, traceprof_otlp_client_key, strlen(traceprof_otlp_client_key) + 1);
 }
 
 /* The same for profiles. */
@@ -373,6 +376,15 @@ build_target(tp_otlp_target *target)
 	target->timeout_ms = traceprof_otlp_timeout_ms;
 	if (traceprof_otlp_ca_file[0] != '\0')
 		target->ca_file = strdup(traceprof_otlp_ca_file);
+	if (traceprof_otlp_client_certificate[0] != '\0')
+	{
+		target->client_cert = strdup(traceprof_otlp_client_certificate);
+		if (traceprof_otlp_client_key[0] != '\0')
+			target->client_key = strdup(traceprof_otlp_client_key);
+	}
+	else if (traceprof_otlp_client_key[0] != '\0')
+		ereport(WARNING,
+				(errmsg("traceprof span exporter: traceprof.otlp_client_key is ignored without traceprof.otlp_client_certificate")));
 	target->cancel = &interrupted;
 }
 
@@ -983,6 +995,8 @@ rebuild_target(tp_otlp_target *target)
 	tp_otlp_target_close(&old);
 	free(old.url);
 	free(old.ca_file);
+	free(old.client_cert);
+	free(old.client_key);
 }
 
 /* Spans left in the ring when the worker stops: lost if the server stops too. */

@@ -35,6 +35,8 @@ TP_HOT double		traceprof_sample_rate = 0.0;
 char	   *traceprof_otlp_endpoint = NULL;
 bool		traceprof_exporting = false;
 char	   *traceprof_otlp_ca_file = NULL;
+char	   *traceprof_otlp_client_certificate = NULL;
+char	   *traceprof_otlp_client_key = NULL;
 int			traceprof_otlp_protocol = 0;
 char	   *traceprof_service_name = NULL;
 char	   *traceprof_resource_attributes = NULL;
@@ -290,6 +292,16 @@ define_gucs(void)
 							   "PEM file of the CA certificates that verify an https OTLP endpoint; empty: the system's.",
 							   "Certificates and host names are always verified.",
 							   &traceprof_otlp_ca_file, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.otlp_client_certificate",
+							   "PEM certificate presented to an https OTLP endpoint that asks for one (mutual TLS); empty: none.",
+							   NULL,
+							   &traceprof_otlp_client_certificate, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("traceprof.otlp_client_key",
+							   "PEM private key of traceprof.otlp_client_certificate; empty: read from the certificate's file.",
+							   NULL,
+							   &traceprof_otlp_client_key, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 	DefineCustomEnumVariable("traceprof.otlp_protocol",
 							 "OTLP transport: http/protobuf or grpc.",

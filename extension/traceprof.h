@@ -49,6 +49,8 @@ extern double traceprof_sample_rate;
 extern char *traceprof_otlp_endpoint;
 extern bool traceprof_exporting;	/* otlp_endpoint is set; writers ask the ring */
 extern char *traceprof_otlp_ca_file;
+extern char *traceprof_otlp_client_certificate;
+extern char *traceprof_otlp_client_key;
 extern int	traceprof_otlp_protocol;
 extern char *traceprof_service_name;
 extern char *traceprof_resource_attributes;

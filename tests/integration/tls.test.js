@@ -205,3 +205,61 @@ test('extension: https endpoints are verified; traceprof.otlp_ca_file / pyroscop
 	await waitFor('a profile upload over https', () => ingest.requests.some((r) =>
 		decodePprof(r.body).samples.some((s) => s.labels && s.labels.trace_id === trace)), 20000);
 });
+
+test('extension, OTLP to a collector that wants a client certificate (mutual TLS): traceprof.otlp_client_certificate and _key present one; only a superuser sets them', async (t) => {
+	// Before, the server had no such settings: every export was refused at
+	// the handshake, and spans stayed unsent.
+	if (!fs.existsSync(path.join(dir, 'client.pem')))
+		issue('client', 'DNS:traceprof-client');
+	fs.chmodSync(path.join(dir, 'client.key'), 0o644);
+	const otlp = await startHttps(t, { ...good, ca: fs.readFileSync(ca), requestCert: true, rejectUnauthorized: true });
+	const cluster = await startTraced({
+		'traceprof.export_interval': '100',
+		'traceprof.otlp_timeout': '2000',
+		'traceprof.otlp_endpoint': otlp.url,
+		'traceprof.otlp_ca_file': ca,
+	});
+	t.after(() => cluster.stop());
+	const admin = await connect(cluster);
+	t.after(() => admin.end());
+	const traced = async () => {
+		const ctx = newContext();
+		await admin.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		await admin.query('SELECT 1');
+		await admin.query("SET traceprof.traceparent = ''");
+		return ctx.traceId;
+	};
+	const stats = async () => (await admin.query('SELECT * FROM traceprof.stats')).rows[0];
+	const reload = async (settings) => {
+		for (const [guc, value] of Object.entries(settings))
+			await admin.query(`ALTER SYSTEM SET ${guc} = '${value}'`);
+		await admin.query('SELECT pg_reload_conf()');
+	};
+
+	await traced();
+	await waitFor('a failed export without a client certificate', async () =>
+		Number((await stats()).export_failures) > 0, 20000);
+	assert.equal(otlp.requests.length, 0, 'no request without a client certificate');
+
+	// A key alone presents nothing, and says so.
+	const logFrom = cluster.readLog().length;
+	await reload({ 'traceprof.otlp_client_key': path.join(dir, 'client.key') });
+	await waitFor('the warning about a key without a certificate', () =>
+		/WARNING:.*traceprof\.otlp_client_key is ignored without traceprof\.otlp_client_certificate/
+			.test(cluster.readLog().slice(logFrom)), 20000);
+
+	await reload({ 'traceprof.otlp_client_certificate': path.join(dir, 'client.pem') });
+	const trace = await traced();
+	await waitFor('the spans over mutual TLS', () => otlp.requests.some((r) =>
+		decodeTraces(r.body).spans.some((s) => s.traceId === trace)), 20000);
+
+	await admin.query('CREATE ROLE mtls_user LOGIN');
+	const user = await connect(cluster, 'mtls_user');
+	t.after(() => user.end());
+	for (const guc of ['traceprof.otlp_client_certificate', 'traceprof.otlp_client_key']) {
+		await assert.rejects(user.query(`SET ${guc} = '/tmp/x.pem'`), /cannot be changed now|permission denied/, guc);
+		await assert.rejects(user.query(`ALTER SYSTEM SET ${guc} = '/tmp/x.pem'`), /permission denied|must be superuser/, guc);
+		await assert.rejects(user.query(`SELECT current_setting('${guc}')`), /must be superuser or have privileges of pg_read_all_settings/,
+			`${guc} is hidden from other roles (it names a private key)`);
+	}
+});
