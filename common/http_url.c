@@ -140,6 +140,9 @@ tp_http_url_shown(const char *url, char *out, size_t outlen)
 			 u.query_end > u.path_end ? "?***" : "");
 }
 
+/* A query this long is scrubbed even where it is quoted without its '?'. */
+#define MIN_BARE_QUERY 8
+
 /* Replace every occurrence of piece (len > 0 bytes) in message with with. */
 static void
 replace_all(char *message, size_t size, const char *piece, size_t len, const char *with)
@@ -178,8 +181,20 @@ tp_http_url_scrub(const char *url, char *message, size_t size)
 	 * user name replaced everywhere would garble the message.
 	 */
 	split_url(url, &u);
-	if (size > 0 && u.hidden_end > u.path_start)
+	if (size == 0)
+		return;
+	if (u.hidden_end > u.path_start)
 		replace_all(message, size, url + u.path_start, u.hidden_end - u.path_start, "/***");
-	if (size > 0 && u.query_end > u.path_end + 1)
-		replace_all(message, size, url + u.path_end + 1, u.query_end - u.path_end - 1, "***");
+	if (u.query_end > u.path_end + 1)
+	{
+		size_t		query_len = u.query_end - u.path_end - 1;
+
+		/*
+		 * With its '?' wherever it is; alone only when it is long enough not
+		 * to be any word of the message ("?a" would turn every "a" into ***).
+		 */
+		replace_all(message, size, url + u.path_end, query_len + 1, "?***");
+		if (query_len >= MIN_BARE_QUERY)
+			replace_all(message, size, url + u.path_end + 1, query_len, "***");
+	}
 }

@@ -525,6 +525,13 @@ TEST(urls_in_messages_hide_path_secrets)
 	snprintf(msg, sizeof(msg), "HTTP status 404: POST /v1/traces?api_key=SECRET123 HTTP/1.1");
 	tp_http_url_scrub("http://h:1/v1/traces?api_key=SECRET123", msg, sizeof(msg));
 	CHECK_STR(msg, "HTTP status 404: POST /v1/traces?*** HTTP/1.1");
+	snprintf(msg, sizeof(msg), "bad key: api_key=SECRET123");
+	tp_http_url_scrub("http://h:1/v1/traces?api_key=SECRET123", msg, sizeof(msg));
+	CHECK_STR(msg, "bad key: ***");
+	/* A short query is scrubbed where it follows its '?', not in every word. */
+	snprintf(msg, sizeof(msg), "HTTP status 400: a bad request at /v1/traces?a");
+	tp_http_url_scrub("http://h:1/v1/traces?a", msg, sizeof(msg));
+	CHECK_STR(msg, "HTTP status 400: a bad request at /v1/traces?***");
 	/* no room to grow: cut short rather than leave a piece */
 	snprintf(msg, 10, "at /ab/ab");
 	tp_http_url_scrub("http://h/ab", msg, 10);
