@@ -180,9 +180,13 @@ option_value(PGconn *conn, const char *keyword)
 
 /*
  * The connection's connect_timeout in ms (0: none), read as libpq reads
- * it: an integer, blanks around it allowed, under 2 s made 2 s.  False,
- * with db->error, for a value libpq would refuse.
+ * it: an integer, blanks around it allowed, under 2 s made 2 s.  Unset
+ * (URL, PGCONNECT_TIMEOUT and service file alike): 10 s, where libpq
+ * would wait for ever.  False, with db->error, for a value libpq would
+ * refuse.
  */
+#define DEFAULT_CONNECT_TIMEOUT_S 10
+
 static bool
 connect_timeout_ms(ld_db *db, int64_t *timeout_ms)
 {
@@ -190,7 +194,7 @@ connect_timeout_ms(ld_db *db, int64_t *timeout_ms)
 	char	   *end = text;
 	long long	seconds = 0;
 
-	*timeout_ms = 0;
+	*timeout_ms = DEFAULT_CONNECT_TIMEOUT_S * 1000;
 	if (text == NULL)
 		return true;
 	errno = 0;
@@ -357,10 +361,8 @@ bool
 ld_db_connect(ld_db *db, const char *conninfo, int stop_fd)
 {
 	/* Later entries override earlier ones, and the expanded URL sits in between. */
-	const char *const keys[] = {
-		"connect_timeout", "dbname", "fallback_application_name", "client_encoding", NULL
-	};
-	const char *const values[] = {"10", conninfo, "traceprof-loader", "UTF8", NULL};
+	const char *const keys[] = {"dbname", "fallback_application_name", "client_encoding", NULL};
+	const char *const values[] = {conninfo, "traceprof-loader", "UTF8", NULL};
 	PGresult   *res;
 
 	memset(db, 0, sizeof(*db));

@@ -397,6 +397,14 @@ test('a server that accepts and never answers: SIGINT or SIGTERM stops the conne
 			assert.match(res.stderr, /cannot connect to .*timeout expired/, describe(res));
 			assert.ok(res.durationMs >= 1900 && res.durationMs < 8000, `took ${res.durationMs} ms`);
 		});
+		await t.test('PGCONNECT_TIMEOUT=2, none in the URL: it applies, as with libpq', async () => {
+			// Before, the loader's own 10 s default overrode the variable.
+			const res = await load([url('').replace(/&connect_timeout=$/, ''), file],
+				{ timeout: 20000, env: { PGCONNECT_TIMEOUT: '2' } });
+			assert.equal(res.code, 4, describe(res));
+			assert.match(res.stderr, /cannot connect to .*timeout expired \(connect_timeout 2 s\)/, describe(res));
+			assert.ok(res.durationMs >= 1900 && res.durationMs < 8000, `took ${res.durationMs} ms`);
+		});
 		await t.test('two hosts, the first silent: after its connect_timeout the second is tried, as libpq does', async () => {
 			const both = `postgres://app:secret@127.0.0.1:${silent.address().port},127.0.0.1:${cluster.port}/app` +
 				'?sslmode=disable&connect_timeout=2';
