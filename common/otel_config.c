@@ -357,6 +357,27 @@ export_requested(const char *endpoint)
 	return endpoint != NULL;
 }
 
+/*
+ * Does a gRPC endpoint without a scheme want TLS?  Only when the Insecure
+ * option says "false": unset stays cleartext, as the reference documents'
+ * "localhost:4317" to a local collector expects (the spec's default would
+ * be TLS there).
+ */
+static bool
+wants_tls_without_scheme(void)
+{
+	const char *name;
+	const char *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+								 "OTEL_EXPORTER_OTLP_INSECURE", &name);
+
+	if (value == NULL || strcasecmp(value, "true") == 0)
+		return false;
+	if (strcasecmp(value, "false") == 0)
+		return true;
+	tp_warn("%s=\"%s\" is not a boolean (expected true or false); taken as true (no TLS)", name, value);
+	return false;
+}
+
 void
 tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 {
@@ -385,8 +406,16 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 											 DEFAULT_GRPC_ENDPOINT : DEFAULT_HTTP_ENDPOINT,
 											 cfg->traces.protocol, false);
 	else
+	{
+		char	   *secure = NULL;
+
+		if (cfg->traces.protocol == TP_OTLP_GRPC && strstr(endpoint, "://") == NULL &&
+			wants_tls_without_scheme() && asprintf(&secure, "https://%s", endpoint) >= 0)
+			endpoint = secure;
 		cfg->traces.url = tp_otlp_traces_url(endpoint, cfg->traces.protocol,
 											 strcmp(name, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == 0);
+		free(secure);
+	}
 	cfg->traces.timeout_ms = read_timeout();
 	cfg->traces.ca_file = env_copy("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE");
 	cfg->traces.client_cert = env_copy("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",

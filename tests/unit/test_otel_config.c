@@ -27,7 +27,7 @@ clear_env(void)
 		"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
 		"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
 		"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SDK_DISABLED",
-		"OTEL_TRACES_EXPORTER",
+		"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
 	};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -205,6 +205,61 @@ TEST(scheme_less_endpoint_means_grpc)
 	tp_otel_config_from_env(&cfg, "svc");
 	CHECK(cfg.traces.protocol == TP_OTLP_HTTP_PROTOBUF);
 	CHECK_STR(cfg.traces.url, "http://localhost:4317/v1/traces");
+	tp_otel_config_free(&cfg);
+}
+
+/*
+ * OTEL_EXPORTER_OTLP_INSECURE=false asks a scheme-less gRPC endpoint for
+ * TLS; unset, it stays cleartext as the reference's localhost:4317 expects.
+ */
+TEST(insecure_false_makes_a_scheme_less_grpc_endpoint_tls)
+{
+	tp_otel_config cfg;
+	const char *grpc_path = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+	char		expected[256];
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", 1);
+	setenv("OTEL_EXPORTER_OTLP_INSECURE", "FALSE", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	snprintf(expected, sizeof(expected), "https://collector:4317%s", grpc_path);
+	CHECK_STR(cfg.traces.url, expected);
+	tp_otel_config_free(&cfg);
+
+	/* the per-signal variable wins; "true" and unset are cleartext */
+	setenv("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "true", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	snprintf(expected, sizeof(expected), "http://collector:4317%s", grpc_path);
+	CHECK_STR(cfg.traces.url, expected);
+	tp_otel_config_free(&cfg);
+	unsetenv("OTEL_EXPORTER_OTLP_TRACES_INSECURE");
+	unsetenv("OTEL_EXPORTER_OTLP_INSECURE");
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK_STR(cfg.traces.url, expected);
+	tp_otel_config_free(&cfg);
+	CHECK(warnings == 0);
+
+	/* a scheme, or http/protobuf, is not the option's business */
+	setenv("OTEL_EXPORTER_OTLP_INSECURE", "false", 1);
+	setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", 1);
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK_STR(cfg.traces.url, expected);
+	tp_otel_config_free(&cfg);
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", 1);
+	setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK_STR(cfg.traces.url, "http://collector:4318/v1/traces");
+	tp_otel_config_free(&cfg);
+
+	/* not a boolean: said, and taken as true */
+	unsetenv("OTEL_EXPORTER_OTLP_PROTOCOL");
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", 1);
+	setenv("OTEL_EXPORTER_OTLP_INSECURE", "no", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK_STR(cfg.traces.url, expected);
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "OTEL_EXPORTER_OTLP_INSECURE=\"no\" is not a boolean") != NULL);
 	tp_otel_config_free(&cfg);
 }
 
@@ -616,6 +671,7 @@ main(void)
 	RUN(endpoints_checked_like_urls);
 	RUN(defaults_without_environment);
 	RUN(scheme_less_endpoint_means_grpc);
+	RUN(insecure_false_makes_a_scheme_less_grpc_endpoint_tls);
 	RUN(per_signal_variables_win);
 	RUN(service_name_precedence);
 	RUN(header_names_are_case_insensitive);
