@@ -21,6 +21,9 @@ $$;
 
 CREATE SCHEMA traceprof;
 
+COMMENT ON SCHEMA traceprof IS
+    'traceprof''s views and functions: spans, stats, profiles and flame graphs of traced statements';
+
 CREATE FUNCTION traceprof.spans_internal(
     OUT trace_id text,
     OUT span_id text,
@@ -71,6 +74,9 @@ CREATE FUNCTION traceprof.stats_internal(
 RETURNS record
 AS 'MODULE_PATHNAME', 'traceprof_stats'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION traceprof.stats_internal() IS
+    'Span and sample counters of the whole server; use the traceprof.stats view';
 
 CREATE VIEW traceprof.stats AS SELECT * FROM traceprof.stats_internal();
 
@@ -132,6 +138,11 @@ LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION traceprof.reset() IS
     'Zero the counters and hide the retained spans and samples from traceprof.spans and the profile functions (export is not affected)';
 
+-- By name, not left to the default: a database whose default privileges
+-- keep EXECUTE from PUBLIC would lock every other role out of the views.
 REVOKE ALL ON FUNCTION traceprof.reset() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION traceprof.spans_internal(), traceprof.stats_internal(),
+    traceprof.profile(text, text), traceprof.profile_top(text, int, text),
+    traceprof.flamegraph(text, text), traceprof.flamegraph_diff(text, text) TO PUBLIC;
 GRANT USAGE ON SCHEMA traceprof TO PUBLIC;
 GRANT SELECT ON traceprof.spans, traceprof.stats TO PUBLIC;

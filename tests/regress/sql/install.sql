@@ -30,4 +30,18 @@ CREATE FUNCTION traceprof.planted() RETURNS int LANGUAGE sql AS 'SELECT 1';
 RESET ROLE;
 DROP EXTENSION traceprof;
 SELECT count(*) AS schemas FROM pg_namespace WHERE nspname = 'traceprof';
+-- hardened default privileges (no EXECUTE for PUBLIC on new functions) do
+-- not lock other roles out: the readers are granted to PUBLIC by name
+ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+CREATE EXTENSION traceprof;
+SELECT p.proname, has_function_privilege('traceprof_mallory', p.oid, 'EXECUTE') AS executable
+  FROM pg_proc p WHERE p.pronamespace = 'traceprof'::regnamespace ORDER BY 1;
+SET ROLE traceprof_mallory;
+SELECT count(*) >= 0 AS spans_readable FROM traceprof.spans;
+SELECT count(*) AS stats_rows FROM traceprof.stats;
+RESET ROLE;
+ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO PUBLIC;
+DROP EXTENSION traceprof;
 DROP ROLE traceprof_mallory;
+-- the schema check is PL/pgSQL: a database without it is told so
+SELECT requires FROM pg_available_extension_versions WHERE name = 'traceprof';
