@@ -127,6 +127,21 @@ read_protocol(const char *endpoint)
 	return TP_OTLP_HTTP_PROTOBUF;
 }
 
+static bool
+read_gzip(void)
+{
+	const char *name;
+	const char *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+								 "OTEL_EXPORTER_OTLP_COMPRESSION", &name);
+
+	if (value == NULL || strcasecmp(value, "none") == 0)
+		return false;
+	if (strcasecmp(value, "gzip") == 0)
+		return true;
+	tp_warn("%s=\"%s\" is not supported (expected gzip or none); sending uncompressed", name, value);
+	return false;
+}
+
 static long
 read_timeout(void)
 {
@@ -417,6 +432,7 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 		free(secure);
 	}
 	cfg->traces.timeout_ms = read_timeout();
+	cfg->traces.gzip = read_gzip();
 	cfg->traces.ca_file = env_copy("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE");
 	cfg->traces.client_cert = env_copy("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
 									   "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE");

@@ -29,6 +29,7 @@ typedef struct tp_otlp_target
 	char	   *url;			/* full URL of the request */
 	tp_kvlist	headers;		/* extra request headers (may hold secrets) */
 	long		timeout_ms;		/* budget for one export, retries included */
+	bool		gzip;			/* OTEL_EXPORTER_OTLP_COMPRESSION=gzip: bodies compressed */
 	char	   *ca_file;		/* OTEL_EXPORTER_OTLP_CERTIFICATE, or NULL */
 	char	   *client_cert;	/* OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE (mutual TLS), or NULL */
 	char	   *client_key;		/* OTEL_EXPORTER_OTLP_CLIENT_KEY, or NULL */

@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "grpc_status_details.h"
+#include "gzip.h"
 #include "http_retry.h"
 #include "http_url.h"
 #include "otlp_export.h"
@@ -181,13 +182,13 @@ on_body(char *data, size_t size, size_t n, void *userdata)
 
 /* gRPC wraps each message in a 5-byte prefix: compressed flag + length. */
 static uint8_t *
-grpc_frame(const uint8_t *body, size_t len)
+grpc_frame(const uint8_t *body, size_t len, bool compressed)
 {
 	uint8_t    *framed = malloc(len + GRPC_FRAME_HEADER);
 
 	if (framed == NULL)
 		return NULL;
-	framed[0] = 0;
+	framed[0] = compressed ? 1 : 0;
 	framed[1] = (uint8_t) (len >> 24);
 	framed[2] = (uint8_t) (len >> 16);
 	framed[3] = (uint8_t) (len >> 8);
@@ -218,6 +219,9 @@ request_headers(const tp_otlp_target *target, long budget_ms)
 	}
 	else
 		ok = tp_http_append_header(&list, "Content-Type: application/x-protobuf");
+	if (target->gzip)
+		ok = ok && tp_http_append_header(&list, target->protocol == TP_OTLP_GRPC ?
+										 "grpc-encoding: gzip" : "Content-Encoding: gzip");
 	/* No 100-continue round trip. */
 	ok = ok && tp_http_append_header(&list, "Expect:");
 	for (size_t i = 0; ok && i < target->headers.count; i++)
@@ -604,24 +608,33 @@ tp_export_result
 tp_otlp_send(tp_otlp_target *target, const uint8_t *body, size_t len,
 			 char *err, size_t errlen)
 {
+	uint8_t    *compressed = NULL;
 	uint8_t    *framed = NULL;
-	export_attempt x = {.target = target, .payload = body, .payload_len = len,
-	.outcome = ATTEMPT_FAILED};
+	export_attempt x = {.target = target, .outcome = ATTEMPT_FAILED};
 
 	err[0] = '\0';
-	if (target->protocol == TP_OTLP_GRPC)
+	if (target->gzip)
 	{
-		framed = grpc_frame(body, len);
-		if (framed == NULL)
-		{
-			snprintf(err, errlen, "out of memory");
-			return TP_EXPORT_FAILED;
-		}
-		x.payload = framed;
-		x.payload_len = len + GRPC_FRAME_HEADER;
+		compressed = tp_gzip(body, len, &len);
+		body = compressed;
 	}
+	if (body != NULL && target->protocol == TP_OTLP_GRPC)
+	{
+		framed = grpc_frame(body, len, target->gzip);
+		body = framed;
+		len += GRPC_FRAME_HEADER;
+	}
+	if (body == NULL)
+	{
+		free(compressed);
+		snprintf(err, errlen, "out of memory");
+		return TP_EXPORT_FAILED;
+	}
+	x.payload = body;
+	x.payload_len = len;
 	if (!tp_retry_run(target->timeout_ms, target->cancel, &target->retry_not_before_ms, attempt_export, &x, err, errlen))
 		snprintf(err, errlen, "export cancelled");
+	free(compressed);
 	free(framed);
 	/* What libcurl or the collector wrote may quote the path, and a token in it. */
 	tp_http_url_scrub(target->url, err, errlen);

@@ -261,7 +261,7 @@ build_resource(tp_kvlist *resource)
 static void
 describe_otlp_destination(StringInfo out)
 {
-	appendStringInfo(out, "%d", traceprof_otlp_protocol);
+	appendStringInfo(out, "%d%d", traceprof_otlp_protocol, traceprof_otlp_compression);
 	appendBinaryStringInfo(out, traceprof_otlp_endpoint, strlen(traceprof_otlp_endpoint) + 1);
 	appendBinaryStringInfo(out, traceprof_otlp_ca_file, strlen(traceprof_otlp_ca_file) + 1);
 	appendBinaryStringInfo(out, traceprof_otlp_client_certificate,
@@ -374,6 +374,7 @@ build_target(tp_otlp_target *target)
 	target->protocol = (tp_otlp_protocol) traceprof_otlp_protocol;
 	target->url = tp_otlp_traces_url(traceprof_otlp_endpoint, target->protocol, false);
 	target->timeout_ms = traceprof_otlp_timeout_ms;
+	target->gzip = traceprof_otlp_compression == 1;
 	if (traceprof_otlp_ca_file[0] != '\0')
 		target->ca_file = strdup(traceprof_otlp_ca_file);
 	if (traceprof_otlp_client_certificate[0] != '\0')

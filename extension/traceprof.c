@@ -38,6 +38,7 @@ char	   *traceprof_otlp_ca_file = NULL;
 char	   *traceprof_otlp_client_certificate = NULL;
 char	   *traceprof_otlp_client_key = NULL;
 int			traceprof_otlp_protocol = 0;
+int			traceprof_otlp_compression = 0;
 char	   *traceprof_service_name = NULL;
 char	   *traceprof_resource_attributes = NULL;
 int			traceprof_otlp_timeout_ms = 10000;
@@ -98,6 +99,13 @@ static const struct config_enum_entry profile_mode_options[] = {
 static const struct config_enum_entry protocol_options[] = {
 	{"http/protobuf", 0, false},
 	{"grpc", 1, false},
+	{NULL, 0, false}
+};
+
+/* OTEL_EXPORTER_OTLP_COMPRESSION's values. */
+static const struct config_enum_entry compression_options[] = {
+	{"none", 0, false},
+	{"gzip", 1, false},
 	{NULL, 0, false}
 };
 
@@ -306,6 +314,10 @@ define_gucs(void)
 	DefineCustomEnumVariable("traceprof.otlp_protocol",
 							 "OTLP transport: http/protobuf or grpc.",
 							 NULL, &traceprof_otlp_protocol, 0, protocol_options, PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+	DefineCustomEnumVariable("traceprof.otlp_compression",
+							 "OTLP request compression: none or gzip.",
+							 NULL, &traceprof_otlp_compression, 0, compression_options, PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
 	DefineCustomStringVariable("traceprof.service_name",
 							   "service.name resource attribute of exported spans.",

@@ -52,6 +52,7 @@ extern char *traceprof_otlp_ca_file;
 extern char *traceprof_otlp_client_certificate;
 extern char *traceprof_otlp_client_key;
 extern int	traceprof_otlp_protocol;
+extern int	traceprof_otlp_compression; /* 0 none, 1 gzip */
 extern char *traceprof_service_name;
 extern char *traceprof_resource_attributes;
 extern int	traceprof_otlp_timeout_ms;

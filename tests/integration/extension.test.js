@@ -1439,6 +1439,26 @@ describe('OTLP/gRPC export (own cluster)', () => {
 			assert.equal(req.bodyError, null, 'exactly one well-formed gRPC message');
 		}
 	});
+
+	test('2b. traceprof.otlp_compression = gzip: the message is flagged compressed, with grpc-encoding: gzip', async () => {
+		const admin = await connect(cluster);
+		try {
+			await admin.query('ALTER SYSTEM SET traceprof.otlp_compression = gzip');
+			await admin.query('SELECT pg_reload_conf()');
+			const table = 'orders_grpc_gzip';
+			const r = await runWorkload(cluster, table);
+			await checkWorkloadExport(receiver, table, r, 'orders-db-grpc');
+			for (const req of requestsWith(receiver, r.ctx.traceId)) {
+				assert.equal(req.headers['grpc-encoding'], 'gzip');
+				assert.deepEqual(req.frames.map((f) => f.compressed), [1]);
+				assert.equal(req.bodyError, null, 'the message gunzips');
+			}
+		} finally {
+			await admin.query('ALTER SYSTEM RESET traceprof.otlp_compression');
+			await admin.query('SELECT pg_reload_conf()');
+			await admin.end();
+		}
+	});
 });
 
 // ---- 5: a collector that is not there --------------------------------

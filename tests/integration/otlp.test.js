@@ -360,6 +360,35 @@ test('gRPC: a scheme-less endpoint delivers the same spans over HTTP/2', async (
 	assertLoaderSpans(spansOf(r.requests), l);
 });
 
+test('OTEL_EXPORTER_OTLP_COMPRESSION=gzip: HTTP bodies with Content-Encoding: gzip, gRPC messages flagged and grpc-encoding: gzip', async (t) => {
+	// Before, the variable was ignored without a word: bodies went uncompressed.
+	const r = await receiver(t);
+	const http = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint, OTEL_EXPORTER_OTLP_COMPRESSION: 'gzip' });
+	assert.equal(http.res.code, 0, describe(http.res));
+	assert.deepEqual(exportWarnings(http.res), []);
+	assert.equal(r.requests.length, 1);
+	assert.equal(r.requests[0].headers['content-encoding'], 'gzip');
+	assert.equal(r.requests[0].bodyError, null);
+	assert.ok(r.requests[0].rawBody.length < r.requests[0].body.length, 'the body is smaller compressed');
+	assertGeneratorSpans(spansOf(r.requests), http);
+
+	r.reset();
+	const grpc = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.grpcEndpoint, OTEL_EXPORTER_OTLP_TRACES_COMPRESSION: 'GZIP' });
+	assert.equal(grpc.res.code, 0, describe(grpc.res));
+	assert.equal(r.requests.length, 1);
+	assert.equal(r.requests[0].headers['grpc-encoding'], 'gzip');
+	assert.equal(r.requests[0].frames[0].compressed, 1);
+	assert.equal(r.requests[0].bodyError, null);
+	assertGeneratorSpans(spansOf(r.requests), grpc);
+
+	r.reset();
+	const other = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint, OTEL_EXPORTER_OTLP_COMPRESSION: 'zstd' });
+	assert.equal(other.res.code, 0, describe(other.res));
+	assert.match(other.res.stderr, /OTEL_EXPORTER_OTLP_COMPRESSION="zstd" is not supported \(expected gzip or none\); sending uncompressed/);
+	assert.equal(r.requests[0].headers['content-encoding'], undefined);
+	assertGeneratorSpans(spansOf(r.requests), other);
+});
+
 test('gRPC: OTEL_EXPORTER_OTLP_PROTOCOL=grpc with an http:// endpoint', async (t) => {
 	const r = await receiver(t);
 	const g = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: `http://${r.grpcEndpoint}`, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' });
