@@ -161,7 +161,8 @@ tp_http_append_field(struct curl_slist **list, const char *name, const char *val
 	char	   *line;
 	bool		ok;
 
-	if (asprintf(&line, "%s: %s", name, value) < 0)
+	/* libcurl reads "name:" as "remove that header"; "name;" sends it empty. */
+	if ((value[0] == '\0' ? asprintf(&line, "%s;", name) : asprintf(&line, "%s: %s", name, value)) < 0)
 		return false;
 	ok = tp_http_append_header(list, line);
 	free(line);

@@ -260,12 +260,14 @@ test('OTEL_EXPORTER_OTLP_HEADERS reach the collector and never reach stderr', as
 	const r = await receiver(t);
 	const env = {
 		OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint,
-		OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=abc123XYZ,authorization=Bearer%20t0k3n-value',
+		OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=abc123XYZ,authorization=Bearer%20t0k3n-value,x-empty=',
 	};
 	let g = await generate(env);
 	assert.equal(g.res.code, 0, describe(g.res));
 	assert.equal(r.requests.length, 1);
 	assert.equal(r.requests[0].headers['x-api-key'], 'abc123XYZ');
+	// libcurl dropped a header written "name:" with nothing after it
+	assert.equal(r.requests[0].headers['x-empty'], '', 'a header with an empty value is sent empty');
 	assert.equal(r.requests[0].headers.authorization, 'Bearer t0k3n-value');
 
 	// A failing export warns, without the secrets.
