@@ -179,8 +179,16 @@ check_resource_attributes(char **newval, void **extra, GucSource source)
 	tp_kvlist	parsed = {0};
 	char		err[256];
 	bool		ok = tp_kvlist_parse(*newval ? *newval : "", TP_KV_PERCENT_DECODE, &parsed, err, sizeof(err));
+	bool		names_service = ok && tp_kvlist_get(&parsed, "service.name") != NULL;
 
 	tp_kvlist_free(&parsed);
+	if (names_service)
+	{
+		/* It would lose to traceprof.service_name, which always has a value. */
+		GUC_check_errdetail("service.name comes from traceprof.service_name, which would override it here.");
+		GUC_check_errhint("Set traceprof.service_name instead.");
+		return false;
+	}
 	if (ok)
 		return true;
 	GUC_check_errdetail("%s.", err);
@@ -200,6 +208,19 @@ check_utf8_name(char **newval, void **extra, GucSource source)
 	GUC_check_errdetail("The value is not valid UTF-8.");
 	GUC_check_errhint("Set it from a UTF-8 session, or in postgresql.conf saved as UTF-8.");
 	return false;
+}
+
+/* service.name: a name, never empty (collectors group spans by it). */
+static bool
+check_service_name(char **newval, void **extra, GucSource source)
+{
+	if (*newval != NULL && (*newval)[0] == '\0')
+	{
+		GUC_check_errdetail("The service name is empty.");
+		GUC_check_errhint("Set a name, such as the default, postgresql.");
+		return false;
+	}
+	return check_utf8_name(newval, extra, source);
 }
 
 /* It becomes the name of a Pyroscope series: refused here, not at upload. */
@@ -322,7 +343,7 @@ define_gucs(void)
 	DefineCustomStringVariable("traceprof.service_name",
 							   "service.name resource attribute of exported spans.",
 							   NULL, &traceprof_service_name, "postgresql", PGC_SIGHUP, 0,
-							   check_utf8_name, NULL, NULL);
+							   check_service_name, NULL, NULL);
 	DefineCustomStringVariable("traceprof.resource_attributes",
 							   "Extra resource attributes, key=value,... (values percent-encoded).",
 							   NULL, &traceprof_resource_attributes, "", PGC_SIGHUP, 0,

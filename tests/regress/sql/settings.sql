@@ -89,6 +89,9 @@ ALTER SYSTEM SET traceprof.application_name = 'shop/db-1.x';
 ALTER SYSTEM RESET traceprof.application_name;
 ALTER SYSTEM SET traceprof.resource_attributes = 'team=db,owner';
 ALTER SYSTEM SET traceprof.resource_attributes = 'team=%zz';
+-- service.name is traceprof.service_name's, which may not be empty
+ALTER SYSTEM SET traceprof.resource_attributes = 'team=db,service.name=orders';
+ALTER SYSTEM SET traceprof.service_name = '';
 ALTER SYSTEM SET traceprof.otlp_endpoint = 'collector:4318';
 ALTER SYSTEM SET traceprof.resource_attributes = 'deployment.environment=prod,team=db%2Cpayments';
 ALTER SYSTEM RESET traceprof.otlp_endpoint;
