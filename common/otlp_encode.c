@@ -12,6 +12,7 @@
  * AnyValue oneof, where the chosen member is always written.
  */
 #include <assert.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,12 +128,27 @@ key_value_size(size_t key_len, size_t value_size)
 	return len_field_size(KEY_VALUE_KEY, key_len) + len_field_size(KEY_VALUE_VALUE, value_size);
 }
 
-/* Resource attributes are strings. */
+/*
+ * Resource attributes are strings, but for process.pid, which the semantic
+ * conventions type as an int: a decimal one goes as an int.
+ */
 static tp_attr
-string_attr(const tp_kv *kv)
+resource_attr(const tp_kv *kv)
 {
 	tp_attr		attr = {.key = kv->key, .type = TP_ATTR_STRING, .value.s = kv->value};
+	char	   *end;
+	long long	pid;
 
+	if (strcmp(kv->key, "process.pid") == 0 && kv->value[0] >= '0' && kv->value[0] <= '9')
+	{
+		errno = 0;
+		pid = strtoll(kv->value, &end, 10);
+		if (*end == '\0' && errno == 0)
+		{
+			attr.type = TP_ATTR_INT;
+			attr.value.i = pid;
+		}
+	}
 	return attr;
 }
 
@@ -322,7 +338,7 @@ put_attr(uint8_t *p, unsigned field, const tp_attr *attr, size_t key_len, size_t
 static size_t
 resource_attr_size(const tp_kv *kv)
 {
-	tp_attr		attr = string_attr(kv);
+	tp_attr		attr = resource_attr(kv);
 
 	return key_value_size(strlen(kv->key), any_value_size(&attr, strlen(kv->value)));
 }
@@ -330,7 +346,7 @@ resource_attr_size(const tp_kv *kv)
 static uint8_t *
 put_resource_attr(uint8_t *p, const tp_kv *kv)
 {
-	tp_attr		attr = string_attr(kv);
+	tp_attr		attr = resource_attr(kv);
 
 	return put_attr(p, RESOURCE_ATTRIBUTES, &attr, strlen(kv->key), strlen(kv->value));
 }

@@ -174,6 +174,9 @@ test('generator: OTLP/HTTP POST /v1/traces, protobuf, decodable, default service
 	const g = assertGeneratorSpans(spans, run1);
 	assert.equal(g.kind, SpanKind.INTERNAL);
 	assert.equal(g.resource.attributes['service.name'], 'traceprof.generator');
+	// the semantic conventions type process.pid as an int (it was a string)
+	const pid = g.resource.attributes['process.pid'];
+	assert.ok(Number.isInteger(pid) && pid > 0, `process.pid is an int: ${JSON.stringify(pid)}`);
 });
 
 test('an output path that is not UTF-8: the request still parses with protoc (strict UTF-8), the bad bytes sent as "?"', async (t) => {
