@@ -3,6 +3,7 @@
 #include "otlp_export.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #define DEFAULT_HTTP_ENDPOINT "http://localhost:4318"
 #define DEFAULT_GRPC_ENDPOINT "http://localhost:4317"
 #define DEFAULT_TIMEOUT_MS 10000
+#define MAX_TIMEOUT_MS 600000
 #define GRPC_EXPORT_PATH "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 #define TRACEPROF_VERSION "0.1.0"
 
@@ -153,12 +155,20 @@ read_timeout(void)
 
 	if (value == NULL)
 		return DEFAULT_TIMEOUT_MS;
+	errno = 0;
 	ms = strtol(value, &end, 10);
-	if (*end != '\0' || end == value || ms <= 0 || ms > 600000)
+	if (*end != '\0' || end == value || ms <= 0)
 	{
-		tp_warn("%s=\"%s\" is not a timeout (expected milliseconds, 1..600000); using %d",
-				name, value, DEFAULT_TIMEOUT_MS);
+		tp_warn("%s=\"%s\" is not a timeout (expected milliseconds, 1..%d); using %d",
+				name, value, MAX_TIMEOUT_MS, DEFAULT_TIMEOUT_MS);
 		return DEFAULT_TIMEOUT_MS;
+	}
+	/* Asked for longer than we wait: the longest, not the default. */
+	if (ms > MAX_TIMEOUT_MS || errno == ERANGE)
+	{
+		tp_warn("%s=\"%s\" is longer than an export may take here; using %d",
+				name, value, MAX_TIMEOUT_MS);
+		return MAX_TIMEOUT_MS;
 	}
 	return ms;
 }

@@ -338,6 +338,19 @@ TEST(malformed_values_warn_and_fall_back)
 	CHECK(cfg.export_enabled);
 	tp_otel_config_free(&cfg);
 
+	/* Longer than an export may take: the longest, not the 10 s default. */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "900000", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 1);
+	CHECK(strstr(last_warning, "OTEL_EXPORTER_OTLP_TIMEOUT=\"900000\" is longer than an export may take here; using 600000") != NULL);
+	CHECK(cfg.traces.timeout_ms == 600000);
+	tp_otel_config_free(&cfg);
+	setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "99999999999999999999", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(cfg.traces.timeout_ms == 600000);
+	tp_otel_config_free(&cfg);
+
 	/* A bad endpoint's password and query stay out of the warning. */
 	clear_env();
 	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://u:0tlpSecret@127.0.0.1:99999/?key=K3Y", 1);
