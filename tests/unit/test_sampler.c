@@ -1245,6 +1245,15 @@ TEST(fork_child_starts_its_own)
 	CHECK(parent_count > 5);
 }
 
+static void *
+start_and_stop(void *arg)
+{
+	(void) arg;
+	if (tp_sampler_start(250, TP_SAMPLER_CPU, 1024, NULL, 0))
+		tp_sampler_stop();
+	return NULL;
+}
+
 /*
  * A parent that prepared reads the process once for its children: their
  * first start reads nothing (a backend saved ~0.7 ms of its first traced
@@ -1284,14 +1293,25 @@ TEST(prepared_parent_spares_its_children_the_reading)
 		}
 		if (c.count < 20 || full < 0.8 * c.count)
 			code |= 4;
-		/* A later start may be in another thread: it reads again. */
+		/* A restart in the same thread (new settings) reads nothing either... */
 		tp_sampler_stop();
-		if (!tp_sampler_start(250, TP_SAMPLER_CPU, 1024, NULL, 0))
+		if (!tp_sampler_start(100, TP_SAMPLER_CPU, 512, NULL, 0))
 			code |= 1;
 		tp_sampler_get_stats(&stats);
-		if (stats.process_reads != reads + 1)
+		if (stats.process_reads != reads)
 			code |= 8;
 		tp_sampler_stop();
+		/* ...a start in another thread reads its stack bounds again. */
+		{
+			pthread_t	other;
+
+			if (pthread_create(&other, NULL, start_and_stop, NULL) != 0 ||
+				pthread_join(other, NULL) != 0)
+				code |= 1;
+		}
+		tp_sampler_get_stats(&stats);
+		if (stats.process_reads != reads + 1)
+			code |= 16;
 		printf("  child: %zu samples, whole chain in %zu\n", c.count, full);
 		collected_free(&c);
 		fflush(stdout);
@@ -1301,7 +1321,8 @@ TEST(prepared_parent_spares_its_children_the_reading)
 	waitpid(pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		printf("  child status %d (1 start failed, 2 first start read, 4 stacks, 8 later start did not read)\n", status);
+		printf("  child status %d (1 start failed, 2 first start read, 4 stacks, 8 restart read, "
+			   "16 another thread's start did not read)\n", status);
 }
 
 typedef struct thread_result
