@@ -160,9 +160,14 @@ tp_http_append_field(struct curl_slist **list, const char *name, const char *val
 {
 	char	   *line;
 	bool		ok;
+	int			written;
 
 	/* libcurl reads "name:" as "remove that header"; "name;" sends it empty. */
-	if ((value[0] == '\0' ? asprintf(&line, "%s;", name) : asprintf(&line, "%s: %s", name, value)) < 0)
+	if (value[0] == '\0')
+		written = asprintf(&line, "%s;", name);
+	else
+		written = asprintf(&line, "%s: %s", name, value);
+	if (written < 0)
 		return false;
 	ok = tp_http_append_header(list, line);
 	free(line);

@@ -32,8 +32,9 @@ void		tp_http_url_shown(const char *url, char *out, size_t outlen);
 /*
  * Replace in message (in place; size bytes available) every occurrence of
  * the parts of url that tp_http_url_shown() hides (its path's, and its
- * query: after its '?', and alone too when 8 bytes or longer), as it does: for messages that quote the URL in their own way
- * (libcurl's, the exporters', a collector's answer quoting the request).
+ * query: after its '?', and alone too when 8 bytes or longer), as it
+ * does: for messages that quote the URL in their own way (libcurl's, the
+ * exporters', a collector's answer quoting the request).
  */
 void		tp_http_url_scrub(const char *url, char *message, size_t size);
 

@@ -3,7 +3,6 @@
 #include "otlp_export.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,7 +154,6 @@ read_timeout(void)
 
 	if (value == NULL)
 		return DEFAULT_TIMEOUT_MS;
-	errno = 0;
 	ms = strtol(value, &end, 10);
 	if (*end != '\0' || end == value || ms <= 0)
 	{
@@ -163,8 +161,8 @@ read_timeout(void)
 				name, value, MAX_TIMEOUT_MS, DEFAULT_TIMEOUT_MS);
 		return DEFAULT_TIMEOUT_MS;
 	}
-	/* Asked for longer than we wait: the longest, not the default. */
-	if (ms > MAX_TIMEOUT_MS || errno == ERANGE)
+	/* Asked for longer than we wait (strtol's overflow too): the longest, not the default. */
+	if (ms > MAX_TIMEOUT_MS)
 	{
 		tp_warn("%s=\"%s\" is longer than an export may take here; using %d",
 				name, value, MAX_TIMEOUT_MS);
@@ -397,10 +395,9 @@ wants_tls_without_scheme(void)
 
 	if (value == NULL || strcasecmp(value, "true") == 0)
 		return false;
-	if (strcasecmp(value, "false") == 0)
-		return true;
-	tp_warn("%s=\"%s\" is not a boolean (expected true or false); taken as true (no TLS)", name, value);
-	return false;
+	if (strcasecmp(value, "false") != 0)
+		tp_warn("%s=\"%s\" is not a boolean (expected true or false); taken as false (TLS)", name, value);
+	return true;
 }
 
 void
@@ -435,10 +432,20 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 		char	   *secure = NULL;
 
 		if (cfg->traces.protocol == TP_OTLP_GRPC && strstr(endpoint, "://") == NULL &&
-			wants_tls_without_scheme() && asprintf(&secure, "https://%s", endpoint) >= 0)
+			wants_tls_without_scheme())
+		{
+			/* Never cleartext where TLS was asked for. */
+			if (asprintf(&secure, "https://%s", endpoint) < 0)
+			{
+				tp_warn("out of memory reading %s: traces are not exported", name);
+				cfg->export_enabled = false;
+				secure = NULL;
+			}
 			endpoint = secure;
-		cfg->traces.url = tp_otlp_traces_url(endpoint, cfg->traces.protocol,
-											 strcmp(name, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == 0);
+		}
+		if (endpoint != NULL)
+			cfg->traces.url = tp_otlp_traces_url(endpoint, cfg->traces.protocol,
+												 strcmp(name, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == 0);
 		free(secure);
 	}
 	cfg->traces.timeout_ms = read_timeout();

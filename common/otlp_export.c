@@ -356,6 +356,29 @@ grpc_status_is_retryable(int code)
 #define GRPC_RESOURCE_EXHAUSTED 8
 
 /*
+ * A gRPC answer's message flagged compressed: gzip, the only encoding we
+ * send.  Taken either way; one we cannot read is said, since a partial
+ * success in it goes unseen.
+ */
+static attempt_outcome
+read_compressed_answer(const uint8_t *message, size_t len, response *r, const char *shown,
+					   char *err, size_t errlen)
+{
+	size_t		inflated_len;
+	uint8_t    *inflated = tp_gunzip(message, len, &inflated_len);
+
+	if (inflated == NULL)
+	{
+		snprintf(err, errlen, "%s: the answer's message is compressed, but not as gzip: "
+				 "spans it may have refused are not known", shown);
+		return ATTEMPT_DELIVERED;
+	}
+	read_partial_success(inflated, inflated_len, &r->rejected_spans, err, errlen);
+	free(inflated);
+	return ATTEMPT_DELIVERED;
+}
+
+/*
  * RESOURCE_EXHAUSTED also means "quota" or "memory" (the OTLP spec retries
  * those only with RetryInfo); a message above the server's max receive
  * size is a refusal of this request's size only, like an HTTP 413.  The
@@ -456,6 +479,10 @@ classify_answer(const tp_otlp_target *target, response *r, char *err, size_t err
 		}
 		if (message_len < GRPC_FRAME_HEADER)
 			return ATTEMPT_DELIVERED;
+		/* A server answers a compressed request compressed (grpc-go does). */
+		if (message[0] != 0)
+			return read_compressed_answer(message + GRPC_FRAME_HEADER, message_len - GRPC_FRAME_HEADER,
+										  r, shown, err, errlen);
 		message += GRPC_FRAME_HEADER;
 		message_len -= GRPC_FRAME_HEADER;
 	}

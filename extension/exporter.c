@@ -261,7 +261,7 @@ build_resource(tp_kvlist *resource)
 static void
 describe_otlp_destination(StringInfo out)
 {
-	appendStringInfo(out, "%d%d", traceprof_otlp_protocol, traceprof_otlp_compression);
+	appendStringInfo(out, "%d", traceprof_otlp_protocol);
 	appendBinaryStringInfo(out, traceprof_otlp_endpoint, strlen(traceprof_otlp_endpoint) + 1);
 	appendBinaryStringInfo(out, traceprof_otlp_ca_file, strlen(traceprof_otlp_ca_file) + 1);
 	appendBinaryStringInfo(out, traceprof_otlp_client_certificate,
@@ -366,6 +366,8 @@ request_must_stop(void)
 	return interrupted;
 }
 
+static bool key_alone_warned = false;
+
 static void
 build_target(tp_otlp_target *target)
 {
@@ -374,7 +376,7 @@ build_target(tp_otlp_target *target)
 	target->protocol = (tp_otlp_protocol) traceprof_otlp_protocol;
 	target->url = tp_otlp_traces_url(traceprof_otlp_endpoint, target->protocol, false);
 	target->timeout_ms = traceprof_otlp_timeout_ms;
-	target->gzip = traceprof_otlp_compression == 1;
+	target->gzip = traceprof_otlp_compression == OTLP_COMPRESSION_GZIP;
 	if (traceprof_otlp_ca_file[0] != '\0')
 		target->ca_file = strdup(traceprof_otlp_ca_file);
 	if (traceprof_otlp_client_certificate[0] != '\0')
@@ -383,9 +385,11 @@ build_target(tp_otlp_target *target)
 		if (traceprof_otlp_client_key[0] != '\0')
 			target->client_key = strdup(traceprof_otlp_client_key);
 	}
-	else if (traceprof_otlp_client_key[0] != '\0')
+	else if (traceprof_otlp_client_key[0] != '\0' && !key_alone_warned)
 		ereport(WARNING,
 				(errmsg("traceprof span exporter: traceprof.otlp_client_key is ignored without traceprof.otlp_client_certificate")));
+	/* Said once, until the settings are mended. */
+	key_alone_warned = traceprof_otlp_client_certificate[0] == '\0' && traceprof_otlp_client_key[0] != '\0';
 	target->cancel = &interrupted;
 }
 
@@ -515,8 +519,9 @@ send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadli
 	{
 		if (!too_large_logged)
 			ereport(LOG,
-					(errmsg("traceprof exporter: a request of %d spans (%zu bytes) was refused as too large; "
-							"sending its spans in smaller requests", count, len),
+					(errmsg("traceprof exporter: a request of %d spans (%zu bytes%s) was refused as too large; "
+							"sending its spans in smaller requests", count, len,
+							target->gzip ? " before compression" : ""),
 					 errdetail("%s", err),
 					 errhint("Lower traceprof.export_batch_size, or raise the body limit of the collector or proxy.")));
 		too_large_logged = true;
@@ -981,18 +986,23 @@ rebuild_target(tp_otlp_target *target)
 {
 	tp_otlp_target old = *target;
 
+	bool		same_collector;
+
 	build_target(target);
 	too_large_logged = false;
-	if (old.protocol == target->protocol && old.url != NULL && target->url != NULL &&
-		strcmp(old.url, target->url) == 0)
+	same_collector = old.protocol == target->protocol && old.url != NULL && target->url != NULL &&
+		strcmp(old.url, target->url) == 0;
+	if (same_collector)
 		target->retry_not_before_ms = old.retry_not_before_ms;
 	else
 	{
-		memset(&size_limit, 0, sizeof(size_limit));
 		/* A new collector's first failure or warning is news: logged. */
 		failing = false;
 		collector_warning[0] = '\0';
 	}
+	/* Sizes are learnt uncompressed: compression changes what passes. */
+	if (!same_collector || old.gzip != target->gzip)
+		memset(&size_limit, 0, sizeof(size_limit));
 	tp_otlp_target_close(&old);
 	free(old.url);
 	free(old.ca_file);

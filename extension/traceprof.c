@@ -104,8 +104,8 @@ static const struct config_enum_entry protocol_options[] = {
 
 /* OTEL_EXPORTER_OTLP_COMPRESSION's values. */
 static const struct config_enum_entry compression_options[] = {
-	{"none", 0, false},
-	{"gzip", 1, false},
+	{"none", OTLP_COMPRESSION_NONE, false},
+	{"gzip", OTLP_COMPRESSION_GZIP, false},
 	{NULL, 0, false}
 };
 

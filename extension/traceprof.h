@@ -52,7 +52,9 @@ extern char *traceprof_otlp_ca_file;
 extern char *traceprof_otlp_client_certificate;
 extern char *traceprof_otlp_client_key;
 extern int	traceprof_otlp_protocol;
-extern int	traceprof_otlp_compression; /* 0 none, 1 gzip */
+extern int	traceprof_otlp_compression;
+#define OTLP_COMPRESSION_NONE 0
+#define OTLP_COMPRESSION_GZIP 1
 extern char *traceprof_service_name;
 extern char *traceprof_resource_attributes;
 extern int	traceprof_otlp_timeout_ms;

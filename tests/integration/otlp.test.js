@@ -386,6 +386,13 @@ test('OTEL_EXPORTER_OTLP_COMPRESSION=gzip: HTTP bodies with Content-Encoding: gz
 	assert.equal(r.requests[0].bodyError, null);
 	assertGeneratorSpans(spansOf(r.requests), grpc);
 
+	// grpc-go answers a gzip request gzipped: its partial success is still read.
+	r.reset();
+	r.enqueue({ compressAnswer: true, partialSuccess: { rejected: 2, message: 'compressed no' } });
+	const refused = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.grpcEndpoint, OTEL_EXPORTER_OTLP_COMPRESSION: 'gzip' });
+	assert.equal(refused.res.code, 0, describe(refused.res));
+	assert.match(exportWarnings(refused.res).join('\n'), /compressed no/, describe(refused.res));
+
 	r.reset();
 	const other = await generate({ OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint, OTEL_EXPORTER_OTLP_COMPRESSION: 'zstd' });
 	assert.equal(other.res.code, 0, describe(other.res));

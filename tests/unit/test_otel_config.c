@@ -253,14 +253,15 @@ TEST(insecure_false_makes_a_scheme_less_grpc_endpoint_tls)
 	CHECK_STR(cfg.traces.url, "http://collector:4318/v1/traces");
 	tp_otel_config_free(&cfg);
 
-	/* not a boolean: said, and taken as true */
+	/* not a boolean: said, and taken as false, as the spec reads any value but true */
 	unsetenv("OTEL_EXPORTER_OTLP_PROTOCOL");
 	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", 1);
 	setenv("OTEL_EXPORTER_OTLP_INSECURE", "no", 1);
 	tp_otel_config_from_env(&cfg, "svc");
+	snprintf(expected, sizeof(expected), "https://collector:4317%s", grpc_path);
 	CHECK_STR(cfg.traces.url, expected);
 	CHECK(warnings == 1);
-	CHECK(strstr(last_warning, "OTEL_EXPORTER_OTLP_INSECURE=\"no\" is not a boolean") != NULL);
+	CHECK(strstr(last_warning, "OTEL_EXPORTER_OTLP_INSECURE=\"no\" is not a boolean (expected true or false); taken as false (TLS)") != NULL);
 	tp_otel_config_free(&cfg);
 }
 

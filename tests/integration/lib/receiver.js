@@ -12,6 +12,8 @@
 //   {trickle: true}                      HTTP/1.1: 200, then one body byte a second, never ending
 //   {partialSuccess: {rejected: 2, message: 'x'}}
 //                                        200 + ExportTraceServiceResponse.partial_success
+//   {compressAnswer: true, ...}          gRPC: the answer's message gzipped (flag 1,
+//                                        grpc-encoding: gzip), as grpc-go answers a gzip request
 //   {grpcStatus: 14, grpcMessage: 'x'}   gRPC: :status 200, empty body, trailers grpc-status
 //   {grpcStatus: 14, trailersOnly: true} gRPC: the Trailers-Only form
 //   {grpcStatus: 8, trailers: {...}}     gRPC: more trailers (or headers, Trailers-Only),
@@ -36,9 +38,9 @@ const { answerFault } = require('./faulty-answers');
 
 const GRPC_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
 
-function grpcFrame(message) {
+function grpcFrame(message, compressed = false) {
 	const head = Buffer.alloc(5);
-	head.writeUInt8(0, 0);
+	head.writeUInt8(compressed ? 1 : 0, 0);
 	head.writeUInt32BE(message.length, 1);
 	return Buffer.concat([head, message]);
 }
@@ -221,8 +223,10 @@ class Receiver extends CaptureServer {
 			stream.end();
 			return;
 		}
-		const body = grpcFrame(encodeTraceResponse(b.partialSuccess));
-		stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...(b.headers || {}) },
+		const answer = encodeTraceResponse(b.partialSuccess);
+		const body = b.compressAnswer ? grpcFrame(zlib.gzipSync(answer), true) : grpcFrame(answer);
+		const encoding = b.compressAnswer ? { 'grpc-encoding': 'gzip' } : {};
+		stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...encoding, ...(b.headers || {}) },
 			{ waitForTrailers: true });
 		stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
 		stream.end(body);

@@ -43,5 +43,15 @@ RESET ROLE;
 ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO PUBLIC;
 DROP EXTENSION traceprof;
 DROP ROLE traceprof_mallory;
--- the schema check is PL/pgSQL: a database without it is told so
+-- the schema check is PL/pgSQL: a database without it is told so, and
+-- CASCADE installs it
 SELECT requires FROM pg_available_extension_versions WHERE name = 'traceprof';
+\set regress_database :DBNAME
+CREATE DATABASE traceprof_no_plpgsql TEMPLATE template0;
+\c traceprof_no_plpgsql
+DROP EXTENSION plpgsql;
+CREATE EXTENSION traceprof;
+CREATE EXTENSION traceprof CASCADE;
+SELECT extname FROM pg_extension WHERE extname IN ('plpgsql', 'traceprof') ORDER BY 1;
+\c :regress_database
+DROP DATABASE traceprof_no_plpgsql;
