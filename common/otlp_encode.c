@@ -40,6 +40,7 @@ enum
 	SCOPE_VERSION = 2,
 	SPAN_TRACE_ID = 1,
 	SPAN_SPAN_ID = 2,
+	SPAN_TRACE_STATE = 3,
 	SPAN_PARENT_SPAN_ID = 4,
 	SPAN_NAME = 5,
 	SPAN_KIND = 6,
@@ -88,10 +89,10 @@ len_field_size(unsigned field, size_t len)
 
 /*
  * The lengths of a span's strings, measured by the size pass in this order
- * and reused by the write pass: name, status message, then key and value
- * (0 unless a string) of each attribute.
+ * and reused by the write pass: name, status message, trace state, then
+ * key and value (0 unless a string) of each attribute.
  */
-#define SPAN_FIXED_LENGTHS 2
+#define SPAN_FIXED_LENGTHS 3
 
 static size_t
 span_length_count(const tp_span *span)
@@ -171,6 +172,9 @@ span_size(const tp_span *span, size_t *lens)
 
 	lens[0] = length_of(span->name);
 	lens[1] = span->status != TP_STATUS_UNSET ? length_of(span->status_message) : 0;
+	lens[2] = length_of(span->trace_state);
+	if (lens[2] > 0)
+		size += len_field_size(SPAN_TRACE_STATE, lens[2]);
 	if (!tp_id_is_zero(span->parent_span_id, TP_SPAN_ID_BYTES))
 		size += len_field_size(SPAN_PARENT_SPAN_ID, TP_SPAN_ID_BYTES);
 	if (lens[0] > 0)
@@ -357,6 +361,8 @@ put_span(uint8_t *p, const tp_span *span, size_t size, const size_t *lens)
 	p = put_len(p, SCOPE_SPANS_SPANS, size);
 	p = put_bytes(p, SPAN_TRACE_ID, span->context.trace_id, TP_TRACE_ID_BYTES);
 	p = put_bytes(p, SPAN_SPAN_ID, span->context.span_id, TP_SPAN_ID_BYTES);
+	if (lens[2] > 0)
+		p = put_string(p, SPAN_TRACE_STATE, span->trace_state, lens[2]);
 	if (!tp_id_is_zero(span->parent_span_id, TP_SPAN_ID_BYTES))
 		p = put_bytes(p, SPAN_PARENT_SPAN_ID, span->parent_span_id, TP_SPAN_ID_BYTES);
 	if (lens[0] > 0)

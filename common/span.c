@@ -114,6 +114,7 @@ tp_span_clear(tp_span *span)
 		free_value(&span->attrs[i]);
 	}
 	free(span->attrs);
+	free(span->trace_state);
 	free(span->name);
 	free(span->status_message);
 	memset(span, 0, sizeof(*span));

@@ -58,6 +58,7 @@ typedef struct tp_span
 {
 	tp_span_context context;	/* trace_id, span_id, flags */
 	uint8_t		parent_span_id[TP_SPAN_ID_BYTES];	/* zero: root span */
+	char	   *trace_state;	/* W3C tracestate, or NULL */
 	char	   *name;
 	tp_span_kind kind;
 	uint64_t	start_unix_ns;

@@ -5,8 +5,11 @@
 
 #include "text.h"
 
-/* Longest value we decode: a traceparent plus room for future fields. */
-#define MAX_VALUE 256
+/* Longest traceparent we decode: version 00 plus room for future fields. */
+#define MAX_TRACEPARENT 256
+
+/* Longest tracestate we decode, before it is cut to TP_TRACESTATE_MAX. */
+#define MAX_TRACESTATE 4096
 
 /* Where the last comment opener in [start, end) is, or NULL. */
 static const char *
@@ -25,18 +28,19 @@ find_last_comment_open(const char *start, const char *end)
 }
 
 /*
- * Decode a quoted value [p, end) starting after its opening quote: %XX
- * escapes and \' are undone.  Returns the position after the closing quote,
- * or NULL when the value is unterminated, malformed or too long.
+ * Decode a quoted value [p, end) starting after its opening quote into out
+ * (max bytes): %XX escapes and \' are undone.  Returns the position after
+ * the closing quote, or NULL when the value is unterminated, malformed or
+ * too long.
  */
 static const char *
-decode_value(const char *p, const char *end, char *out, size_t *out_len)
+decode_value(const char *p, const char *end, char *out, size_t max, size_t *out_len)
 {
 	const char *quote = memchr(p, '\'', (size_t) (end - p));
 	size_t		n = 0;
 
 	/* Values rarely hold escapes: a traceparent never does.  Copied at once. */
-	if (quote != NULL && quote - p <= MAX_VALUE &&
+	if (quote != NULL && (size_t) (quote - p) <= max &&
 		memchr(p, '\\', (size_t) (quote - p)) == NULL &&
 		memchr(p, '%', (size_t) (quote - p)) == NULL)
 	{
@@ -60,7 +64,7 @@ decode_value(const char *p, const char *end, char *out, size_t *out_len)
 			c = (char) (hi << 4 | lo);
 			p += 2;
 		}
-		if (n == MAX_VALUE)
+		if (n == max)
 			return NULL;
 		out[n++] = c;
 	}
@@ -84,27 +88,27 @@ skip_value(const char *p, const char *end)
 }
 
 static bool
-is_traceparent_key(const char *key, const char *eq)
+is_key(const char *key, const char *eq, const char *name)
 {
-	return (size_t) (eq - key) == strlen("traceparent") &&
-		memcmp(key, "traceparent", strlen("traceparent")) == 0;
+	return (size_t) (eq - key) == strlen(name) && memcmp(key, name, strlen(name)) == 0;
 }
 
 /*
- * The key [key, end) is traceparent once blanks before end are left out: a
- * pair meant for us even if it is not written as sqlcommenter's key='value'
+ * The key [key, end) is name once blanks before end are left out: a pair
+ * meant for us even if it is not written as sqlcommenter's key='value'
  * (traceparent = '...', traceparent="...", an unquoted value, no value).
  */
 static bool
-names_traceparent(const char *key, const char *end)
+names_key(const char *key, const char *end, const char *name)
 {
 	while (end > key && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' || end[-1] == '\r'))
 		end--;
-	return is_traceparent_key(key, end);
+	return is_key(key, end, name);
 }
 
-tp_comment_result
-tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
+/* The decoded value of key name in the comment that ends sql, into value (max bytes). */
+static tp_comment_result
+find_value(const char *sql, size_t len, const char *name, char *value, size_t max, size_t *value_len)
 {
 	/*
 	 * Only a comment that ends the statement counts: that is where
@@ -130,25 +134,44 @@ tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
 		while (key < close && (*key == ' ' || *key == '\t' || *key == '\n' ||
 							   *key == '\r' || *key == ','))
 			key++;
-		ours = names_traceparent(key, eq != NULL ? eq : close);
+		ours = names_key(key, eq != NULL ? eq : close, name);
 		/* Not a sqlcommenter pair: a comment of another kind, unless it names our key. */
 		if (eq == NULL || eq + 1 >= close || eq[1] != '\'')
 			return ours ? TP_COMMENT_MALFORMED : TP_COMMENT_NONE;
 		if (ours)
-		{
-			char		value[MAX_VALUE];
-			size_t		value_len;
-			const char *why;
-
-			if (!is_traceparent_key(key, eq) ||
-				decode_value(eq + 2, close, value, &value_len) == NULL ||
-				!tp_traceparent_parse(value, value_len, out, &why))
-				return TP_COMMENT_MALFORMED;
-			return TP_COMMENT_VALID;
-		}
+			return is_key(key, eq, name) && decode_value(eq + 2, close, value, max, value_len) != NULL ?
+				TP_COMMENT_VALID : TP_COMMENT_MALFORMED;
 		p = skip_value(eq + 2, close);
 		if (p == NULL)
 			return TP_COMMENT_NONE;
 	}
 	return TP_COMMENT_NONE;
+}
+
+tp_comment_result
+tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
+{
+	char		value[MAX_TRACEPARENT];
+	size_t		value_len;
+	const char *why;
+	tp_comment_result found = find_value(sql, len, "traceparent", value, sizeof(value), &value_len);
+
+	if (found == TP_COMMENT_VALID && !tp_traceparent_parse(value, value_len, out, &why))
+		return TP_COMMENT_MALFORMED;
+	return found;
+}
+
+tp_comment_result
+tp_sqlcomment_tracestate(const char *sql, size_t len, char *out, size_t *out_len)
+{
+	char		value[MAX_TRACESTATE];
+	size_t		value_len;
+	const char *why;
+	tp_comment_result found = find_value(sql, len, "tracestate", value, sizeof(value), &value_len);
+
+	*out_len = 0;
+	out[0] = '\0';
+	if (found == TP_COMMENT_VALID && !tp_tracestate_parse(value, value_len, out, out_len, &why))
+		return TP_COMMENT_MALFORMED;
+	return found;
 }

@@ -1,5 +1,5 @@
 /*
- * sqlcommenter.h - the traceparent carried in a SQL comment.
+ * sqlcommenter.h - the traceparent and tracestate carried in a SQL comment.
  *
  * OpenTelemetry's database instrumentations append a comment such as
  *     SELECT ... / *traceparent='00-...-01',tracestate='...'* /
@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "trace_context.h"
+#include "tracestate.h"
 
 typedef enum tp_comment_result
 {
@@ -26,6 +27,13 @@ typedef enum tp_comment_result
  */
 tp_comment_result tp_sqlcomment_traceparent(const char *sql, size_t len,
 											tp_span_context *out);
+
+/*
+ * The tracestate key of the same comment, checked and cut as
+ * tp_tracestate_parse does, into out (TP_TRACESTATE_MAX + 1 bytes).
+ */
+tp_comment_result tp_sqlcomment_tracestate(const char *sql, size_t len,
+										   char *out, size_t *out_len);
 
 /*
  * The end of the comment that ends the len bytes at sql (trailing blanks

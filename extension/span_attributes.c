@@ -132,6 +132,7 @@ span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, t
 	memcpy(out->context.span_id, r->span_id, TP_SPAN_ID_BYTES);
 	out->context.flags = r->flags;
 	memcpy(out->parent_span_id, r->parent_span_id, TP_SPAN_ID_BYTES);
+	out->trace_state = (char *) r->trace_state;
 	if (include_private || r->collection[0] == '\0')
 		out->name = (char *) (r->name[0] ? r->name : "statement");
 	else

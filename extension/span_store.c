@@ -45,6 +45,7 @@ span_pack(const TraceprofSpan *span, TraceprofSpan *out)
 	p = span_pack_string(p, span->collection, span->collection_len);
 	p = span_pack_string(p, span->dbname, span->dbname_len);
 	p = span_pack_string(p, span->username, span->username_len);
+	p = span_pack_string(p, span->trace_state, span->trace_state_len);
 	p = span_pack_string(p, span->query, span->query_len);
 	p = span_pack_string(p, span->message, span->message_len);
 	Assert(p - (char *) out == span_packed_size(span));
@@ -61,6 +62,20 @@ unpack_string(const char *in, const char *end, char *s, Size size, uint8 *len)
 	*len = (uint8) Min((Size) (nul - in), size - 1);
 	memcpy(s, in, *len);
 	s[*len] = '\0';
+	return nul + 1;
+}
+
+/* The same for the tracestate, whose length does not fit a uint8. */
+static const char *
+unpack_trace_state(const char *in, const char *end, TraceprofSpan *span)
+{
+	const char *nul = in < end ? memchr(in, '\0', end - in) : NULL;
+
+	if (nul == NULL)
+		return NULL;
+	span->trace_state_len = (uint16) Min((Size) (nul - in), sizeof(span->trace_state) - 1);
+	memcpy(span->trace_state, in, span->trace_state_len);
+	span->trace_state[span->trace_state_len] = '\0';
 	return nul + 1;
 }
 
@@ -83,6 +98,7 @@ unpack_but_query(const char *in, Size len, TraceprofSpan *span, const char **que
 		(p = unpack_string(p, end, span->collection, sizeof(span->collection), &span->collection_len)) == NULL ||
 		(p = unpack_string(p, end, span->dbname, sizeof(span->dbname), &span->dbname_len)) == NULL ||
 		(p = unpack_string(p, end, span->username, sizeof(span->username), &span->username_len)) == NULL ||
+		(p = unpack_trace_state(p, end, span)) == NULL ||
 		(nul = memchr(p, '\0', end - p)) == NULL ||
 		unpack_string(nul + 1, end, span->message, sizeof(span->message), &span->message_len) == NULL)
 		return NULL;

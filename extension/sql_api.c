@@ -24,7 +24,7 @@ PG_FUNCTION_INFO_V1(traceprof_spans);
 PG_FUNCTION_INFO_V1(traceprof_stats);
 PG_FUNCTION_INFO_V1(traceprof_reset);
 
-#define SPANS_COLUMNS 16
+#define SPANS_COLUMNS 17
 #define STATS_COLUMNS 17
 #define HIDDEN "<insufficient privilege>"
 
@@ -132,6 +132,11 @@ emit_span_row(const TraceprofSpan *r, void *arg)
 		nulls[i++] = true;
 	else
 		values[i++] = PointerGetDatum(hex_text(r->parent_span_id, TP_SPAN_ID_BYTES));
+	/* A vendor's state may be as private as the query: shown as its text is. */
+	if (r->trace_state_len == 0)
+		nulls[i++] = true;
+	else
+		values[i++] = CStringGetTextDatum(visible ? r->trace_state : HIDDEN);
 	values[i++] = CStringGetTextDatum(span.name);
 	values[i++] = CStringGetTextDatum(kind_name(r->kind));
 	values[i++] = TimestampTzGetDatum(unix_ns_to_timestamptz(r->start_ns));

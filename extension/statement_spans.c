@@ -299,21 +299,63 @@ thread_cpu_ns(void)
 	return (int64) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Where a span about to open belongs: decided before anything is looked up. */
+typedef struct SpanParent
+{
+	tp_span_context context;
+	const char *trace_state;	/* the caller's tracestate as kept, or NULL */
+	uint16		trace_state_len;
+	bool		remote;			/* the caller's span, not one of ours */
+	bool		nested;			/* under the open span at work (parent_at_work) */
+	TraceprofSpan *root;		/* nested: that span's top-level span */
+	const char *source;			/* the statement's source text, or NULL */
+	int			location;		/* the statement within it, as in a Query */
+	int			len;
+	Oid			owner;			/* whose span; InvalidOid: the role at work */
+} SpanParent;
+
+/*
+ * The tracestate of the comment that gave the statement its parent: kept
+ * with it, or, malformed, counted and left out (the parent still holds).
+ */
+static void
+comment_tracestate(const char *text, int len, SpanParent *parent)
+{
+	static char kept[TP_TRACESTATE_MAX + 1];
+	size_t		kept_len;
+
+	switch (tp_sqlcomment_tracestate(text, len, kept, &kept_len))
+	{
+		case TP_COMMENT_VALID:
+			parent->trace_state = kept;
+			parent->trace_state_len = (uint16) kept_len;
+			break;
+		case TP_COMMENT_MALFORMED:
+			span_store_count_malformed();
+			break;
+		case TP_COMMENT_NONE:
+			break;
+	}
+}
+
 /*
  * Decide whether a top-level statement is traced, and under which parent.
  * The statement's own comment wins over the session's traceprof.traceparent;
  * without either, traceprof.sample_rate may start a new trace.
  */
 static bool
-choose_root_context(const char *text, int len, tp_span_context *parent, bool *remote)
+choose_root_context(const char *text, int len, SpanParent *parent)
 {
 	if (text != NULL)
 	{
-		switch (tp_sqlcomment_traceparent(text, len, parent))
+		switch (tp_sqlcomment_traceparent(text, len, &parent->context))
 		{
 			case TP_COMMENT_VALID:
-				*remote = true;
-				return (parent->flags & TP_FLAG_SAMPLED) != 0;
+				parent->remote = true;
+				if ((parent->context.flags & TP_FLAG_SAMPLED) == 0)
+					return false;
+				comment_tracestate(text, len, parent);
+				return true;
 			case TP_COMMENT_MALFORMED:
 				span_store_count_malformed();
 				break;
@@ -323,17 +365,19 @@ choose_root_context(const char *text, int len, tp_span_context *parent, bool *re
 	}
 	if (traceprof_guc_context_valid)
 	{
-		*parent = traceprof_guc_context;
-		*remote = true;
-		return (parent->flags & TP_FLAG_SAMPLED) != 0;
+		parent->context = traceprof_guc_context;
+		parent->remote = true;
+		parent->trace_state = traceprof_guc_tracestate;
+		parent->trace_state_len = traceprof_guc_tracestate_len;
+		return (parent->context.flags & TP_FLAG_SAMPLED) != 0;
 	}
 	/* No draw at 1: pg_prng_double is ~50 instructions a statement. */
 	if (traceprof_sample_rate >= 1.0 ||
 		(traceprof_sample_rate > 0 && pg_prng_double(&pg_global_prng_state) < traceprof_sample_rate))
 	{
-		memset(parent, 0, sizeof(*parent));
-		*remote = false;
-		return tp_id_random(parent->trace_id, TP_TRACE_ID_BYTES);
+		memset(&parent->context, 0, sizeof(parent->context));
+		parent->remote = false;
+		return tp_id_random(parent->context.trace_id, TP_TRACE_ID_BYTES);
 	}
 	return false;
 }
@@ -613,19 +657,6 @@ statement_text(const char *source, int location, int len, int *text_len)
 	return text;
 }
 
-/* Where a span about to open belongs: decided before anything is looked up. */
-typedef struct SpanParent
-{
-	tp_span_context context;
-	bool		remote;			/* the caller's span, not one of ours */
-	bool		nested;			/* under the open span at work (parent_at_work) */
-	TraceprofSpan *root;		/* nested: that span's top-level span */
-	const char *source;			/* the statement's source text, or NULL */
-	int			location;		/* the statement within it, as in a Query */
-	int			len;
-	Oid			owner;			/* whose span; InvalidOid: the role at work */
-} SpanParent;
-
 /*
  * Whether the top-level span whose record is root belongs to the statement
  * at work in this message: opened, run or paused in it.  A portal kept
@@ -746,6 +777,8 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 		memcpy(parent->context.trace_id, innermost->trace_id, TP_TRACE_ID_BYTES);
 		memcpy(parent->context.span_id, innermost->span_id, TP_SPAN_ID_BYTES);
 		parent->context.flags = innermost->flags;
+		parent->trace_state = span_packed_trace_state(innermost);
+		parent->trace_state_len = innermost->trace_state_len;
 	}
 	parent->source = source;
 	parent->location = location;
@@ -767,7 +800,7 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 			text = execute_comment;
 			text_len = execute_comment_len;
 		}
-		if (!choose_root_context(text, text_len, &parent->context, &parent->remote))
+		if (!choose_root_context(text, text_len, parent))
 			return false;
 	}
 	if (unlikely(open_count == MAX_OPEN_SPANS))
@@ -849,6 +882,11 @@ open_span(const SpanParent *parent, int kind, const char *name, const char *oper
 	p = set_database_name(r, p);
 	p = set_user_name(r, p, OidIsValid(parent->owner) ? parent->owner :
 					  parent->nested ? GetUserId() : GetOuterUserId());
+	r->trace_state_len = parent->trace_state_len;
+	if (likely(parent->trace_state_len == 0))
+		*p++ = '\0';
+	else
+		p = span_pack_string(p, parent->trace_state, parent->trace_state_len);
 	if (parent->source != NULL)
 	{
 		int			len;

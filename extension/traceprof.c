@@ -64,7 +64,11 @@ bool		traceprof_profile_span_name = false;
 TP_HOT bool		traceprof_guc_context_valid = false;
 TP_HOT tp_span_context traceprof_guc_context;
 
+char		traceprof_guc_tracestate[TP_TRACESTATE_MAX + 1];
+uint16		traceprof_guc_tracestate_len = 0;
+
 static char *traceparent_setting = NULL;
+static char *tracestate_setting = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -143,6 +147,40 @@ assign_traceparent(const char *newval, void *extra)
 		traceprof_guc_context = *(tp_span_context *) extra;
 		statement_spans_may_trace();
 	}
+}
+
+/* Checked and cut to what is kept once, in the check hook; the text kept is extra. */
+static bool
+check_tracestate(char **newval, void **extra, GucSource source)
+{
+	char	   *kept;
+	size_t		kept_len;
+	const char *why;
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	kept = malloc(TP_TRACESTATE_MAX + 1);
+	if (kept == NULL)
+		return false;
+	if (!tp_tracestate_parse(*newval, strlen(*newval), kept, &kept_len, &why))
+	{
+		free(kept);
+		GUC_check_errdetail("%s.", why);
+		GUC_check_errhint("A W3C tracestate looks like congo=t61rcWkgMzE,rojo=00f067aa0ba902b7; "
+						  "an empty string clears it.");
+		return false;
+	}
+	*extra = kept;
+	return true;
+}
+
+static void
+assign_tracestate(const char *newval, void *extra)
+{
+	const char *kept = extra != NULL ? extra : "";
+
+	traceprof_guc_tracestate_len = (uint16) strlen(kept);
+	memcpy(traceprof_guc_tracestate, kept, traceprof_guc_tracestate_len + 1);
 }
 
 static void
@@ -282,6 +320,11 @@ define_gucs(void)
 							   "Empty means no incoming trace context.",
 							   &traceparent_setting, "", PGC_USERSET, 0,
 							   check_traceparent, assign_traceparent, NULL);
+	DefineCustomStringVariable("traceprof.tracestate",
+							   "W3C tracestate that comes with traceprof.traceparent: kept on the spans made under it.",
+							   "Members past 32, or past 512 bytes, are dropped from the end; empty means none.",
+							   &tracestate_setting, "", PGC_USERSET, 0,
+							   check_tracestate, assign_tracestate, NULL);
 	DefineCustomRealVariable("traceprof.sample_rate",
 							 "Fraction of statements without a trace context that start a new trace.",
 							 NULL, &traceprof_sample_rate, 0.0, 0.0, 1.0, PGC_SUSET, 0,

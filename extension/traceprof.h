@@ -15,6 +15,7 @@
 #include "utils/timestamp.h"
 
 #include "trace_context.h"
+#include "tracestate.h"
 
 /* GUC values (traceprof.c) */
 /*
@@ -64,6 +65,9 @@ extern int	traceprof_export_batch_size;
 /* The context set by traceprof.traceparent, if valid and non-empty. */
 extern bool traceprof_guc_context_valid;
 extern tp_span_context traceprof_guc_context;
+/* traceprof.tracestate as kept (checked, cut), for that context; "" if none. */
+extern char traceprof_guc_tracestate[TP_TRACESTATE_MAX + 1];
+extern uint16 traceprof_guc_tracestate_len;
 
 /* Span kinds and status codes share OTLP's numbering (common/span.h). */
 #define SPAN_KIND_INTERNAL 1
@@ -82,7 +86,7 @@ extern tp_span_context traceprof_guc_context;
  * One span, in one of two forms.  Readers get it unpacked, each string in
  * its array.  A backend builds it packed, the form shared memory keeps: the
  * fields before name, then name, operation, collection, dbname, username,
- * query and message back to back, each NUL-terminated, so that a short
+ * trace_state, query and message back to back, each NUL-terminated, so that a short
  * statement's span takes a few cache lines instead of the ~1,150 bytes its
  * string arrays span, and is stored with two copies.  Packed, of its strings
  * only name (the first) may be read as a field.  The query text's room is
@@ -115,6 +119,7 @@ typedef struct TraceprofSpan
 	int64		wal_bytes;
 	int64		planning_ns;	/* -1 when the statement was not planned */
 	int32		query_len;
+	uint16		trace_state_len;
 	/* strlen of the strings below, so that packing copies without measuring */
 	uint8		name_len;
 	uint8		operation_len;
@@ -128,6 +133,7 @@ typedef struct TraceprofSpan
 	char		collection[SPAN_NAME_BYTES];
 	char		dbname[SPAN_NAME_BYTES];
 	char		username[SPAN_NAME_BYTES];
+	char		trace_state[TP_TRACESTATE_MAX + 1];	/* the caller's W3C tracestate, or "" */
 	char		message[256];
 	char		query[FLEXIBLE_ARRAY_MEMBER];	/* NUL-terminated, query_len bytes */
 } TraceprofSpan;
@@ -174,7 +180,16 @@ static inline Size
 span_packed_size(const TraceprofSpan *span)
 {
 	return SPAN_PACKED_FIXED + span->name_len + span->operation_len + span->collection_len +
-		span->dbname_len + span->username_len + span->query_len + span->message_len + 7;
+		span->dbname_len + span->username_len + span->trace_state_len + span->query_len +
+		span->message_len + 8;
+}
+
+/* A packed span's tracestate: its sixth string. */
+static inline char *
+span_packed_trace_state(const TraceprofSpan *span)
+{
+	return span_packed_strings(span) + span->name_len + span->operation_len + span->collection_len +
+		span->dbname_len + span->username_len + 5;
 }
 
 /* span_store.c: the shared-memory ring of finished spans */

@@ -28,6 +28,7 @@ CREATE FUNCTION traceprof.spans_internal(
     OUT trace_id text,
     OUT span_id text,
     OUT parent_span_id text,
+    OUT trace_state text,
     OUT name text,
     OUT kind text,
     OUT start_time timestamptz,

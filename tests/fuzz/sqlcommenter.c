@@ -1,5 +1,6 @@
 /*
- * sqlcommenter.c - libFuzzer target for tp_sqlcomment_traceparent().
+ * sqlcommenter.c - libFuzzer target for tp_sqlcomment_traceparent() and
+ * tp_sqlcomment_tracestate().
  *
  * Every statement a traced backend runs (and every Parse message) goes
  * through this parser, with text any database user controls.
@@ -49,6 +50,25 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(!tp_id_is_zero(ctx.span_id, TP_SPAN_ID_BYTES));
 		tp_traceparent_format(&ctx, text);
 		FUZZ_CHECK(tp_traceparent_parse(text, TP_TRACEPARENT_LEN, &other, &why));
+	}
+
+	{
+		char		state[TP_TRACESTATE_MAX + 1];
+		size_t		state_len;
+		tp_comment_result found = tp_sqlcomment_tracestate((const char *) data, size, state, &state_len);
+
+		FUZZ_CHECK(found == TP_COMMENT_NONE || found == TP_COMMENT_VALID || found == TP_COMMENT_MALFORMED);
+		FUZZ_CHECK(state_len <= TP_TRACESTATE_MAX && strlen(state) == state_len);
+		if (found == TP_COMMENT_VALID)
+		{
+			char		again[TP_TRACESTATE_MAX + 1];
+			size_t		again_len;
+			const char *why;
+
+			/* what is kept is a tracestate, kept whole */
+			FUZZ_CHECK(tp_tracestate_parse(state, state_len, again, &again_len, &why));
+			FUZZ_CHECK(again_len == state_len && memcmp(again, state, state_len) == 0);
+		}
 	}
 
 	FUZZ_CHECK(parse_copy("", data, size, " ;\n\t;", &other) == result);

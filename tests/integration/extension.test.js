@@ -613,6 +613,41 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3v. tracestate rides with its traceparent: a comment\'s (extended and simple protocol, failing) or traceprof.tracestate\'s, exported as Span.trace_state', async () => {
+		// Before, it was dropped: vendors' entries and sampling thresholds stopped at the server.
+		const client = await connect(cluster, 'app');
+		try {
+			const comment = (ctx, state) => `/*traceparent='${ctx.header}',tracestate='${encodeURIComponent(state)}'*/`;
+			const ext = newContext();
+			await client.query({ text: `SELECT $1::int AS ts1 ${comment(ext, 'congo=t61rcWkgMzE,rojo=00f067aa0ba902b7')}`, values: [1] });
+			const simple = newContext();
+			await client.query(`SELECT 2 AS ts2 ${comment(simple, 'ot=th:8')}`);
+			const failing = newContext();
+			await assert.rejects(client.query({ text: `SELECT 1 / $1::int AS ts3 ${comment(failing, 'vendor@sys=x')}`, values: [0] }),
+				(e) => e.code === '22012');
+			const session = newContext();
+			await client.query("SET traceprof.tracestate = 'rojo=1'");
+			await client.query(`SET traceprof.traceparent = '${session.header}'`);
+			await client.query('SELECT 4 AS ts4');
+			await client.query("SET traceprof.traceparent = ''");
+			await client.query("SET traceprof.tracestate = ''");
+
+			const expected = [[ext, 'congo=t61rcWkgMzE,rojo=00f067aa0ba902b7'], [simple, 'ot=th:8'],
+				[failing, 'vendor@sys=x'], [session, 'rojo=1']];
+			for (const [ctx, state] of expected) {
+				const spans = await waitForSpans(receiver, ctx.traceId, 1);
+				for (const s of spans)
+					assert.equal(s.traceState, state, `${s.name} of trace ${ctx.traceId}`);
+			}
+			const rows = (await admin.query('SELECT trace_id, trace_state FROM traceprof.spans WHERE trace_id = ANY($1)',
+				[expected.map(([ctx]) => ctx.traceId)])).rows;
+			for (const [ctx, state] of expected)
+				assert.ok(rows.some((r) => r.trace_id === ctx.traceId && r.trace_state === state), `traceprof.spans: ${JSON.stringify(rows)}`);
+		} finally {
+			await client.end();
+		}
+	});
+
 	test('3c. statements that fail before running (Parse, Bind, an aborted block) through npm pg: error spans of their caller, exported', async () => {
 		const client = await connect(cluster, 'app');
 		try {

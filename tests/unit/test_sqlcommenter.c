@@ -10,6 +10,38 @@ extract(const char *sql, tp_span_context *ctx)
 	return tp_sqlcomment_traceparent(sql, strlen(sql), ctx);
 }
 
+/* The tracestate the comment that ends sql carries, or a word for its absence. */
+static const char *
+tracestate_of(const char *sql)
+{
+	static char out[TP_TRACESTATE_MAX + 1];
+	size_t		len;
+
+	switch (tp_sqlcomment_tracestate(sql, strlen(sql), out, &len))
+	{
+		case TP_COMMENT_NONE:
+			return "none";
+		case TP_COMMENT_MALFORMED:
+			return "malformed";
+		case TP_COMMENT_VALID:
+			break;
+	}
+	return strlen(out) == len ? out : "length differs";
+}
+
+TEST(tracestate_beside_the_traceparent)
+{
+	/* sqlcommenter's form: keys sorted, values URL-encoded */
+	CHECK_STR(tracestate_of("SELECT 1 /*traceparent='" TP "',tracestate='congo%3Dt61rcWkgMzE%2Crojo%3D00f067aa0ba902b7'*/"),
+			  "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7");
+	CHECK_STR(tracestate_of("SELECT 1 /*traceparent='" TP "'*/"), "none");
+	CHECK_STR(tracestate_of("SELECT 1 /*tracestate='ot%3Dth%3A8'*/;"), "ot=th:8");
+	CHECK_STR(tracestate_of("SELECT 1 /*traceparent='" TP "',tracestate='Bad%3D1'*/"), "malformed");
+	CHECK_STR(tracestate_of("SELECT 1 /*traceparent='" TP "',tracestate=a%3D1*/"), "malformed");
+	CHECK_STR(tracestate_of("SELECT 1 /*traceparent='" TP "',tracestate=''*/"), "");
+	CHECK_STR(tracestate_of("SELECT 1 /* tracestate='a%3D1' */ + 1"), "none");
+}
+
 TEST(appended_comment)
 {
 	tp_span_context ctx;
@@ -131,6 +163,7 @@ int
 main(void)
 {
 	RUN(appended_comment);
+	RUN(tracestate_beside_the_traceparent);
 	RUN(sorted_keys_and_url_encoding);
 	RUN(long_values_of_other_keys);
 	RUN(no_comment_or_no_key);

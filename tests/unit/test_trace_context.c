@@ -1,5 +1,6 @@
 /* Unit tests: W3C traceparent parsing/formatting and random ids. */
 #include "trace_context.h"
+#include "tracestate.h"
 #include "unit.h"
 
 #define TRACE "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -143,6 +144,76 @@ TEST(hex_decode_rejects_uppercase_and_junk)
 	CHECK(!tp_hex_decode("0g00", out, 2));
 }
 
+/* What tp_tracestate_parse keeps of text, or "!" when it refuses it. */
+static const char *
+kept(const char *text)
+{
+	static char out[TP_TRACESTATE_MAX + 1];
+	size_t		len;
+	const char *why;
+
+	if (!tp_tracestate_parse(text, strlen(text), out, &len, &why))
+		return "!";
+	return strlen(out) == len ? out : "length differs";
+}
+
+TEST(tracestate_members_are_checked_and_trimmed)
+{
+	CHECK_STR(kept("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"), "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7");
+	/* blanks around members and empty members go; blanks inside a value stay */
+	CHECK_STR(kept(" a=1 ,\t, b=x y ,"), "a=1,b=x y");
+	CHECK_STR(kept(""), "");
+	CHECK_STR(kept("ot=th:8;rv:abc"), "ot=th:8;rv:abc");
+	CHECK_STR(kept("tenant1@vendor=x,0tenant@v-1=y"), "tenant1@vendor=x,0tenant@v-1=y");
+	CHECK_STR(kept("a*/_-9=!\"#$%&'()*+-./09:;<>?@AZ[\\]^_`az{|}~"), "a*/_-9=!\"#$%&'()*+-./09:;<>?@AZ[\\]^_`az{|}~");
+	/* what the grammar refuses */
+	CHECK_STR(kept("Upper=1"), "!");
+	CHECK_STR(kept("9key=1"), "!");	/* a digit starts only a tenant */
+	CHECK_STR(kept("a=1,b"), "!");
+	CHECK_STR(kept("a="), "!");
+	CHECK_STR(kept("a=x=y"), "!");
+	CHECK_STR(kept("a=\x01"), "!");
+	CHECK_STR(kept("a=\xc3\xa9"), "!");
+	CHECK_STR(kept("t@=1"), "!");
+	CHECK_STR(kept("t@9sys=1"), "!");
+	CHECK_STR(kept("t@systemnamelong=1"), "t@systemnamelong=1");	/* system id: at most 14 */
+	CHECK_STR(kept("t@systemnamelonge=1"), "!");
+}
+
+/* Past 32 members or 512 bytes, whole members are dropped from the end. */
+TEST(tracestate_is_cut_at_whole_members)
+{
+	char		text[4096];
+	char		expected[4096];
+	size_t		n = 0;
+	size_t		e = 0;
+
+	for (int i = 0; i < 40; i++)
+	{
+		n += snprintf(text + n, sizeof(text) - n, "%sk%d=v", i ? "," : "", i);
+		if (i < 32)
+			e += snprintf(expected + e, sizeof(expected) - e, "%sk%d=v", i ? "," : "", i);
+	}
+	CHECK_STR(kept(text), expected);
+
+	n = e = 0;
+	for (int i = 0; i < 6; i++)
+	{
+		char		member[120];
+
+		snprintf(member, sizeof(member), "%sk%d=%0100d", i ? "," : "", i, i);
+		n += snprintf(text + n, sizeof(text) - n, "%s", member);
+		if (e + strlen(member) <= TP_TRACESTATE_MAX)
+			e += snprintf(expected + e, sizeof(expected) - e, "%s", member);
+	}
+	CHECK(strlen(text) > TP_TRACESTATE_MAX);
+	CHECK_STR(kept(text), expected);
+	CHECK(strlen(expected) <= TP_TRACESTATE_MAX && strlen(expected) > TP_TRACESTATE_MAX - 110);
+	/* and a bad member after the cut still makes it no tracestate */
+	strcat(text, ",Bad=1");
+	CHECK_STR(kept(text), "!");
+}
+
 int
 main(void)
 {
@@ -153,5 +224,7 @@ main(void)
 	RUN(length_is_not_nul_terminated);
 	RUN(random_ids_are_nonzero_and_differ);
 	RUN(hex_decode_rejects_uppercase_and_junk);
+	RUN(tracestate_members_are_checked_and_trimmed);
+	RUN(tracestate_is_cut_at_whole_members);
 	return unit_summary();
 }

@@ -45,6 +45,34 @@ SELECT 'untraced after the block' AS t;
 SELECT substr(trace_id, 1, 4) AS trace, parent_span_id, name, query
   FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
 
+-- tracestate: checked when set, kept on the spans made under its
+-- traceparent (nested ones too), members past 512 bytes dropped from the end
+SET traceprof.tracestate = 'Congo=1';
+SET traceprof.tracestate = 'congo=1,rojo';
+SET traceprof.tracestate = ' congo=t61rcWkgMzE , rojo=00f067aa0ba902b7 ,';
+SHOW traceprof.tracestate;
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-dddddddddddddddddddddddddddddddd-5555555555555555-01';
+SET traceprof.track = 'all';
+DO $$ BEGIN PERFORM 1; END $$;
+RESET traceprof.track;
+-- a comment's tracestate goes with the comment's traceparent only: none
+-- here, and the session's is not taken for it
+SELECT 'comment' AS t /*traceparent='00-eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee-6666666666666666-01'*/;
+SELECT 'comment with state' AS t /*traceparent='00-eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee-7777777777777777-01',tracestate='ot%3Dth%3A8'*/;
+-- a malformed one is counted and left out; its traceparent still holds
+SELECT 'bad state' AS t /*traceparent='00-eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee-8888888888888888-01',tracestate='Bad%3D1'*/;
+SELECT set_config('traceprof.tracestate', string_agg('k' || g || '=' || repeat('v', 100), ','), false) IS NOT NULL AS long_set
+  FROM generate_series(1, 6) g;
+SELECT 'long state' AS t;
+SET traceprof.tracestate = '';
+SELECT 'no state' AS t;
+SET traceprof.traceparent = '';
+SELECT substr(trace_id, 1, 4) AS trace, kind, name, length(trace_state) AS state_bytes,
+       left(trace_state, 20) AS state
+  FROM traceprof.spans ORDER BY start_time, kind DESC;
+SELECT malformed_contexts FROM traceprof.stats;
+
 -- only superusers may point the server elsewhere
 CREATE ROLE traceprof_plain LOGIN;
 SET ROLE traceprof_plain;

@@ -8,16 +8,18 @@ CREATE ROLE traceprof_bob LOGIN;
 CREATE ROLE traceprof_auditor LOGIN IN ROLE pg_read_all_stats;
 
 SET ROLE traceprof_alice;
+SET traceprof.tracestate = 'alice=private';
 SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 SELECT 'alice was here' AS v;
 SELECT 1 / 0;
 CREATE TEMP TABLE alice_layoffs (x int);
 SELECT count(*) FROM alice_layoffs;
 SET traceprof.traceparent = '';
+RESET traceprof.tracestate;
 RESET ROLE;
 
 SET ROLE traceprof_bob;
-SELECT username, name, query, status_message, attributes ? 'db.query.text' AS has_text,
+SELECT username, name, query, trace_state, status_message, attributes ? 'db.query.text' AS has_text,
        attributes ? 'traceprof.query_id' AS has_query_id,
        attributes ? 'db.collection.name' AS has_table
   FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
@@ -25,7 +27,7 @@ SELECT traceprof.reset();
 RESET ROLE;
 
 SET ROLE traceprof_auditor;
-SELECT username, name, query, status_message, attributes ? 'traceprof.query_id' AS has_query_id,
+SELECT username, name, query, trace_state, status_message, attributes ? 'traceprof.query_id' AS has_query_id,
        attributes->>'db.collection.name' AS table_name
   FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
 RESET ROLE;
