@@ -405,6 +405,15 @@ test('a server that accepts and never answers: SIGINT or SIGTERM stops the conne
 			assert.match(res.stderr, /cannot connect to .*timeout expired \(connect_timeout 2 s\)/, describe(res));
 			assert.ok(res.durationMs >= 1900 && res.durationMs < 8000, `took ${res.durationMs} ms`);
 		});
+		await t.test('a service file\'s connect_timeout applies, as with libpq', async () => {
+			const services = path.join(dir, 'pg_service.conf');
+			fs.writeFileSync(services, `[silent]\nhost=127.0.0.1\nport=${silent.address().port}\n` +
+				'user=app\ndbname=app\nsslmode=disable\nconnect_timeout=2\n');
+			const res = await load(['service=silent', file], { timeout: 20000, env: { PGSERVICEFILE: services } });
+			assert.equal(res.code, 4, describe(res));
+			assert.match(res.stderr, /cannot connect to .*timeout expired \(connect_timeout 2 s\)/, describe(res));
+			assert.ok(res.durationMs >= 1900 && res.durationMs < 8000, `took ${res.durationMs} ms`);
+		});
 		await t.test('two hosts, the first silent: after its connect_timeout the second is tried, as libpq does', async () => {
 			const both = `postgres://app:secret@127.0.0.1:${silent.address().port},127.0.0.1:${cluster.port}/app` +
 				'?sslmode=disable&connect_timeout=2';
