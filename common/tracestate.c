@@ -3,6 +3,16 @@
 
 #include <string.h>
 
+/* Entries longer than this go first when a tracestate must be cut (W3C). */
+#define LARGE_MEMBER 128
+
+typedef struct member
+{
+	const char *text;
+	size_t		len;
+	size_t		key_len;
+} member;
+
 static bool
 is_lcalpha(char c)
 {
@@ -66,57 +76,110 @@ is_ows(char c)
 	return c == ' ' || c == '\t';
 }
 
-bool
-tp_tracestate_parse(const char *text, size_t len, char *out, size_t *out_len,
-					const char **why)
+/* Whether members[0..count) already has key. */
+static bool
+has_key(const member *members, int count, const char *key, size_t key_len)
+{
+	for (int i = 0; i < count; i++)
+		if (members[i].key_len == key_len && memcmp(members[i].text, key, key_len) == 0)
+			return true;
+	return false;
+}
+
+/* The members, checked: false with *why on the first fault of the whole list. */
+static bool
+split_members(const char *text, size_t len, member *members, int *count, const char **why)
 {
 	const char *end = text + len;
 	const char *p = text;
-	size_t		kept = 0;
-	int			members = 0;
-	bool		full = false;
 
-	*out_len = 0;
-	out[0] = '\0';
-	while (p <= end)
+	*count = 0;
+	for (;;)
 	{
 		const char *comma = memchr(p, ',', (size_t) (end - p));
 		const char *stop = comma != NULL ? comma : end;
 		const char *eq;
-		size_t		member_len;
 
 		while (p < stop && is_ows(*p))
 			p++;
 		while (stop > p && is_ows(stop[-1]))
 			stop--;
-		member_len = (size_t) (stop - p);
-		if (member_len > 0)
+		if (stop > p)
 		{
-			eq = memchr(p, '=', member_len);
+			eq = memchr(p, '=', (size_t) (stop - p));
 			if (eq == NULL || !key_is_valid(p, (size_t) (eq - p)) ||
 				!value_is_valid(eq + 1, (size_t) (stop - eq - 1)))
 			{
 				*why = "expected key=value list members separated by commas, keys of lowercase letters, "
 					"digits and _-*/ (tenant@system allowed), values of printable ASCII but , and =";
-				out[0] = '\0';
 				return false;
 			}
-			/* Whole members only, and none after the first that does not fit. */
-			if (!full && members < TP_TRACESTATE_MAX_MEMBERS &&
-				kept + (kept > 0) + member_len <= TP_TRACESTATE_MAX)
+			if (*count == TP_TRACESTATE_MAX_MEMBERS)
 			{
-				if (kept > 0)
-					out[kept++] = ',';
-				memcpy(out + kept, p, member_len);
-				kept += member_len;
-				members++;
+				*why = "at most 32 list members are allowed";
+				return false;
 			}
-			else
-				full = true;
+			if (has_key(members, *count, p, (size_t) (eq - p)))
+			{
+				*why = "a key may appear only once";
+				return false;
+			}
+			members[*count] = (member) {p, (size_t) (stop - p), (size_t) (eq - p)};
+			(*count)++;
 		}
 		if (comma == NULL)
-			break;
+			return true;
 		p = comma + 1;
+	}
+}
+
+/* Its length joined with commas. */
+static size_t
+joined_length(const member *members, int count)
+{
+	size_t		len = count > 0 ? (size_t) count - 1 : 0;
+
+	for (int i = 0; i < count; i++)
+		len += members[i].len;
+	return len;
+}
+
+/* The last member longer than LARGE_MEMBER, or the last one. */
+static int
+member_to_drop(const member *members, int count)
+{
+	for (int i = count - 1; i >= 0; i--)
+		if (members[i].len > LARGE_MEMBER)
+			return i;
+	return count - 1;
+}
+
+bool
+tp_tracestate_parse(const char *text, size_t len, char *out, size_t *out_len,
+					const char **why)
+{
+	member		members[TP_TRACESTATE_MAX_MEMBERS];
+	int			count;
+	size_t		kept = 0;
+
+	*out_len = 0;
+	out[0] = '\0';
+	if (!split_members(text, len, members, &count, why))
+		return false;
+	/* Too long: large entries go first, then entries from the end (W3C). */
+	while (joined_length(members, count) > TP_TRACESTATE_MAX)
+	{
+		int			drop = member_to_drop(members, count);
+
+		memmove(&members[drop], &members[drop + 1], (count - drop - 1) * sizeof(member));
+		count--;
+	}
+	for (int i = 0; i < count; i++)
+	{
+		if (i > 0)
+			out[kept++] = ',';
+		memcpy(out + kept, members[i].text, members[i].len);
+		kept += members[i].len;
 	}
 	out[kept] = '\0';
 	*out_len = kept;

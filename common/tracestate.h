@@ -17,10 +17,11 @@
 /*
  * Check a tracestate of len bytes and copy what is kept into out
  * (TP_TRACESTATE_MAX + 1 bytes, NUL-terminated): its list members without
- * the blanks and empty members around them, those past 32 or past
- * TP_TRACESTATE_MAX bytes dropped from the end, as the specification
- * allows.  On a value that is no tracestate returns false, out empty, and
- * points *why at what was expected: such a value is passed on not at all.
+ * the blanks and empty members around them.  Past TP_TRACESTATE_MAX bytes,
+ * whole members are dropped as the specification says: those longer than
+ * 128 bytes first, then from the end.  A value that is no tracestate (the
+ * grammar, more than 32 members, a key twice) returns false, out empty,
+ * with *why pointed at what was expected: it is passed on not at all.
  */
 bool		tp_tracestate_parse(const char *text, size_t len, char *out, size_t *out_len,
 								const char **why);

@@ -238,6 +238,7 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 
 	parse_filter(fcinfo, 1, &filter);
 	InitMaterializedSRF(fcinfo, 0);
+	require_result_columns(((ReturnSetInfo *) fcinfo->resultinfo)->setDesc, 4, "profile");
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(StackKey);
 	info.entrysize = sizeof(StackGroup);
@@ -372,6 +373,7 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 				 errmsg("invalid n " INT64_FORMAT, limit),
 				 errhint("n is how many functions to return: 0 or more, or NULL for all of them.")));
 	InitMaterializedSRF(fcinfo, 0);
+	require_result_columns(((ReturnSetInfo *) fcinfo->resultinfo)->setDesc, 6, "profile_top");
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(uint32);
 	info.entrysize = sizeof(FunctionCount);

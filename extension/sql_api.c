@@ -44,6 +44,23 @@ require_loaded(void)
 				 errmsg("traceprof must be loaded via shared_preload_libraries")));
 }
 
+/*
+ * The row shape the caller declared is the one this library writes: SQL
+ * objects from another build of traceprof (the same version number) would
+ * have their columns read as the wrong types, and crash the backend.
+ */
+void
+require_result_columns(TupleDesc desc, int columns, const char *function)
+{
+	if (desc->natts != columns)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("traceprof.%s() is declared with %d columns, but the loaded library returns %d",
+						function, desc->natts, columns),
+				 errhint("The extension's SQL objects are from another build of traceprof: "
+						 "DROP EXTENSION traceprof; CREATE EXTENSION traceprof;")));
+}
+
 static TimestampTz
 unix_ns_to_timestamptz(int64 ns)
 {
@@ -174,6 +191,7 @@ traceprof_spans(PG_FUNCTION_ARGS)
 	require_loaded();
 	InitMaterializedSRF(fcinfo, 0);
 	state.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	require_result_columns(state.rsinfo->setDesc, SPANS_COLUMNS, "spans_internal");
 	state.userid = GetUserId();
 	state.see_all = superuser() || has_privs_of_role(state.userid, ROLE_PG_READ_ALL_STATS);
 	span_store_scan_retained(emit_span_row, &state);
@@ -202,6 +220,7 @@ traceprof_stats(PG_FUNCTION_ARGS)
 	require_loaded();
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	require_result_columns(desc, STATS_COLUMNS, "stats_internal");
 	span_store_get_stats(&stats);
 	memset(nulls, 0, sizeof(nulls));
 	values[i++] = Int64GetDatum(stats.created);

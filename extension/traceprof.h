@@ -9,6 +9,7 @@
 
 #include "postgres.h"
 
+#include "access/tupdesc.h"
 #include "port/atomics.h"
 #include "storage/spin.h"
 #include "storage/latch.h"
@@ -240,6 +241,9 @@ extern void span_texts_to_encoding(TraceprofSpan *span, int encoding);
 extern const TraceprofSpan *span_in_utf8(const TraceprofSpan *span);
 extern text *utf8_to_database_text(const char *s);
 extern void span_encoding_prepare(void);
+
+/* sql_api.c: the views' functions */
+extern void require_result_columns(TupleDesc desc, int columns, const char *function);
 
 /* statement_spans.c: hooks that open and close spans */
 extern void statement_spans_install_hooks(void);

@@ -81,6 +81,31 @@ async function startHttps(t, identity) {
 	return { requests, url: `https://127.0.0.1:${port}` };
 }
 
+/**
+ * A cluster exporting every 100 ms (2 s budget) with settings, its admin
+ * connection, traced(): statement run under a new trace, whose id it
+ * returns, and stats(): traceprof.stats.
+ */
+async function startExporting(t, settings, statement) {
+	const cluster = await startTraced({
+		'traceprof.export_interval': '100',
+		'traceprof.otlp_timeout': '2000',
+		...settings,
+	});
+	t.after(() => cluster.stop());
+	const admin = await connect(cluster);
+	t.after(() => admin.end());
+	const traced = async () => {
+		const ctx = newContext();
+		await admin.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		await admin.query(statement);
+		await admin.query("SET traceprof.traceparent = ''");
+		return ctx.traceId;
+	};
+	const stats = async () => (await admin.query('SELECT * FROM traceprof.stats')).rows[0];
+	return { cluster, admin, traced, stats };
+}
+
 const warnings = (res) => res.stderr.split('\n').filter((l) => /warning/i.test(l));
 
 /** Run the generator with env; records enough for CPU samples when profiling. */
@@ -157,26 +182,12 @@ test('binaries: a certificate for another host name is refused even with its CA 
 test('extension: https endpoints are verified; traceprof.otlp_ca_file / pyroscope_ca_file make the CA trusted; only a superuser sets them', async (t) => {
 	const otlp = await startHttps(t, good);
 	const ingest = await startHttps(t, good);
-	const cluster = await startTraced({
-		'traceprof.export_interval': '100',
+	const { cluster, admin, traced, stats } = await startExporting(t, {
 		'traceprof.upload_interval': '200',
-		'traceprof.otlp_timeout': '2000',
 		'traceprof.otlp_endpoint': otlp.url,
 		'traceprof.pyroscope_url': ingest.url,
 		'traceprof.sample_hz': '250',
-	});
-	t.after(() => cluster.stop());
-	const admin = await connect(cluster);
-	t.after(() => admin.end());
-
-	const traced = async () => {
-		const ctx = newContext();
-		await admin.query(`SET traceprof.traceparent = '${ctx.header}'`);
-		await admin.query('SELECT sum(g::numeric * g) FROM generate_series(1, 300000) g');
-		await admin.query("SET traceprof.traceparent = ''");
-		return ctx.traceId;
-	};
-	const stats = async () => (await admin.query('SELECT * FROM traceprof.stats')).rows[0];
+	}, 'SELECT sum(g::numeric * g) FROM generate_series(1, 300000) g');
 
 	await traced();
 	const failed = await waitFor('a failed span export and a failed profile upload', async () => {
@@ -213,23 +224,10 @@ test('extension, OTLP to a collector that wants a client certificate (mutual TLS
 		issue('client', 'DNS:traceprof-client');
 	fs.chmodSync(path.join(dir, 'client.key'), 0o644);
 	const otlp = await startHttps(t, { ...good, ca: fs.readFileSync(ca), requestCert: true, rejectUnauthorized: true });
-	const cluster = await startTraced({
-		'traceprof.export_interval': '100',
-		'traceprof.otlp_timeout': '2000',
+	const { cluster, admin, traced, stats } = await startExporting(t, {
 		'traceprof.otlp_endpoint': otlp.url,
 		'traceprof.otlp_ca_file': ca,
-	});
-	t.after(() => cluster.stop());
-	const admin = await connect(cluster);
-	t.after(() => admin.end());
-	const traced = async () => {
-		const ctx = newContext();
-		await admin.query(`SET traceprof.traceparent = '${ctx.header}'`);
-		await admin.query('SELECT 1');
-		await admin.query("SET traceprof.traceparent = ''");
-		return ctx.traceId;
-	};
-	const stats = async () => (await admin.query('SELECT * FROM traceprof.stats')).rows[0];
+	}, 'SELECT 1');
 	const reload = async (settings) => {
 		for (const [guc, value] of Object.entries(settings))
 			await admin.query(`ALTER SYSTEM SET ${guc} = '${value}'`);

@@ -180,36 +180,54 @@ TEST(tracestate_members_are_checked_and_trimmed)
 	CHECK_STR(kept("t@systemnamelonge=1"), "!");
 }
 
-/* Past 32 members or 512 bytes, whole members are dropped from the end. */
-TEST(tracestate_is_cut_at_whole_members)
+/* More than 32 members, or a key twice, make it no tracestate (W3C's test suite). */
+TEST(tracestate_limits_of_the_list)
 {
 	char		text[4096];
-	char		expected[4096];
 	size_t		n = 0;
-	size_t		e = 0;
 
-	for (int i = 0; i < 40; i++)
-	{
+	for (int i = 0; i < 32; i++)
 		n += snprintf(text + n, sizeof(text) - n, "%sk%d=v", i ? "," : "", i);
-		if (i < 32)
-			e += snprintf(expected + e, sizeof(expected) - e, "%sk%d=v", i ? "," : "", i);
-	}
-	CHECK_STR(kept(text), expected);
+	CHECK_STR(kept(text), text);
+	strcat(text, ",k32=v");
+	CHECK_STR(kept(text), "!");
+	CHECK_STR(kept("foo=1,bar=2,foo=3"), "!");
+	CHECK_STR(kept("t@sys=1,t@other=2,t=3"), "t@sys=1,t@other=2,t=3");
+}
 
-	n = e = 0;
-	for (int i = 0; i < 6; i++)
-	{
-		char		member[120];
+/* Past 512 bytes, whole members go: those over 128 bytes first, then from the end. */
+TEST(tracestate_is_cut_at_whole_members)
+{
+	char		large_a[300];
+	char		large_b[300];
+	char		text[2048];
+	char		expected[2048];
 
-		snprintf(member, sizeof(member), "%sk%d=%0100d", i ? "," : "", i, i);
-		n += snprintf(text + n, sizeof(text) - n, "%s", member);
-		if (e + strlen(member) <= TP_TRACESTATE_MAX)
-			e += snprintf(expected + e, sizeof(expected) - e, "%s", member);
-	}
+	/* two 258-byte members and a small one: the later large one goes, the small one stays */
+	snprintf(large_a, sizeof(large_a), "a=%0256d", 1);
+	snprintf(large_b, sizeof(large_b), "b=%0256d", 2);
+	snprintf(text, sizeof(text), "%s,%s,c=1", large_a, large_b);
 	CHECK(strlen(text) > TP_TRACESTATE_MAX);
+	snprintf(expected, sizeof(expected), "%s,c=1", large_a);
 	CHECK_STR(kept(text), expected);
-	CHECK(strlen(expected) <= TP_TRACESTATE_MAX && strlen(expected) > TP_TRACESTATE_MAX - 110);
-	/* and a bad member after the cut still makes it no tracestate */
+
+	/* only small members: from the end, 512 bytes kept whole */
+	{
+		size_t		n = 0;
+		size_t		e = 0;
+
+		for (int i = 0; i < 6; i++)
+		{
+			char		member[120];
+
+			snprintf(member, sizeof(member), "%sk%d=%0100d", i ? "," : "", i, i);
+			n += snprintf(text + n, sizeof(text) - n, "%s", member);
+			if (e + strlen(member) <= TP_TRACESTATE_MAX)
+				e += snprintf(expected + e, sizeof(expected) - e, "%s", member);
+		}
+		CHECK_STR(kept(text), expected);
+	}
+	/* a bad member after the cut still makes it no tracestate */
 	strcat(text, ",Bad=1");
 	CHECK_STR(kept(text), "!");
 }
@@ -225,6 +243,7 @@ main(void)
 	RUN(random_ids_are_nonzero_and_differ);
 	RUN(hex_decode_rejects_uppercase_and_junk);
 	RUN(tracestate_members_are_checked_and_trimmed);
+	RUN(tracestate_limits_of_the_list);
 	RUN(tracestate_is_cut_at_whole_members);
 	return unit_summary();
 }

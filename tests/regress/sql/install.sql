@@ -41,6 +41,12 @@ SELECT count(*) >= 0 AS spans_readable FROM traceprof.spans;
 SELECT count(*) AS stats_rows FROM traceprof.stats;
 RESET ROLE;
 ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO PUBLIC;
+-- SQL objects of another build, declaring other columns than the library
+-- writes, are refused by name instead of crashing the backend
+CREATE FUNCTION public.spans_of_another_build(OUT trace_id text, OUT span_id text)
+  RETURNS SETOF record AS '$libdir/traceprof', 'traceprof_spans' LANGUAGE C;
+SELECT count(*) FROM public.spans_of_another_build();
+DROP FUNCTION public.spans_of_another_build();
 DROP EXTENSION traceprof;
 DROP ROLE traceprof_mallory;
 -- the schema check is PL/pgSQL: a database without it is told so, and
