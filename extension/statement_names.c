@@ -192,6 +192,36 @@ plan_collection(const PlannedStmt *plan)
 }
 
 /*
+ * The table of COPY (query) TO's query, as written: a plain SELECT from one
+ * table, or the target of a writing statement; NULL otherwise (a join, a
+ * set operation, a CTE, whose name is no table).
+ */
+static RangeVar *
+copy_query_relation(Node *query)
+{
+	switch (nodeTag(query))
+	{
+		case T_SelectStmt:
+			{
+				SelectStmt *select = (SelectStmt *) query;
+
+				if (select->op == SETOP_NONE && select->withClause == NULL &&
+					list_length(select->fromClause) == 1 && IsA(linitial(select->fromClause), RangeVar))
+					return linitial(select->fromClause);
+				return NULL;
+			}
+		case T_InsertStmt:
+			return ((InsertStmt *) query)->relation;
+		case T_UpdateStmt:
+			return ((UpdateStmt *) query)->relation;
+		case T_DeleteStmt:
+			return ((DeleteStmt *) query)->relation;
+		default:
+			return NULL;
+	}
+}
+
+/*
  * db.collection.name of a statement: a Query being planned, a PlannedStmt,
  * or a utility statement (the table it is about, for the common cases; a
  * CALL's procedure, its db.stored_procedure.name).
@@ -209,6 +239,8 @@ statement_collection(Node *stmt)
 			return plan_collection((PlannedStmt *) stmt);
 		case T_CopyStmt:
 			rel = ((CopyStmt *) stmt)->relation;
+			if (rel == NULL && ((CopyStmt *) stmt)->query != NULL)
+				rel = copy_query_relation(((CopyStmt *) stmt)->query);
 			break;
 		case T_CreateStmt:
 			rel = ((CreateStmt *) stmt)->relation;
