@@ -106,9 +106,14 @@ names_key(const char *key, const char *end, const char *name)
 	return is_key(key, end, name);
 }
 
-/* The decoded value of key name in the comment that ends sql, into value (max bytes). */
-static tp_comment_result
-find_value(const char *sql, size_t len, const char *name, char *value, size_t max, size_t *value_len)
+/*
+ * The keys names[0..n) of the comment that ends sql, found in one pass:
+ * results[i] says what became of names[i], whose decoded value goes into
+ * values[i] (max[i] bytes; its length into lens[i]) when VALID.
+ */
+static void
+find_values(const char *sql, size_t len, int n, const char *const *names,
+			char *const *values, const size_t *max, size_t *lens, tp_comment_result *results)
 {
 	/*
 	 * Only a comment that ends the statement counts: that is where
@@ -118,60 +123,116 @@ find_value(const char *sql, size_t len, const char *name, char *value, size_t ma
 	const char *close = tp_sqlcomment_close(sql, len);
 	const char *open;
 	const char *p;
+	int			left = n;
 
+	for (int i = 0; i < n; i++)
+		results[i] = TP_COMMENT_NONE;
 	if (close == NULL)
-		return TP_COMMENT_NONE;
+		return;
 	open = find_last_comment_open(sql, close);
 	if (open == NULL)
-		return TP_COMMENT_NONE;
+		return;
 	p = open + 2;
-	while (p < close)
+	while (p < close && left > 0)
 	{
 		const char *key = p;
 		const char *eq = memchr(p, '=', (size_t) (close - p));
-		bool		ours;
+		int			ours = -1;
 
 		while (key < close && (*key == ' ' || *key == '\t' || *key == '\n' ||
 							   *key == '\r' || *key == ','))
 			key++;
-		ours = names_key(key, eq != NULL ? eq : close, name);
+		for (int i = 0; i < n; i++)
+			if (results[i] == TP_COMMENT_NONE && names_key(key, eq != NULL ? eq : close, names[i]))
+				ours = i;
 		/* Not a sqlcommenter pair: a comment of another kind, unless it names our key. */
 		if (eq == NULL || eq + 1 >= close || eq[1] != '\'')
-			return ours ? TP_COMMENT_MALFORMED : TP_COMMENT_NONE;
-		if (ours)
-			return is_key(key, eq, name) && decode_value(eq + 2, close, value, max, value_len) != NULL ?
-				TP_COMMENT_VALID : TP_COMMENT_MALFORMED;
-		p = skip_value(eq + 2, close);
+		{
+			if (ours >= 0)
+				results[ours] = TP_COMMENT_MALFORMED;
+			return;
+		}
+		p = NULL;
+		if (ours >= 0)
+		{
+			if (is_key(key, eq, names[ours]))
+				p = decode_value(eq + 2, close, values[ours], max[ours], &lens[ours]);
+			results[ours] = p != NULL ? TP_COMMENT_VALID : TP_COMMENT_MALFORMED;
+			left--;
+		}
 		if (p == NULL)
-			return TP_COMMENT_NONE;
+			p = skip_value(eq + 2, close);
+		if (p == NULL)
+			return;
 	}
-	return TP_COMMENT_NONE;
+}
+
+/* One key's value, for tp_sqlcomment_traceparent and tp_sqlcomment_tracestate. */
+static tp_comment_result
+find_value(const char *sql, size_t len, const char *name, char *value, size_t max, size_t *value_len)
+{
+	tp_comment_result result;
+
+	find_values(sql, len, 1, &name, &value, &max, value_len, &result);
+	return result;
+}
+
+/* A traceparent's value into *out: MALFORMED when it is no traceparent. */
+static tp_comment_result
+parse_traceparent(tp_comment_result found, const char *value, size_t len, tp_span_context *out)
+{
+	const char *why;
+
+	if (found == TP_COMMENT_VALID && !tp_traceparent_parse(value, len, out, &why))
+		return TP_COMMENT_MALFORMED;
+	return found;
+}
+
+/* A tracestate's value, checked and cut, into out: MALFORMED when it is no tracestate. */
+static tp_comment_result
+parse_tracestate(tp_comment_result found, const char *value, size_t len, char *out, size_t *out_len)
+{
+	const char *why;
+
+	*out_len = 0;
+	out[0] = '\0';
+	if (found == TP_COMMENT_VALID && !tp_tracestate_parse(value, len, out, out_len, &why))
+		return TP_COMMENT_MALFORMED;
+	return found;
 }
 
 tp_comment_result
 tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
 {
 	char		value[MAX_TRACEPARENT];
-	size_t		value_len;
-	const char *why;
+	size_t		value_len = 0;
 	tp_comment_result found = find_value(sql, len, "traceparent", value, sizeof(value), &value_len);
 
-	if (found == TP_COMMENT_VALID && !tp_traceparent_parse(value, value_len, out, &why))
-		return TP_COMMENT_MALFORMED;
-	return found;
+	return parse_traceparent(found, value, value_len, out);
 }
 
 tp_comment_result
 tp_sqlcomment_tracestate(const char *sql, size_t len, char *out, size_t *out_len)
 {
 	char		value[MAX_TRACESTATE];
-	size_t		value_len;
-	const char *why;
+	size_t		value_len = 0;
 	tp_comment_result found = find_value(sql, len, "tracestate", value, sizeof(value), &value_len);
 
-	*out_len = 0;
-	out[0] = '\0';
-	if (found == TP_COMMENT_VALID && !tp_tracestate_parse(value, value_len, out, out_len, &why))
-		return TP_COMMENT_MALFORMED;
-	return found;
+	return parse_tracestate(found, value, value_len, out, out_len);
+}
+
+void
+tp_sqlcomment_context(const char *sql, size_t len, tp_comment_context *out)
+{
+	static const char *const names[] = {"traceparent", "tracestate"};
+	char		parent[MAX_TRACEPARENT];
+	char		state[MAX_TRACESTATE];
+	char	   *const values[] = {parent, state};
+	const size_t max[] = {sizeof(parent), sizeof(state)};
+	size_t		lens[2] = {0, 0};
+	tp_comment_result results[2];
+
+	find_values(sql, len, 2, names, values, max, lens, results);
+	out->parent_result = parse_traceparent(results[0], parent, lens[0], &out->parent);
+	out->state_result = parse_tracestate(results[1], state, lens[1], out->state, &out->state_len);
 }

@@ -35,6 +35,18 @@ tp_comment_result tp_sqlcomment_traceparent(const char *sql, size_t len,
 tp_comment_result tp_sqlcomment_tracestate(const char *sql, size_t len,
 										   char *out, size_t *out_len);
 
+/* Both, in one pass over the comment: what a traced statement needs. */
+typedef struct tp_comment_context
+{
+	tp_comment_result parent_result;	/* VALID: parent holds the caller's context */
+	tp_span_context parent;
+	tp_comment_result state_result; /* VALID: state holds the tracestate kept */
+	size_t		state_len;
+	char		state[TP_TRACESTATE_MAX + 1];
+} tp_comment_context;
+
+void		tp_sqlcomment_context(const char *sql, size_t len, tp_comment_context *out);
+
 /*
  * The end of the comment that ends the len bytes at sql (trailing blanks
  * and semicolons aside): where its closing star is; NULL when they end

@@ -315,30 +315,6 @@ typedef struct SpanParent
 } SpanParent;
 
 /*
- * The tracestate of the comment that gave the statement its parent: kept
- * with it, or, malformed, counted and left out (the parent still holds).
- */
-static void
-comment_tracestate(const char *text, int len, SpanParent *parent)
-{
-	static char kept[TP_TRACESTATE_MAX + 1];
-	size_t		kept_len;
-
-	switch (tp_sqlcomment_tracestate(text, len, kept, &kept_len))
-	{
-		case TP_COMMENT_VALID:
-			parent->trace_state = kept;
-			parent->trace_state_len = (uint16) kept_len;
-			break;
-		case TP_COMMENT_MALFORMED:
-			span_store_count_malformed();
-			break;
-		case TP_COMMENT_NONE:
-			break;
-	}
-}
-
-/*
  * Decide whether a top-level statement is traced, and under which parent.
  * The statement's own comment wins over the session's traceprof.traceparent;
  * without either, traceprof.sample_rate may start a new trace.
@@ -348,13 +324,25 @@ choose_root_context(const char *text, int len, SpanParent *parent)
 {
 	if (text != NULL)
 	{
-		switch (tp_sqlcomment_traceparent(text, len, &parent->context))
+		/* Static: the span about to open copies the tracestate from it. */
+		static tp_comment_context comment;
+
+		tp_sqlcomment_context(text, len, &comment);
+		switch (comment.parent_result)
 		{
 			case TP_COMMENT_VALID:
+				parent->context = comment.parent;
 				parent->remote = true;
 				if ((parent->context.flags & TP_FLAG_SAMPLED) == 0)
 					return false;
-				comment_tracestate(text, len, parent);
+				/* A malformed tracestate is counted and left out; the parent holds. */
+				if (comment.state_result == TP_COMMENT_VALID)
+				{
+					parent->trace_state = comment.state;
+					parent->trace_state_len = (uint16) comment.state_len;
+				}
+				else if (comment.state_result == TP_COMMENT_MALFORMED)
+					span_store_count_malformed();
 				return true;
 			case TP_COMMENT_MALFORMED:
 				span_store_count_malformed();

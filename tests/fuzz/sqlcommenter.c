@@ -1,6 +1,6 @@
 /*
- * sqlcommenter.c - libFuzzer target for tp_sqlcomment_traceparent() and
- * tp_sqlcomment_tracestate().
+ * sqlcommenter.c - libFuzzer target for tp_sqlcomment_traceparent(),
+ * tp_sqlcomment_tracestate() and tp_sqlcomment_context().
  *
  * Every statement a traced backend runs (and every Parse message) goes
  * through this parser, with text any database user controls.
@@ -69,6 +69,20 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(tp_tracestate_parse(state, state_len, again, &again_len, &why));
 			FUZZ_CHECK(again_len == state_len && memcmp(again, state, state_len) == 0);
 		}
+	}
+
+	{
+		/* One pass over both keys finds what the two separate ones find. */
+		tp_comment_context both;
+		char		state[TP_TRACESTATE_MAX + 1];
+		size_t		state_len;
+
+		tp_sqlcomment_context((const char *) data, size, &both);
+		FUZZ_CHECK(both.parent_result == result);
+		if (result == TP_COMMENT_VALID)
+			FUZZ_CHECK(memcmp(&both.parent, &ctx, sizeof(ctx)) == 0);
+		FUZZ_CHECK(both.state_result == tp_sqlcomment_tracestate((const char *) data, size, state, &state_len));
+		FUZZ_CHECK(both.state_len == state_len && memcmp(both.state, state, state_len) == 0);
 	}
 
 	FUZZ_CHECK(parse_copy("", data, size, " ;\n\t;", &other) == result);

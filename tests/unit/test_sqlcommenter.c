@@ -42,6 +42,30 @@ TEST(tracestate_beside_the_traceparent)
 	CHECK_STR(tracestate_of("SELECT 1 /* tracestate='a%3D1' */ + 1"), "none");
 }
 
+/* One pass finds both keys, in either order, each judged on its own. */
+TEST(both_keys_in_one_pass)
+{
+	tp_comment_context c;
+	const char *sql = "SELECT 1 /*a='x',tracestate='ot%3Dth%3A8',traceparent='" TP "'*/";
+
+	tp_sqlcomment_context(sql, strlen(sql), &c);
+	CHECK(c.parent_result == TP_COMMENT_VALID);
+	CHECK(c.parent.flags == 1);
+	CHECK(c.state_result == TP_COMMENT_VALID);
+	CHECK_STR(c.state, "ot=th:8");
+	sql = "SELECT 1 /*traceparent='00-zz',tracestate='a%3D1'*/";
+	tp_sqlcomment_context(sql, strlen(sql), &c);
+	CHECK(c.parent_result == TP_COMMENT_MALFORMED);
+	CHECK(c.state_result == TP_COMMENT_VALID);
+	sql = "SELECT 1 /*traceparent='" TP "'*/";
+	tp_sqlcomment_context(sql, strlen(sql), &c);
+	CHECK(c.parent_result == TP_COMMENT_VALID);
+	CHECK(c.state_result == TP_COMMENT_NONE && c.state_len == 0 && c.state[0] == '\0');
+	sql = "SELECT 1";
+	tp_sqlcomment_context(sql, strlen(sql), &c);
+	CHECK(c.parent_result == TP_COMMENT_NONE && c.state_result == TP_COMMENT_NONE);
+}
+
 TEST(appended_comment)
 {
 	tp_span_context ctx;
@@ -164,6 +188,7 @@ main(void)
 {
 	RUN(appended_comment);
 	RUN(tracestate_beside_the_traceparent);
+	RUN(both_keys_in_one_pass);
 	RUN(sorted_keys_and_url_encoding);
 	RUN(long_values_of_other_keys);
 	RUN(no_comment_or_no_key);
