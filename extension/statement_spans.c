@@ -322,7 +322,8 @@ typedef struct SpanParent
 static bool
 choose_root_context(const char *text, int len, SpanParent *parent)
 {
-	if (text != NULL)
+	/* Most statements end in no comment: said inline, before the reader's call. */
+	if (text != NULL && tp_sqlcomment_close(text, len) != NULL)
 	{
 		/* Static: the span about to open copies the tracestate from it. */
 		static tp_comment_context comment;
