@@ -121,7 +121,7 @@ typedef struct SampleBatch
 	PeriodWeight periods[PARTS][BATCH_PERIODS];
 	int			count;
 	int64		first_ns;
-	int64		until_ns;		/* the end of the latest sample's period */
+	int64		until_ns;		/* the latest sample's time: the end of its period */
 } SampleBatch;
 
 /*
@@ -700,6 +700,7 @@ add_sample(const TraceprofSample *sample, void *arg)
 	const char *frames[TRACEPROF_MAX_FRAMES];
 	tp_sample_labels labels;
 	int			part = sample->wall ? PART_WALL : PART_CPU;
+	int64		measured_from;
 
 	for (uint32 i = 0; i < sample->depth; i++)
 		frames[i] = function_names_get(sample->frames[i]);
@@ -712,9 +713,14 @@ add_sample(const TraceprofSample *sample, void *arg)
 						 (uint64) sample->period_us * 1000,
 						 traceprof_profile_span_name && sample->span_name_id ?
 						 function_names_get(sample->span_name_id) : NULL);
-	if (batch->count == 0 || sample->time_ns < batch->first_ns)
-		batch->first_ns = sample->time_ns;
-	batch->until_ns = Max(batch->until_ns, sample->time_ns + (int64) sample->period_us * 1000);
+	/*
+	 * A sample is taken when its timer expires: what it measured is the
+	 * period before it (its weight of periods, after overruns).
+	 */
+	measured_from = sample->time_ns - (int64) sample->period_us * 1000 * Max(sample->weight, 1);
+	if (batch->count == 0 || measured_from < batch->first_ns)
+		batch->first_ns = measured_from;
+	batch->until_ns = Max(batch->until_ns, sample->time_ns);
 	count_period(batch->periods[part], sample->period_us, sample->weight);
 	batch->counts[part]++;
 	batch->count++;

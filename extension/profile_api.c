@@ -81,6 +81,10 @@ typedef struct FunctionCount
 /* How much of an invalid id an error quotes, in characters. */
 #define ECHO_CHARS 64
 
+/* The columns of traceprof.profile() and traceprof.profile_top(). */
+#define PROFILE_COLUMNS 4
+#define PROFILE_TOP_COLUMNS 6
+
 /*
  * An invalid argument as an error quotes it: whole when short, else its
  * first ECHO_CHARS characters (cut between characters of the database's
@@ -238,7 +242,7 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 
 	parse_filter(fcinfo, 1, &filter);
 	InitMaterializedSRF(fcinfo, 0);
-	require_result_columns(((ReturnSetInfo *) fcinfo->resultinfo)->setDesc, 4, "profile");
+	require_result_columns(((ReturnSetInfo *) fcinfo->resultinfo)->setDesc, PROFILE_COLUMNS, "profile");
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(StackKey);
 	info.entrysize = sizeof(StackGroup);
@@ -265,8 +269,8 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 	for (long g = 0; g < ngroups; g++)
 	{
 		StringInfoData stack;
-		Datum		values[4];
-		bool		nulls[4] = {false, false, false, false};
+		Datum		values[PROFILE_COLUMNS];
+		bool		nulls[PROFILE_COLUMNS] = {0};
 
 		/* Up to a million rows, each a few kB to build and store: cancellable. */
 		CHECK_FOR_INTERRUPTS();
@@ -373,7 +377,7 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 				 errmsg("invalid n " INT64_FORMAT, limit),
 				 errhint("n is how many functions to return: 0 or more, or NULL for all of them.")));
 	InitMaterializedSRF(fcinfo, 0);
-	require_result_columns(((ReturnSetInfo *) fcinfo->resultinfo)->setDesc, 6, "profile_top");
+	require_result_columns(((ReturnSetInfo *) fcinfo->resultinfo)->setDesc, PROFILE_TOP_COLUMNS, "profile_top");
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(uint32);
 	info.entrysize = sizeof(FunctionCount);
@@ -397,8 +401,8 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 	caller = MemoryContextSwitchTo(per_row);
 	for (long i = 0; i < nfunctions && i < limit; i++)
 	{
-		Datum		values[6];
-		bool		nulls[6] = {false, false, false, false, false, false};
+		Datum		values[PROFILE_TOP_COLUMNS];
+		bool		nulls[PROFILE_TOP_COLUMNS] = {0};
 
 		MemoryContextReset(per_row);
 		count = sorted[i];

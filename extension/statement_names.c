@@ -191,10 +191,23 @@ plan_collection(const PlannedStmt *plan)
 	return collection_name(plan->rtable, 0, plan_children(plan));
 }
 
+/* Whether a raw parse tree holds a subquery, in FROM or in an expression. */
+static bool
+has_subquery(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, SubLink) || IsA(node, RangeSubselect))
+		return true;
+	return raw_expression_tree_walker(node, has_subquery, context);
+}
+
 /*
- * The table of COPY (query) TO's query, as written: a plain SELECT from one
- * table, or the target of a writing statement; NULL otherwise (a join, a
- * set operation, a CTE, whose name is no table).
+ * The table of COPY (query) TO's query, as written (it is analysed only
+ * when COPY runs it): a SELECT from one table and nothing else, or the
+ * target of a writing statement, as for the same statements outside COPY.
+ * NULL otherwise: a join, a set operation, a CTE (whose name is no table),
+ * a subquery (which may read other tables).
  */
 static RangeVar *
 copy_query_relation(Node *query)
@@ -206,7 +219,8 @@ copy_query_relation(Node *query)
 				SelectStmt *select = (SelectStmt *) query;
 
 				if (select->op == SETOP_NONE && select->withClause == NULL &&
-					list_length(select->fromClause) == 1 && IsA(linitial(select->fromClause), RangeVar))
+					list_length(select->fromClause) == 1 && IsA(linitial(select->fromClause), RangeVar) &&
+					!raw_expression_tree_walker(query, has_subquery, NULL))
 					return linitial(select->fromClause);
 				return NULL;
 			}

@@ -322,7 +322,7 @@ define_gucs(void)
 							   check_traceparent, assign_traceparent, NULL);
 	DefineCustomStringVariable("traceprof.tracestate",
 							   "W3C tracestate that comes with traceprof.traceparent: kept on the spans made under it.",
-							   "Members past 32, or past 512 bytes, are dropped from the end; empty means none.",
+							   "At most 32 members, each key once; past 512 bytes, members over 128 bytes are dropped first, then from the end. Empty means none.",
 							   &tracestate_setting, "", PGC_USERSET, 0,
 							   check_tracestate, assign_tracestate, NULL);
 	DefineCustomRealVariable("traceprof.sample_rate",

@@ -88,7 +88,7 @@ extern uint16 traceprof_guc_tracestate_len;
  * its array.  A backend builds it packed, the form shared memory keeps: the
  * fields before name, then name, operation, collection, dbname, username,
  * trace_state, query and message back to back, each NUL-terminated, so that a short
- * statement's span takes a few cache lines instead of the ~1,150 bytes its
+ * statement's span takes a few cache lines instead of the ~1,650 bytes its
  * string arrays span, and is stored with two copies.  Packed, of its strings
  * only name (the first) may be read as a field.  The query text's room is
  * traceprof.max_query_length bytes; either form fits TraceprofSpanSize().

@@ -1304,6 +1304,48 @@ test('4. Pyroscope upload: /ingest with name, format, tenant; pprof span_id/trac
 	}
 });
 
+test('4h. an upload\'s window is the time its samples measured: a sample stands for the period before it (1 Hz: a second)', async () => {
+	// Before, a sample's time was taken as the start of its period: at 1 Hz
+	// the window began a second after the statement and ran a second past it.
+	const capture = await startIngest();
+	let cluster;
+	let client;
+	try {
+		cluster = await startTraced({ 'traceprof.pyroscope_url': capture.url, 'traceprof.upload_interval': '200ms' });
+		client = await connect(cluster);
+		await client.query('SET traceprof.profile_mode = wall');
+		await client.query('SET traceprof.sample_hz = 1');
+		const ctx = newContext();
+		await traced(client, ctx, 'SELECT pg_sleep(1.6)');
+		const span = (await client.query(
+			`SELECT (extract(epoch FROM start_time) * 1e6)::bigint AS start_us,
+			        (extract(epoch FROM end_time) * 1e6)::bigint AS end_us
+			   FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' AND query LIKE 'SELECT pg_sleep%'`,
+			[ctx.traceId])).rows[0];
+		const stored = total(await profile(client, ctx.traceId));
+		assert.ok(stored >= 1, 'the sleep was sampled');
+		const req = await capture.waitFor((rs) => rs.find((r) =>
+			decodePprof(r.body).samples.some((smp) => smp.labels.trace_id === ctx.traceId)), 15000,
+		`the samples of trace ${ctx.traceId}`);
+		const prof = decodePprof(req.body);
+		const startNs = BigInt(span.start_us) * 1000n;
+		const endNs = BigInt(span.end_us) * 1000n;
+		const slackNs = 300000000n;
+		assert.ok(prof.timeNanos >= startNs - slackNs && prof.timeNanos <= startNs + slackNs,
+			`the window starts with the statement: time_nanos ${prof.timeNanos}, statement from ${startNs}`);
+		assert.ok(prof.timeNanos + prof.durationNanos <= endNs + slackNs,
+			`the window ends by the statement's end: ${prof.timeNanos + prof.durationNanos}, statement to ${endNs}`);
+		assert.ok(Number(req.query.from) <= Number(startNs / 1000000000n),
+			`Pyroscope's from (${req.query.from}) is not after the statement's start second`);
+	} finally {
+		if (client)
+			await client.end();
+		if (cluster)
+			await cluster.stop();
+		await capture.close();
+	}
+});
+
 test('4b. unreachable Pyroscope: one WARNING, statements unaffected, samples dropped and counted, SQL profiles intact', async () => {
 	const dead = await freePort();	// nothing listens there: connection refused
 	const cluster = await startTraced({

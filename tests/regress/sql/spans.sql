@@ -16,6 +16,7 @@ COPY orders_t TO stdout WITH (FORMAT csv) ;
 -- COPY (query) TO names the table its query reads or writes, when one
 COPY (SELECT id FROM orders_t WHERE id < 3 ORDER BY id) TO stdout;
 COPY (WITH w AS (SELECT 1 AS one) SELECT * FROM w) TO stdout;
+COPY (SELECT id FROM orders_t WHERE id IN (SELECT 1)) TO stdout;
 CREATE INDEX orders_t_note ON orders_t (note);
 -- RETURNING: rows sent and rows written
 UPDATE orders_t SET note = note WHERE id = 2 RETURNING id;
