@@ -974,17 +974,20 @@ measure_work(OpenSpan *span, bool cpu)
 }
 
 /*
- * Its work pauses at end_ns, in this message: an Execute's run ended, or a
- * Bind planned it.  A later message that ends the span (its portal kept, the
- * Bind never executed) ends it there, as measured there.
+ * Its work pauses at end_ns (0: now), in this message: an Execute's run
+ * ended, or a Bind planned it.  A later message that ends the span (its
+ * portal kept, the Bind never executed) ends it there, as measured there.
+ * The CPU clock is read before the wall clock, as at a span's end: what
+ * runs between the two (an interrupt) would count as CPU time outside the
+ * span's wall time.
  */
 static inline void
 pause_work(OpenSpan *span, int64 end_ns, bool cpu)
 {
-	span->paused_at_ns = end_ns;
+	measure_work(span, cpu);
+	span->paused_at_ns = end_ns != 0 ? end_ns : (int64) tp_unix_now_ns();
 	span->paused_in = GetCurrentStatementStartTimestamp();
 	span->paused_sampling = profiler_is_sampling();
-	measure_work(span, cpu);
 }
 
 /* End a span and store it; it stays on the stack. */
@@ -1854,7 +1857,7 @@ run_starts(const QueryDesc *query_desc)
 static pg_noinline void
 execute_run_ended(OpenSpan *span, const QueryDesc *query_desc)
 {
-	pause_work(span, (int64) tp_unix_now_ns(), true);
+	pause_work(span, 0, true);
 	count_rows(span, query_desc);
 	/*
 	 * A SELECT's portal does nothing more in this message (its end, when
