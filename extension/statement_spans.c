@@ -2341,6 +2341,10 @@ record_failed_message(const ErrorData *edata)
 	SpanParent	parent;
 	OpenSpan   *span;
 	int			len = debug_query_string ? strlen(debug_query_string) : 0;
+	int64		arrived_ns = (GetCurrentStatementStartTimestamp() +
+							  (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY) * 1000;
+	/* Read before the span opens: its record may be the one reused. */
+	int64		earlier_end_ns = last_top_level_span != NULL ? last_top_level_span->end_ns : 0;
 
 	while (len > 0 && (debug_query_string[len - 1] == ';' || is_blank(debug_query_string[len - 1])))
 		len--;
@@ -2355,9 +2359,12 @@ record_failed_message(const ErrorData *edata)
 	span = open_span(&parent, SPAN_KIND_SERVER, "postgresql", NULL, NULL, 0, NULL);
 	if (span == NULL)
 		return;
-	/* It began when the message arrived; what it cost is not known. */
-	span->record->start_ns = (GetCurrentStatementStartTimestamp() +
-							  (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY) * 1000;
+	/*
+	 * It began when the message arrived, or when a traced statement run
+	 * before it in the same message ended ("SELECT 1; SELECT * FROM
+	 * missing"): that time was the other's.  What it cost is not known.
+	 */
+	span->record->start_ns = Max(arrived_ns, earlier_end_ns);
 	span->cpu_start_ns = -1;
 	close_innermost(-1, edata->sqlerrcode, error_message(edata));
 }

@@ -53,6 +53,16 @@ SELECT name, kind, status, status_message, query,
   FROM traceprof.spans WHERE name <> 'plan'
  ORDER BY start_time;
 DROP TABLE early_child, early_parent;
+-- The failed statement's span begins where the traced statement before it
+-- in the message ended, not when the message arrived: that time was the
+-- other's.
+SELECT traceprof.reset();
+SET traceprof.traceparent = '00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01';
+SELECT pg_sleep(0.05) AS slept \; SELECT * FROM early_missing;
+SET traceprof.traceparent = '';
+SELECT f.start_time >= s.end_time AS begins_after_the_sleep
+  FROM traceprof.spans s, traceprof.spans f
+ WHERE s.kind = 'server' AND s.status = 'unset' AND s.query LIKE 'SELECT pg_sleep%' AND f.status = 'error';
 -- With errors hidden from the log (no emit_log_hook call), a statement that
 -- fails while planned ends at the abort, with its error, not as a success
 -- (without a plan span, its statement's span is the innermost one then).
