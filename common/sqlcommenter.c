@@ -167,16 +167,6 @@ find_values(const char *sql, size_t len, int n, const char *const *names,
 	}
 }
 
-/* One key's value, for tp_sqlcomment_traceparent and tp_sqlcomment_tracestate. */
-static tp_comment_result
-find_value(const char *sql, size_t len, const char *name, char *value, size_t max, size_t *value_len)
-{
-	tp_comment_result result;
-
-	find_values(sql, len, 1, &name, &value, &max, value_len, &result);
-	return result;
-}
-
 /* A traceparent's value into *out: MALFORMED when it is no traceparent. */
 static tp_comment_result
 parse_traceparent(tp_comment_result found, const char *value, size_t len, tp_span_context *out)
@@ -204,21 +194,15 @@ parse_tracestate(tp_comment_result found, const char *value, size_t len, char *o
 tp_comment_result
 tp_sqlcomment_traceparent(const char *sql, size_t len, tp_span_context *out)
 {
+	static const char *const name = "traceparent";
 	char		value[MAX_TRACEPARENT];
+	char	   *const values[] = {value};
+	const size_t max = sizeof(value);
 	size_t		value_len = 0;
-	tp_comment_result found = find_value(sql, len, "traceparent", value, sizeof(value), &value_len);
+	tp_comment_result found;
 
+	find_values(sql, len, 1, &name, values, &max, &value_len, &found);
 	return parse_traceparent(found, value, value_len, out);
-}
-
-tp_comment_result
-tp_sqlcomment_tracestate(const char *sql, size_t len, char *out, size_t *out_len)
-{
-	char		value[MAX_TRACESTATE];
-	size_t		value_len = 0;
-	tp_comment_result found = find_value(sql, len, "tracestate", value, sizeof(value), &value_len);
-
-	return parse_tracestate(found, value, value_len, out, out_len);
 }
 
 void

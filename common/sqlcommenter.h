@@ -29,13 +29,10 @@ tp_comment_result tp_sqlcomment_traceparent(const char *sql, size_t len,
 											tp_span_context *out);
 
 /*
- * The tracestate key of the same comment, checked and cut as
- * tp_tracestate_parse does, into out (TP_TRACESTATE_MAX + 1 bytes).
+ * The traceparent and tracestate keys of the same comment, in one pass:
+ * what a traced statement needs.  The tracestate is checked and cut as
+ * tp_tracestate_parse does.
  */
-tp_comment_result tp_sqlcomment_tracestate(const char *sql, size_t len,
-										   char *out, size_t *out_len);
-
-/* Both, in one pass over the comment: what a traced statement needs. */
 typedef struct tp_comment_context
 {
 	tp_comment_result parent_result;	/* VALID: parent holds the caller's context */

@@ -1,6 +1,6 @@
 /*
- * sqlcommenter.c - libFuzzer target for tp_sqlcomment_traceparent(),
- * tp_sqlcomment_tracestate() and tp_sqlcomment_context().
+ * sqlcommenter.c - libFuzzer target for tp_sqlcomment_traceparent() and
+ * tp_sqlcomment_context().
  *
  * Every statement a traced backend runs (and every Parse message) goes
  * through this parser, with text any database user controls.
@@ -53,36 +53,26 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	{
-		char		state[TP_TRACESTATE_MAX + 1];
-		size_t		state_len;
-		tp_comment_result found = tp_sqlcomment_tracestate((const char *) data, size, state, &state_len);
+		/* Both keys in one pass: the traceparent as found alone, the tracestate whole. */
+		tp_comment_context both;
 
-		FUZZ_CHECK(found == TP_COMMENT_NONE || found == TP_COMMENT_VALID || found == TP_COMMENT_MALFORMED);
-		FUZZ_CHECK(state_len <= TP_TRACESTATE_MAX && strlen(state) == state_len);
-		if (found == TP_COMMENT_VALID)
+		tp_sqlcomment_context((const char *) data, size, &both);
+		FUZZ_CHECK(both.parent_result == result);
+		if (result == TP_COMMENT_VALID)
+			FUZZ_CHECK(memcmp(&both.parent, &ctx, sizeof(ctx)) == 0);
+		FUZZ_CHECK(both.state_result == TP_COMMENT_NONE || both.state_result == TP_COMMENT_VALID ||
+				   both.state_result == TP_COMMENT_MALFORMED);
+		FUZZ_CHECK(both.state_len <= TP_TRACESTATE_MAX && strlen(both.state) == both.state_len);
+		if (both.state_result == TP_COMMENT_VALID)
 		{
 			char		again[TP_TRACESTATE_MAX + 1];
 			size_t		again_len;
 			const char *why;
 
 			/* what is kept is a tracestate, kept whole */
-			FUZZ_CHECK(tp_tracestate_parse(state, state_len, again, &again_len, &why));
-			FUZZ_CHECK(again_len == state_len && memcmp(again, state, state_len) == 0);
+			FUZZ_CHECK(tp_tracestate_parse(both.state, both.state_len, again, &again_len, &why));
+			FUZZ_CHECK(again_len == both.state_len && memcmp(again, both.state, again_len) == 0);
 		}
-	}
-
-	{
-		/* One pass over both keys finds what the two separate ones find. */
-		tp_comment_context both;
-		char		state[TP_TRACESTATE_MAX + 1];
-		size_t		state_len;
-
-		tp_sqlcomment_context((const char *) data, size, &both);
-		FUZZ_CHECK(both.parent_result == result);
-		if (result == TP_COMMENT_VALID)
-			FUZZ_CHECK(memcmp(&both.parent, &ctx, sizeof(ctx)) == 0);
-		FUZZ_CHECK(both.state_result == tp_sqlcomment_tracestate((const char *) data, size, state, &state_len));
-		FUZZ_CHECK(both.state_len == state_len && memcmp(both.state, state, state_len) == 0);
 	}
 
 	FUZZ_CHECK(parse_copy("", data, size, " ;\n\t;", &other) == result);

@@ -14,10 +14,10 @@ extract(const char *sql, tp_span_context *ctx)
 static const char *
 tracestate_of(const char *sql)
 {
-	static char out[TP_TRACESTATE_MAX + 1];
-	size_t		len;
+	static tp_comment_context c;
 
-	switch (tp_sqlcomment_tracestate(sql, strlen(sql), out, &len))
+	tp_sqlcomment_context(sql, strlen(sql), &c);
+	switch (c.state_result)
 	{
 		case TP_COMMENT_NONE:
 			return "none";
@@ -26,7 +26,7 @@ tracestate_of(const char *sql)
 		case TP_COMMENT_VALID:
 			break;
 	}
-	return strlen(out) == len ? out : "length differs";
+	return strlen(c.state) == c.state_len ? c.state : "length differs";
 }
 
 TEST(tracestate_beside_the_traceparent)
