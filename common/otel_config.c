@@ -14,13 +14,13 @@
 #include "http_url.h"
 #include "log.h"
 #include "text.h"
+#include "version.h"
 
 #define DEFAULT_HTTP_ENDPOINT "http://localhost:4318"
 #define DEFAULT_GRPC_ENDPOINT "http://localhost:4317"
 #define DEFAULT_TIMEOUT_MS 10000
 #define MAX_TIMEOUT_MS 600000
 #define GRPC_EXPORT_PATH "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-#define TRACEPROF_VERSION "0.1.0"
 
 /* The per-signal variable if set and non-empty, else the general one. */
 static const char *

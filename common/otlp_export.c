@@ -21,6 +21,10 @@
 #include "otlp_export.h"
 #include "otlp_trace.pb-c.h"
 #include "text.h"
+#include "version.h"
+
+/* What the OTLP exporter spec asks a User-Agent to name: the exporter, its language, its version. */
+#define OTLP_USER_AGENT "traceprof-OTLP-Exporter-C/" TRACEPROF_VERSION
 
 #define MAX_RESPONSE_BYTES (64 * 1024)
 #define GRPC_FRAME_HEADER 5
@@ -540,7 +544,7 @@ attempt(tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
 		.len = payload_len,
 		.headers = headers,
 		.timeout_ms = budget_ms,
-		.user_agent = "traceprof-otlp/0.1",
+		.user_agent = OTLP_USER_AGENT,
 		.ca_file = target->ca_file,
 		.client_cert = target->client_cert,
 		.client_key = target->client_key,

@@ -31,6 +31,7 @@
 #include "pprof_parts.h"
 #include "pyroscope.h"
 #include "text.h"
+#include "version.h"
 
 #define DEFAULT_SERVER "http://localhost:4040"
 #define DEFAULT_TIMEOUT_MS 10000L
@@ -627,7 +628,7 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 		.len = req->len,
 		.headers = req->headers,
 		.timeout_ms = timeout_ms,
-		.user_agent = "traceprof-pyroscope/0.1",
+		.user_agent = "traceprof-pyroscope-c/" TRACEPROF_VERSION,
 		.ca_file = cfg->ca_file,
 		.cancel = cfg->cancel,
 		.error_buffer = curl_message,

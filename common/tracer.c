@@ -8,9 +8,9 @@
 #include "log.h"
 #include "otel_config.h"
 #include "otlp_export.h"
+#include "version.h"
 
 #define SCOPE_NAME "traceprof"
-#define SCOPE_VERSION "0.1.0"
 
 static tp_otel_config config;
 static tp_span **spans;
@@ -163,7 +163,7 @@ send_spans(size_t first, size_t count, export_state *state)
 		state->stopped = true;
 		return;
 	}
-	body = tp_otlp_encode_traces(&config.resource, SCOPE_NAME, SCOPE_VERSION,
+	body = tp_otlp_encode_traces(&config.resource, SCOPE_NAME, TRACEPROF_VERSION,
 								 spans + first, count, &len);
 	if (body == NULL)
 	{

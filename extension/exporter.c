@@ -39,9 +39,9 @@
 #include "pyroscope.h"
 #include "span_attributes.h"
 #include "text.h"
+#include "version.h"
 
 #define SCOPE_NAME "traceprof"
-#define SCOPE_VERSION "0.1.0"
 
 /*
  * One request's spans: their records, unpacked, and OTLP views of them.
@@ -254,7 +254,7 @@ build_resource(tp_kvlist *resource)
 	if (tp_kvlist_get(resource, "telemetry.sdk.name") == NULL)
 		tp_kvlist_add(resource, "telemetry.sdk.name", "traceprof");
 	if (tp_kvlist_get(resource, "telemetry.sdk.version") == NULL)
-		tp_kvlist_add(resource, "telemetry.sdk.version", SCOPE_VERSION);
+		tp_kvlist_add(resource, "telemetry.sdk.version", TRACEPROF_VERSION);
 }
 
 /* Where spans go: the settings the OTLP target is built from, NUL-separated. */
@@ -493,7 +493,7 @@ send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadli
 		}
 		target->timeout_ms = Min(traceprof_otlp_timeout_ms, left);
 	}
-	body = tp_otlp_encode_traces(resource, SCOPE_NAME, SCOPE_VERSION,
+	body = tp_otlp_encode_traces(resource, SCOPE_NAME, TRACEPROF_VERSION,
 								 batch.span_list + first, count, &len);
 	if (body != NULL && !tp_size_limit_allows(&size_limit, len, count))
 	{

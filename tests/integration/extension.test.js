@@ -235,6 +235,7 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 			assert.equal(req.method, 'POST');
 			assert.equal(req.path, '/v1/traces', 'v1/traces appended to the base URL');
 			assert.equal(req.headers['content-type'], 'application/x-protobuf');
+			assert.match(req.headers['user-agent'], /^traceprof-OTLP-Exporter-C\/\d+\.\d+\.\d+$/);
 			assert.equal(req.bodyError, null);
 		}
 	});

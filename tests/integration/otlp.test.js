@@ -170,6 +170,8 @@ test('generator: OTLP/HTTP POST /v1/traces, protobuf, decodable, default service
 	assert.equal(req.method, 'POST');
 	assert.equal(req.path, '/v1/traces');
 	assert.equal(req.headers['content-type'], 'application/x-protobuf');
+	// the OTLP exporter spec: a User-Agent naming the exporter, its language and version
+	assert.match(req.headers['user-agent'], /^traceprof-OTLP-Exporter-C\/\d+\.\d+\.\d+$/);
 	const spans = spansOf(r.requests);
 	const g = assertGeneratorSpans(spans, run1);
 	assert.equal(g.kind, SpanKind.INTERNAL);
