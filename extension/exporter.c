@@ -603,7 +603,7 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz 
 	upto = span_store_read_unexported(batch.records, batch.ends, batch_size(), &batch.count);
 	for (int i = 0; i < batch.count; i++)
 	{
-		span_view((TraceprofSpan *) (batch.records + i * TraceprofSpanSize()), true,
+		span_view((TraceprofSpan *) (batch.records + i * TraceprofSpanSize()), true, true,
 				  &batch.attrs[i], &batch.spans[i]);
 		batch.span_list[i] = &batch.spans[i];
 	}

@@ -85,7 +85,8 @@ add_profile_urls(AttrList *list, const TraceprofSpan *r)
 }
 
 void
-span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, tp_span *out)
+span_view(const TraceprofSpan *r, bool include_private, bool include_links,
+		  SpanAttributes *attrs, tp_span *out)
 {
 	AttrList	list = {attrs, 0};
 
@@ -123,7 +124,7 @@ span_view(const TraceprofSpan *r, bool include_private, SpanAttributes *attrs, t
 		tp_hex_encode(r->profile_span_id, TP_SPAN_ID_BYTES, attrs->profile_id);
 		add_string(&list, "pyroscope.profile.id", attrs->profile_id);
 		/* They name the server of a superuser's setting. */
-		if (include_private && traceprof_pyroscope_url[0] != '\0')
+		if (include_private && include_links && traceprof_pyroscope_url[0] != '\0')
 			add_profile_urls(&list, r);
 	}
 

@@ -27,10 +27,11 @@ typedef struct SpanAttributes
  * Fill out with a view of record, its attributes kept in attrs.  Without
  * include_private the query text, query id, table name (in the span's name
  * too, which keeps the operation) and Pyroscope links are left out and the
- * error message blank.
+ * error message blank.  Without include_links the Pyroscope links are left
+ * out too: they show traceprof.pyroscope_url, a superuser-only setting.
  */
 extern void span_view(const TraceprofSpan *record, bool include_private,
-					  SpanAttributes *attrs, tp_span *out);
+					  bool include_links, SpanAttributes *attrs, tp_span *out);
 
 /* Release what span_view allocated (the Pyroscope links). */
 extern void span_view_release(SpanAttributes *attrs);

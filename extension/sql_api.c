@@ -33,6 +33,7 @@ typedef struct SpanScan
 	ReturnSetInfo *rsinfo;
 	Oid			userid;
 	bool		see_all;
+	bool		see_settings;	/* the superuser-only ones, as SHOW lets see them */
 } SpanScan;
 
 static void
@@ -142,7 +143,7 @@ emit_span_row(const TraceprofSpan *r, void *arg)
 	int			i = 0;
 
 	memset(nulls, 0, sizeof(nulls));
-	span_view(r, visible, &attrs, &span);
+	span_view(r, visible, state->see_settings, &attrs, &span);
 	values[i++] = PointerGetDatum(hex_text(r->trace_id, TP_TRACE_ID_BYTES));
 	values[i++] = PointerGetDatum(hex_text(r->span_id, TP_SPAN_ID_BYTES));
 	if (tp_id_is_zero(r->parent_span_id, TP_SPAN_ID_BYTES))
@@ -194,6 +195,7 @@ traceprof_spans(PG_FUNCTION_ARGS)
 	require_result_columns(state.rsinfo->setDesc, SPANS_COLUMNS, "spans_internal");
 	state.userid = GetUserId();
 	state.see_all = superuser() || has_privs_of_role(state.userid, ROLE_PG_READ_ALL_STATS);
+	state.see_settings = superuser() || has_privs_of_role(state.userid, ROLE_PG_READ_ALL_SETTINGS);
 	span_store_scan_retained(emit_span_row, &state);
 	return (Datum) 0;
 }

@@ -114,6 +114,26 @@ static const struct config_enum_entry compression_options[] = {
 };
 
 /* Parse once in the check hook; the assign hook only copies the result. */
+/*
+ * A trace context names one request's caller.  Stored with a role or a
+ * database (ALTER ROLE/DATABASE ... SET, validated as PGC_S_TEST, as a
+ * function's SET clause is) it would put every later session into one
+ * trace, and let a database owner trace and profile other roles' sessions,
+ * superusers' included, which traceprof.sample_rate leaves to superusers.
+ */
+static bool
+source_may_carry_context(const char *name, GucSource source)
+{
+	if (source != PGC_S_TEST && source != PGC_S_GLOBAL && source != PGC_S_DATABASE &&
+		source != PGC_S_USER && source != PGC_S_DATABASE_USER)
+		return true;
+	GUC_check_errmsg("%s cannot be stored with a role, a database or a function", name);
+	GUC_check_errdetail("It belongs to one request's caller: as a stored default, every session would join one trace.");
+	GUC_check_errhint("Set it per session or request (SET, SET LOCAL, set_config(), PGOPTIONS, a sqlcommenter comment); "
+					  "to trace statements that arrive without a context, a superuser sets traceprof.sample_rate.");
+	return false;
+}
+
 static bool
 check_traceparent(char **newval, void **extra, GucSource source)
 {
@@ -122,6 +142,8 @@ check_traceparent(char **newval, void **extra, GucSource source)
 
 	if (*newval == NULL || (*newval)[0] == '\0')
 		return true;			/* empty: no incoming context */
+	if (!source_may_carry_context("traceprof.traceparent", source))
+		return false;
 	parsed = malloc(sizeof(tp_span_context));
 	if (parsed == NULL)
 		return false;
@@ -159,6 +181,8 @@ check_tracestate(char **newval, void **extra, GucSource source)
 
 	if (*newval == NULL || (*newval)[0] == '\0')
 		return true;
+	if (!source_may_carry_context("traceprof.tracestate", source))
+		return false;
 	kept = malloc(TP_TRACESTATE_MAX + 1);
 	if (kept == NULL)
 		return false;

@@ -1589,7 +1589,7 @@ async function uploadingCluster(t, settings) {
 	t.after(() => cluster.stop());
 	const client = await connect(cluster);
 	t.after(() => client.end());
-	return { capture, client };
+	return { capture, client, cluster };
 }
 
 test('4g. a reload that moves no destination lets an upload in flight finish: Pyroscope gets the samples once', async (t) => {
@@ -1619,7 +1619,7 @@ test('4g. a reload that moves no destination lets an upload in flight finish: Py
 
 test('4f. a span\'s Pyroscope links name the application its samples are uploaded under, a service name made into one; the baseline link only with span_name labels', async (t) => {
 	// A space: not a Pyroscope application name.
-	const { capture, client } = await uploadingCluster(t, { 'traceprof.service_name': 'orders db' });
+	const { capture, client, cluster } = await uploadingCluster(t, { 'traceprof.service_name': 'orders db' });
 	const ctx = newContext();
 	await traced(client, ctx, cpuSql(1000000));
 	const stmt = serverSpan(await spansOf(client, ctx.traceId), 'SELECT sum(');
@@ -1639,6 +1639,26 @@ test('4f. a span\'s Pyroscope links name the application its samples are uploade
 	const again = serverSpan(await spansOf(client, ctx.traceId), 'SELECT sum(');
 	assert.match(new URL(again.attributes['pyroscope.profile.baseline.url']).searchParams.get('query'),
 		/^service=orders_db span_name=SELECT$/, 'the baseline link, with the setting');
+
+	// The links show traceprof.pyroscope_url, which SHOW hides from roles
+	// without pg_read_all_settings: so do their own spans (they showed its
+	// host, port and path, where tokens are sometimes put).
+	await client.query('CREATE ROLE link_plain LOGIN; CREATE ROLE link_settings LOGIN IN ROLE pg_read_all_settings');
+	const linksSeenBy = async (role) => {
+		const c = await connect(cluster, role);
+		try {
+			const own = newContext();
+			await traced(c, own, cpuSql(1000000));
+			const span = serverSpan(await spansOf(c, own.traceId), 'SELECT sum(');
+			assert.ok(span.attributes['pyroscope.profile.id'], `${role}: the span was sampled`);
+			return [span.attributes['pyroscope.profile.url'] !== undefined,
+				span.attributes['pyroscope.profile.baseline.url'] !== undefined];
+		} finally {
+			await c.end();
+		}
+	};
+	assert.deepEqual(await linksSeenBy('link_plain'), [false, false], 'a role that may not SHOW the setting: no links');
+	assert.deepEqual(await linksSeenBy('link_settings'), [true, true], 'pg_read_all_settings: the links');
 });
 
 // ---- 6: robustness -------------------------------------------------------
