@@ -3,9 +3,11 @@
  *
  * Two values per sample: the sample count and the time it stands for
  * ({"samples","count"}, {"cpu"|"wall","nanoseconds"}), as Go's CPU profiles
- * have them, so Pyroscope files it under the usual CPU profile type.  Only
- * span_id, trace_id and span_name become sample labels: Pyroscope turns
- * every other string label into a series label.
+ * have them, so Pyroscope files it under the usual CPU profile type.
+ * span_id, trace_id and span_name are the sample labels, each where the
+ * sample has it.  Pyroscope keeps span_id on the sample and makes every
+ * other label a series label: a trace_id one a series per trace, which is
+ * why the extension can leave it out (traceprof.profile_trace_id).
  */
 #include <stdlib.h>
 #include <string.h>

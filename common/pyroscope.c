@@ -153,6 +153,14 @@ tag_problem(const char *key, const char *value)
 	for (const char *p = key; *p; p++)
 		if (!is_label_name_char(*p))
 			return "the key has a character outside A-Z a-z 0-9 _ .";
+	/*
+	 * Pyroscope reads a __name__ tag as the application and adds
+	 * service_name and pyroscope_spy itself: a second one is a duplicate
+	 * label, which refuses every upload.
+	 */
+	if (strncmp(key, "__", 2) == 0 || strcmp(key, "service_name") == 0 ||
+		strcmp(key, "pyroscope_spy") == 0)
+		return "Pyroscope sets that label itself (names starting with __, service_name, pyroscope_spy)";
 	if (value[0] == '\0')
 		return "empty value";
 	for (const char *p = value; *p; p++)
@@ -237,6 +245,9 @@ tp_pyroscope_add_tag(tp_kvlist *tags, const char *key, const char *value)
 		tp_warn("Pyroscope tag \"%s=%s\": %s; ignored",
 				shown(key, strlen(key), kbuf, sizeof(kbuf)),
 				shown(value, strlen(value), vbuf, sizeof(vbuf)), problem);
+	else if (tags->count >= TP_PYROSCOPE_MAX_TAGS)
+		tp_warn("Pyroscope tag \"%s\": more than %d tags with the ones set (a Pyroscope series takes 30 labels); ignored",
+				key, TP_PYROSCOPE_MAX_TAGS);
 	else if (!tp_kvlist_add(tags, key, value))
 		tp_warn("Pyroscope tag \"%s\": out of memory; ignored", key);
 }

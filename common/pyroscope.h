@@ -62,10 +62,12 @@ void		tp_pyroscope_config_from_env(tp_pyroscope_config *cfg,
 										 const char *default_application);
 
 /*
- * Pyroscope's default ingest limits: a series has at most 30 labels (we
- * keep room for service_name, __name__ and the correlation tags), names
- * up to 1024 characters and values up to 2048.  Tags beyond these are
- * ignored with a warning rather than have every upload rejected.
+ * Pyroscope's default ingest limits: a series has at most 30 labels, names
+ * up to 1024 characters and values up to 2048.  24 tags in all, appended
+ * ones (trace correlation) included, leave room for the labels Pyroscope
+ * adds (__name__, __delta__, service_name, pyroscope_spy) and a span_name
+ * sample label.  Tags beyond these are ignored with a warning rather than
+ * have every upload rejected.
  */
 #define TP_PYROSCOPE_MAX_TAGS 24
 #define TP_PYROSCOPE_MAX_TAG_KEY 1024

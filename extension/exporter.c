@@ -705,7 +705,9 @@ add_sample(const TraceprofSample *sample, void *arg)
 	for (uint32 i = 0; i < sample->depth; i++)
 		frames[i] = function_names_get(sample->frames[i]);
 	memset(&labels, 0, sizeof(labels));
-	memcpy(labels.trace_id, sample->trace_id, TP_TRACE_ID_BYTES);
+	/* Left zero, the writer sets no trace_id label. */
+	if (traceprof_profile_trace_id)
+		memcpy(labels.trace_id, sample->trace_id, TP_TRACE_ID_BYTES);
 	memcpy(labels.span_id, sample->span_id, TP_SPAN_ID_BYTES);
 	/* Backends may sample at different rates: each sample keeps its own. */
 	tp_profile_add_named(batch->profiles[part], frames, sample->depth,

@@ -72,10 +72,14 @@ add_profile_urls(AttrList *list, const TraceprofSpan *r)
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.server_address = traceprof_pyroscope_url;
 	cfg.application_name = application;
-	tp_hex_encode(r->trace_id, TP_TRACE_ID_BYTES, trace_hex);
-	attrs->profile_url = tp_pyroscope_query_url(&cfg, trace_hex);
-	if (attrs->profile_url != NULL)
-		add_string(list, "pyroscope.profile.url", attrs->profile_url);
+	/* Its query filters on the trace_id label: uploads carry it only so. */
+	if (traceprof_profile_trace_id)
+	{
+		tp_hex_encode(r->trace_id, TP_TRACE_ID_BYTES, trace_hex);
+		attrs->profile_url = tp_pyroscope_query_url(&cfg, trace_hex);
+		if (attrs->profile_url != NULL)
+			add_string(list, "pyroscope.profile.url", attrs->profile_url);
+	}
 	/* Its query filters on the span_name label: uploads carry it only so. */
 	if (!traceprof_profile_span_name)
 		return;

@@ -60,6 +60,7 @@ char	   *traceprof_pyroscope_tags = NULL;
 char	   *traceprof_pyroscope_basic_auth_user = NULL;
 char	   *traceprof_pyroscope_basic_auth_password = NULL;
 bool		traceprof_profile_span_name = false;
+bool		traceprof_profile_trace_id = true;
 
 TP_HOT bool		traceprof_guc_context_valid = false;
 TP_HOT tp_span_context traceprof_guc_context;
@@ -494,8 +495,14 @@ define_gucs(void)
 							   NULL, NULL, NULL);
 	DefineCustomBoolVariable("traceprof.profile_span_name",
 							 "Add the span name as a sample label of uploaded profiles.",
-							 "Pyroscope turns every string sample label but span_id and trace_id into a series label.",
+							 "Pyroscope turns every string sample label but span_id into a series label.",
 							 &traceprof_profile_span_name, false, PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("traceprof.profile_trace_id",
+							 "Add the trace id as a sample label of uploaded profiles.",
+							 "Pyroscope turns it into a series label: a series per trace. "
+							 "Off: samples carry span_id alone, all Grafana's profiles for a span need.",
+							 &traceprof_profile_trace_id, true, PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("traceprof.utility_sampling",
 							 "Set by traceprof while a sampling backend runs a utility statement that may launch parallel workers.",

@@ -295,6 +295,7 @@ extern char *traceprof_pyroscope_tags;
 extern char *traceprof_pyroscope_basic_auth_user;
 extern char *traceprof_pyroscope_basic_auth_password;
 extern bool traceprof_profile_span_name;
+extern bool traceprof_profile_trace_id;
 
 /* The Pyroscope application (service_name): traceprof.application_name or service.name. */
 extern const char *traceprof_pyroscope_application(void);

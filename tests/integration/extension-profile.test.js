@@ -1592,6 +1592,23 @@ async function uploadingCluster(t, settings) {
 	return { capture, client, cluster };
 }
 
+test('4i. traceprof.profile_trace_id = off: uploaded samples carry span_id alone (Pyroscope makes every other label a series label), and spans no trace link', async (t) => {
+	const { capture, client } = await uploadingCluster(t, { 'traceprof.profile_trace_id': 'off' });
+	const ctx = newContext();
+	await traced(client, ctx, cpuSql(1000000));
+	const stmt = serverSpan(await spansOf(client, ctx.traceId), 'SELECT sum(');
+	const profileId = stmt.attributes['pyroscope.profile.id'];
+	assert.ok(profileId, `the span was sampled: ${JSON.stringify(stmt.attributes)}`);
+	assert.equal(stmt.attributes['pyroscope.profile.url'], undefined, 'no link whose trace_id label is never sent');
+	const ofSpan = (r) => decodePprof(r.body).samples.filter((smp) => smp.labels.span_id === profileId);
+	const upload = await waitFor(() => `an upload of the span's samples (${capture.requests.length} requests)`,
+		() => capture.requests.find((r) => r.series !== null && ofSpan(r).length > 0));
+	for (const smp of decodePprof(upload.body).samples)
+		assert.deepEqual(Object.keys(smp.labels), ['span_id'], `labels of a sample: ${JSON.stringify(smp.labels)}`);
+	// The SQL readers still have the trace.
+	assert.ok(total(await profile(client, ctx.traceId)) > 0, 'traceprof.profile() by trace id');
+});
+
 test('4g. a reload that moves no destination lets an upload in flight finish: Pyroscope gets the samples once', async (t) => {
 	// Interrupted by every reload, the upload was sent again: Pyroscope
 	// adds up profiles of one series and window, so the statement's CPU

@@ -176,6 +176,12 @@ TEST(tags_beyond_pyroscope_limits_are_ignored)
 	CHECK(tags.count == TP_PYROSCOPE_MAX_TAGS);
 	CHECK(warnings == 3);
 	CHECK(warned("\"k24=v\"", "more than 24 tags"));
+	/* Appended tags count too: a series takes 30 labels with Pyroscope's own. */
+	warnings = 0;
+	tp_pyroscope_add_tag(&tags, "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736");
+	CHECK(tags.count == TP_PYROSCOPE_MAX_TAGS);
+	CHECK(tp_kvlist_get(&tags, "trace_id") == NULL);
+	CHECK(warned("\"trace_id\"", "more than 24 tags"));
 	tp_kvlist_free(&tags);
 
 	warnings = 0;
@@ -188,6 +194,23 @@ TEST(tags_beyond_pyroscope_limits_are_ignored)
 	CHECK(tags.count == 1);
 	CHECK(warnings == 1);
 	CHECK(warned("\"a=xxx", "longer than Pyroscope accepts (2048"));
+	tp_kvlist_free(&tags);
+}
+
+TEST(labels_pyroscope_sets_are_refused)
+{
+	tp_kvlist	tags = {0};
+
+	/* A duplicate service_name refuses every upload; __name__ renames the application. */
+	warnings = 0;
+	tp_pyroscope_parse_tags("env=prod,__name__=evil,service_name=other,pyroscope_spy=x,__delta__=false,"
+							"_ok=1", "PYROSCOPE_TAGS", &tags);
+	CHECK_STR(joined(&tags), "env=prod,_ok=1");
+	CHECK(warnings == 4);
+	CHECK(warned("\"service_name=other\"", "Pyroscope sets that label itself"));
+	CHECK(warned("\"__name__=evil\"", "Pyroscope sets that label itself"));
+	tp_pyroscope_add_tag(&tags, "service_name", "x");
+	CHECK(tags.count == 2);
 	tp_kvlist_free(&tags);
 }
 
@@ -487,6 +510,7 @@ main(void)
 	RUN(malformed_tags_keep_the_valid_part);
 	RUN(messages_name_their_source);
 	RUN(tags_beyond_pyroscope_limits_are_ignored);
+	RUN(labels_pyroscope_sets_are_refused);
 	RUN(empty_tag_members_are_skipped);
 	RUN(tags_that_are_not_utf8_are_refused);
 	RUN(series_name_is_url_encoded);
