@@ -107,6 +107,14 @@ static bool pyroscope_failing = false;
  */
 #define BATCH_PERIODS 8
 
+/*
+ * An upload's samples lie within 10 s, as a Pyroscope SDK's do: Pyroscope
+ * files a profile at its start, and Grafana looks for a span's profile
+ * from 60 s before the span.  A long statement's samples, stored when it
+ * ends, would otherwise move a batch of fresh samples back by its length.
+ */
+#define PROFILE_WINDOW_NS (INT64CONST(10) * 1000 * 1000 * 1000)
+
 typedef struct PeriodWeight
 {
 	uint32		period_us;
@@ -122,6 +130,7 @@ typedef struct SampleBatch
 	int			count;
 	int64		first_ns;
 	int64		until_ns;		/* the latest sample's time: the end of its period */
+	bool		window_full;	/* a sample outside PROFILE_WINDOW_NS waits for the next */
 } SampleBatch;
 
 /*
@@ -133,6 +142,7 @@ typedef struct SampleBatch
 typedef struct PendingUpload
 {
 	bool		held;
+	bool		more;			/* the batch stopped short of what the ring holds */
 	uint64		upto;			/* ring position after the batch */
 	uint64		from_ns;
 	uint64		until_ns;
@@ -702,6 +712,17 @@ add_sample(const TraceprofSample *sample, void *arg)
 	int			part = sample->wall ? PART_WALL : PART_CPU;
 	int64		measured_from;
 
+	/*
+	 * A sample is taken when its timer expires: what it measured is the
+	 * period before it (its weight of periods, after overruns).
+	 */
+	measured_from = sample->time_ns - (int64) sample->period_us * 1000 * Max(sample->weight, 1);
+	if (batch->count > 0 &&
+		Max(batch->until_ns, sample->time_ns) - Min(batch->first_ns, measured_from) > PROFILE_WINDOW_NS)
+	{
+		batch->window_full = true;
+		return false;
+	}
 	for (uint32 i = 0; i < sample->depth; i++)
 		frames[i] = function_names_get(sample->frames[i]);
 	memset(&labels, 0, sizeof(labels));
@@ -715,11 +736,6 @@ add_sample(const TraceprofSample *sample, void *arg)
 						 (uint64) sample->period_us * 1000,
 						 traceprof_profile_span_name && sample->span_name_id ?
 						 function_names_get(sample->span_name_id) : NULL);
-	/*
-	 * A sample is taken when its timer expires: what it measured is the
-	 * period before it (its weight of periods, after overruns).
-	 */
-	measured_from = sample->time_ns - (int64) sample->period_us * 1000 * Max(sample->weight, 1);
 	if (batch->count == 0 || measured_from < batch->first_ns)
 		batch->first_ns = measured_from;
 	batch->until_ns = Max(batch->until_ns, sample->time_ns);
@@ -748,6 +764,7 @@ read_batch(void)
 		memset(&pending, 0, sizeof(pending));
 		pending.held = true;
 		pending.upto = sample_store_read_unexported(add_sample, &batch, SAMPLES_PER_UPLOAD);
+		pending.more = batch.window_full || batch.count == SAMPLES_PER_UPLOAD;
 		pending.from_ns = batch.first_ns;
 		pending.until_ns = batch.until_ns;
 		for (int part = 0; part < PARTS; part++)
@@ -1122,7 +1139,7 @@ traceprof_profile_uploader_main(Datum arg)
 			 * would fail without being sent, and be dropped.
 			 */
 			while (!ShutdownRequestPending &&
-				   upload_samples(&pyroscope) == SAMPLES_PER_UPLOAD &&
+				   upload_samples(&pyroscope) > 0 && pending.more &&
 				   tp_pyroscope_retry_wait_ms(&pyroscope) == 0)
 				;
 			last_upload = GetCurrentTimestamp();

@@ -554,7 +554,8 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 		len = read_record(ring, position, buf, &next);
 		if (len >= 0)
 		{
-			visit(buf, len, next, arg);
+			if (!visit(buf, len, next, arg))
+				break;			/* left for the next read */
 			visited++;
 		}
 		position = next;

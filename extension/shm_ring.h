@@ -63,7 +63,9 @@ extern void shm_ring_scan_retained(ShmRing *ring, void *buf,
 
 /*
  * Visit up to max records not yet exported, oldest first, stopping at one
- * still being written; returns the position to pass to shm_ring_mark_*.
+ * still being written, or before one the visitor returns false for (the
+ * next read visits it again); returns the position to pass to
+ * shm_ring_mark_*.
  */
 extern uint64 shm_ring_read_unexported(ShmRing *ring, void *buf,
 									   ShmRingVisitor visit, void *arg, int max);

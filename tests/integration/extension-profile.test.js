@@ -1346,6 +1346,53 @@ test('4h. an upload\'s window is the time its samples measured: a sample stands 
 	}
 });
 
+test('4j. an upload\'s samples lie within 10 s: a long statement\'s go in several, each filed near its own time', async () => {
+	// Pyroscope files a profile at its time_nanos and Grafana looks for a
+	// span's profile from 60 s before the span; a long statement's samples,
+	// stored when it ends, went in one upload filed at its start, and with
+	// them any fresh samples of the same batch.
+	const capture = await startIngest();
+	let cluster;
+	let client;
+	try {
+		cluster = await startTraced({ 'traceprof.pyroscope_url': capture.url, 'traceprof.upload_interval': '200ms' });
+		client = await connect(cluster);
+		await client.query('SET traceprof.profile_mode = wall');
+		await client.query('SET traceprof.sample_hz = 4');
+		const ctx = newContext();
+		await traced(client, ctx, 'SELECT pg_sleep(10.8)');
+		const span = (await client.query(
+			`SELECT (extract(epoch FROM start_time) * 1e6)::bigint AS start_us,
+			        (extract(epoch FROM end_time) * 1e6)::bigint AS end_us
+			   FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' AND query LIKE 'SELECT pg_sleep%'`,
+			[ctx.traceId])).rows[0];
+		const stored = total(await profile(client, ctx.traceId));
+		const weightOf = (prof) => prof.samples.filter((smp) => smp.labels.trace_id === ctx.traceId)
+			.reduce((n, smp) => n + smp.values[0], 0);
+		const uploads = () => capture.requests.map((r) => decodePprof(r.body)).filter((p) => weightOf(p) > 0);
+		await waitFor(() => `all ${stored} samples uploaded (${uploads().map(weightOf)})`,
+			() => uploads().reduce((n, p) => n + weightOf(p), 0) >= stored, 15000);
+		const profs = uploads();
+		assert.equal(profs.reduce((n, p) => n + weightOf(p), 0), stored, 'each sample uploaded once');
+		assert.ok(profs.length >= 2, `10.8 s of samples went in ${profs.length} upload(s)`);
+		for (const p of profs)
+			assert.ok(p.durationNanos <= 10000000000n, `an upload spans ${p.durationNanos} ns`);
+		const slackNs = 300000000n;
+		const first = profs.reduce((a, p) => (p.timeNanos < a ? p.timeNanos : a), profs[0].timeNanos);
+		const last = profs.reduce((a, p) => (p.timeNanos + p.durationNanos > a ? p.timeNanos + p.durationNanos : a), 0n);
+		assert.ok(first >= BigInt(span.start_us) * 1000n - slackNs && first <= BigInt(span.start_us) * 1000n + slackNs,
+			`the first upload starts with the statement: ${first}`);
+		assert.ok(last <= BigInt(span.end_us) * 1000n + slackNs && last >= BigInt(span.end_us) * 1000n - 1000000000n,
+			`the last upload ends with the statement: ${last}`);
+	} finally {
+		if (client)
+			await client.end();
+		if (cluster)
+			await cluster.stop();
+		await capture.close();
+	}
+});
+
 test('4b. unreachable Pyroscope: one WARNING, statements unaffected, samples dropped and counted, SQL profiles intact', async () => {
 	const dead = await freePort();	// nothing listens there: connection refused
 	const cluster = await startTraced({
