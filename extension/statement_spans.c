@@ -2335,6 +2335,43 @@ any_running(int index)
  * the error.  The message's text may end in the statement's semicolon, or
  * be unknown (debug_query_string NULL; see may_be_sync_commit).
  */
+/*
+ * A simple query's implicit commit failing (a deferred check) once its last
+ * statement, traced, has ended: no transaction block is left (the implicit
+ * one of several statements has ended too), and the last top-level span
+ * ended in this message.  A later statement failing before it ran is
+ * still in the implicit block of its message.
+ */
+static bool
+failed_at_commit(int64 arrived_ns)
+{
+	return last_top_level_span != NULL && !IsTransactionBlock() &&
+		last_top_level_span->end_ns >= arrived_ns;
+}
+
+/*
+ * The parent of a failure beside statement r (failed_at_commit): r's own,
+ * or r when it began its trace, as for a Sync's commit (record_failed_commit),
+ * rather than a context decided again, where sampling would draw anew.
+ * r's ids and tracestate are copied out: its record may be the one the
+ * failure's span reuses.
+ */
+static void
+parent_beside(const TraceprofSpan *r, SpanParent *parent, uint8 *parent_span_id, char *trace_state)
+{
+	bool		began_trace = !r->remote_parent && tp_id_is_zero(r->parent_span_id, TP_SPAN_ID_BYTES);
+
+	memset(parent, 0, sizeof(*parent));
+	memcpy(parent->context.trace_id, r->trace_id, TP_TRACE_ID_BYTES);
+	parent->context.flags = r->flags;
+	parent->remote = r->remote_parent;
+	memcpy(parent_span_id, began_trace ? r->span_id : r->parent_span_id, TP_SPAN_ID_BYTES);
+	parent->trace_state_len = r->trace_state_len;
+	memcpy(trace_state, span_packed_trace_state(r), r->trace_state_len);
+	parent->trace_state = trace_state;
+	decided_in_message = GetCurrentStatementStartTimestamp();
+}
+
 static pg_noinline void
 record_failed_message(const ErrorData *edata)
 {
@@ -2345,11 +2382,18 @@ record_failed_message(const ErrorData *edata)
 							  (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY) * 1000;
 	/* Read before the span opens: its record may be the one reused. */
 	int64		earlier_end_ns = last_top_level_span != NULL ? last_top_level_span->end_ns : 0;
+	bool		at_commit = failed_at_commit(arrived_ns);
+	uint8		parent_span_id[TP_SPAN_ID_BYTES];
+	char		trace_state[TP_TRACESTATE_MAX + 1];
 
 	while (len > 0 && (debug_query_string[len - 1] == ';' || is_blank(debug_query_string[len - 1])))
 		len--;
-	if (!choose_parent(true, debug_query_string, 0, len, &parent))
+	if (at_commit)
+		parent_beside(last_top_level_span, &parent, parent_span_id, trace_state);
+	else if (!choose_parent(true, debug_query_string, 0, len, &parent))
 		return;
+	parent.source = debug_query_string;
+	parent.len = len;
 	/*
 	 * The message's text and error may be of statements run under several
 	 * roles (one ending "; SET ROLE x" fails at its implicit commit as x):
@@ -2359,6 +2403,8 @@ record_failed_message(const ErrorData *edata)
 	span = open_span(&parent, SPAN_KIND_SERVER, "postgresql", NULL, NULL, 0, NULL);
 	if (span == NULL)
 		return;
+	if (at_commit)
+		memcpy(span->record->parent_span_id, parent_span_id, TP_SPAN_ID_BYTES);
 	/*
 	 * It began when the message arrived, or when a traced statement run
 	 * before it in the same message ended ("SELECT 1; SELECT * FROM

@@ -52,6 +52,17 @@ SELECT name, kind, status, status_message, query,
        attributes->>'db.response.status_code' AS sqlstate
   FROM traceprof.spans WHERE name <> 'plan'
  ORDER BY start_time;
+-- Sampled, the commit's failure goes in the statement's trace, under the
+-- statement that began it, not in a trace sampled anew (or none)
+SELECT traceprof.reset();
+SET traceprof.sample_rate = 1;
+INSERT INTO early_child VALUES (8);
+SET traceprof.sample_rate = 0;
+SELECT f.trace_id = s.trace_id AS same_trace, f.parent_span_id = s.span_id AS under_the_statement,
+       s.parent_span_id IS NULL AS statement_is_root, f.status, f.status_message
+  FROM traceprof.spans s, traceprof.spans f
+ WHERE s.name = 'INSERT early_child' AND f.name = 'postgresql';
+SELECT count(*) AS spans FROM traceprof.spans WHERE name NOT IN ('plan', 'SET');
 DROP TABLE early_child, early_parent;
 -- The failed statement's span begins where the traced statement before it
 -- in the message ended, not when the message arrived: that time was the
