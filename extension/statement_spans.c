@@ -169,6 +169,8 @@ TP_HOT static TimestampTz decided_in_message;
  * above one, whose end (or its transaction's abort) replaces this first.
  */
 TP_HOT static TraceprofSpan *last_top_level_span;
+/* Whether that statement ran: a Bind's portal dropped unrun ends with no commit to fail. */
+static bool last_top_level_ran;
 
 /*
  * While a client's session cannot trace, the planner, executor and utility
@@ -1021,7 +1023,10 @@ end_span(OpenSpan *span, int64 rows, int sqlerrcode, const char *message)
 			   TP_SPAN_ID_BYTES);
 	span_store_write(r);
 	if (span->top_level)
+	{
 		last_top_level_span = r;
+		last_top_level_ran = span->ran || span->query_desc == NULL;	/* utility: ran */
+	}
 	span->ended = true;
 	span->query_desc = NULL;
 }
@@ -2339,13 +2344,15 @@ any_running(int index)
  * A simple query's implicit commit failing (a deferred check) once its last
  * statement, traced, has ended: no transaction block is left (the implicit
  * one of several statements has ended too), and the last top-level span
- * ended in this message.  A later statement failing before it ran is
- * still in the implicit block of its message.
+ * ended in this message, its statement run.  A later statement failing
+ * before it ran is still in the implicit block of its message; a Bind
+ * failing after it dropped the unnamed portal of a statement never run
+ * ended that one's span, unrun, in its own message.
  */
 static bool
 failed_at_commit(int64 arrived_ns)
 {
-	return last_top_level_span != NULL && !IsTransactionBlock() &&
+	return last_top_level_span != NULL && last_top_level_ran && !IsTransactionBlock() &&
 		last_top_level_span->end_ns >= arrived_ns;
 }
 

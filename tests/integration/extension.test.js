@@ -1301,6 +1301,32 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3x. a Bind failing after it dropped the unnamed portal of a statement never run: its failure is under its own comment\'s parent', async () => {
+		// The dropped statement's span ended in the failing Bind's message,
+		// which made the failure look like a commit's beside it, in its trace.
+		const wire = await connectWire(cluster);
+		try {
+			const first = newContext();
+			const second = newContext();
+			await wire.query('SET plan_cache_mode = force_generic_plan');
+			wire.send(serialize.parse({ name: 'bind_s1', text: `SELECT $1::int AS first_stmt /*traceparent='${first.header}'*/` }),
+				serialize.parse({ name: 'bind_s2', text: `SELECT $1::int AS second_stmt /*traceparent='${second.header}'*/` }),
+				serialize.sync());
+			await wire.until('readyForQuery');
+			wire.send(serialize.bind({ statement: 'bind_s1', values: ['1'] }), serialize.execute({}), serialize.sync());
+			await wire.until('readyForQuery');
+			wire.send(serialize.bind({ statement: 'bind_s1', values: ['2'] }),
+				serialize.bind({ statement: 'bind_s2', values: ['abc'] }), serialize.sync());
+			await assert.rejects(wire.until('readyForQuery'), /invalid input syntax for type integer/);
+			const failed = await waitFor('the failed Bind\'s span',
+				() => receiver.spans().find((x) => x.status.code === StatusCode.ERROR && /second_stmt/.test(x.attributes['db.query.text'] || '')));
+			assert.equal(failed.traceId, second.traceId, 'the failing statement\'s own comment\'s trace');
+			assert.equal(failed.parentSpanId, second.spanId, 'under its comment\'s span');
+		} finally {
+			wire.end();
+		}
+	});
+
 	test('3k. more portals kept open than spans fit (32): a traced statement beyond them is counted as dropped, not lost silently', async () => {
 		const wire = await connectWire(cluster);
 		try {
