@@ -97,23 +97,30 @@ static char collector_warning[1024];	/* the last one logged, until a request has
 static bool pyroscope_failing = false;
 
 /* A batch holds samples of the CPU clock and of the wall clock: two profile types. */
-#define PART_CPU 0
-#define PART_WALL 1
-#define PARTS 2
+#define KIND_CPU 0
+#define KIND_WALL 1
+#define KINDS 2
+
+/*
+ * A profile's samples lie within 10 s, as a Pyroscope SDK's do: Pyroscope
+ * files a profile at its start, and Grafana looks for a span's profile
+ * from 60 s before the span.  A long statement's samples, stored when it
+ * ends, would otherwise move a batch of fresh samples back by its length.
+ * Backends store their samples as their spans end, so a batch holds a few
+ * such windows side by side (old and fresh samples interleaved), each
+ * sent as a profile of its own; a sample that fits none ends the batch.
+ */
+#define PROFILE_WINDOW_NS (INT64CONST(10) * 1000 * 1000 * 1000)
+#define WINDOWS 4
+
+/* A part of a batch: one profile type of one window, a request of its own. */
+#define PARTS (WINDOWS * KINDS)
 
 /*
  * Backends may sample at different rates (a session's own sample_hz): a
  * part's header states the period most of its weight was taken at.
  */
 #define BATCH_PERIODS 8
-
-/*
- * An upload's samples lie within 10 s, as a Pyroscope SDK's do: Pyroscope
- * files a profile at its start, and Grafana looks for a span's profile
- * from 60 s before the span.  A long statement's samples, stored when it
- * ends, would otherwise move a batch of fresh samples back by its length.
- */
-#define PROFILE_WINDOW_NS (INT64CONST(10) * 1000 * 1000 * 1000)
 
 typedef struct PeriodWeight
 {
@@ -124,13 +131,14 @@ typedef struct PeriodWeight
 /* Samples gathered for one Pyroscope upload. */
 typedef struct SampleBatch
 {
-	tp_profile *profiles[PARTS];
+	tp_profile *profiles[PARTS];	/* made as the first sample of a part comes */
 	int			counts[PARTS];
 	PeriodWeight periods[PARTS][BATCH_PERIODS];
 	int			count;
-	int64		first_ns;
-	int64		until_ns;		/* the latest sample's time: the end of its period */
-	bool		window_full;	/* a sample outside PROFILE_WINDOW_NS waits for the next */
+	int			windows;		/* in use */
+	int64		from_ns[WINDOWS];	/* the earliest time a window's samples measured */
+	int64		until_ns[WINDOWS];	/* its latest sample's time: the end of its period */
+	bool		stopped;		/* a sample fit no window, or no memory: it waits */
 } SampleBatch;
 
 /*
@@ -144,8 +152,8 @@ typedef struct PendingUpload
 	bool		held;
 	bool		more;			/* the batch stopped short of what the ring holds */
 	uint64		upto;			/* ring position after the batch */
-	uint64		from_ns;
-	uint64		until_ns;
+	uint64		from_ns[PARTS];
+	uint64		until_ns[PARTS];
 	int			taken;			/* samples in the parts the server took */
 	int			dropped;		/* samples of parts taken only in part (413) */
 	uint8_t    *pprof[PARTS];	/* NULL: nothing (more) to send, or no memory */
@@ -703,24 +711,53 @@ usual_period_ns(const PeriodWeight *periods)
 	return (uint64) usual->period_us * 1000;
 }
 
+/*
+ * The window a sample measuring [from, until] goes in: one it keeps within
+ * PROFILE_WINDOW_NS, else a new one; -1 when none is left.
+ */
+static int
+window_for(SampleBatch *batch, int64 from, int64 until)
+{
+	int			w;
+
+	for (w = 0; w < batch->windows; w++)
+		if (Max(batch->until_ns[w], until) - Min(batch->from_ns[w], from) <= PROFILE_WINDOW_NS)
+			break;
+	if (w == WINDOWS)
+		return -1;
+	if (w == batch->windows)
+	{
+		batch->windows++;
+		batch->from_ns[w] = from;
+		batch->until_ns[w] = until;
+	}
+	batch->from_ns[w] = Min(batch->from_ns[w], from);
+	batch->until_ns[w] = Max(batch->until_ns[w], until);
+	return w;
+}
+
 static bool
 add_sample(const TraceprofSample *sample, void *arg)
 {
 	SampleBatch *batch = arg;
 	const char *frames[TRACEPROF_MAX_FRAMES];
 	tp_sample_labels labels;
-	int			part = sample->wall ? PART_WALL : PART_CPU;
-	int64		measured_from;
+	int			kind = sample->wall ? KIND_WALL : KIND_CPU;
+	int			window;
+	int			part;
 
 	/*
 	 * A sample is taken when its timer expires: what it measured is the
 	 * period before it (its weight of periods, after overruns).
 	 */
-	measured_from = sample->time_ns - (int64) sample->period_us * 1000 * Max(sample->weight, 1);
-	if (batch->count > 0 &&
-		Max(batch->until_ns, sample->time_ns) - Min(batch->first_ns, measured_from) > PROFILE_WINDOW_NS)
+	window = window_for(batch, sample->time_ns - (int64) sample->period_us * 1000 * Max(sample->weight, 1),
+						sample->time_ns);
+	part = window * KINDS + kind;
+	if (window < 0 ||
+		(batch->profiles[part] == NULL &&
+		 (batch->profiles[part] = tp_profile_new(kind == KIND_WALL ? "wall" : "cpu", 0)) == NULL))
 	{
-		batch->window_full = true;
+		batch->stopped = true;
 		return false;
 	}
 	for (uint32 i = 0; i < sample->depth; i++)
@@ -736,9 +773,6 @@ add_sample(const TraceprofSample *sample, void *arg)
 						 (uint64) sample->period_us * 1000,
 						 traceprof_profile_span_name && sample->span_name_id ?
 						 function_names_get(sample->span_name_id) : NULL);
-	if (batch->count == 0 || measured_from < batch->first_ns)
-		batch->first_ns = measured_from;
-	batch->until_ns = Max(batch->until_ns, sample->time_ns);
 	count_period(batch->periods[part], sample->period_us, sample->weight);
 	batch->counts[part]++;
 	batch->count++;
@@ -747,40 +781,34 @@ add_sample(const TraceprofSample *sample, void *arg)
 
 /*
  * Read the next batch from the ring and encode it into pending.  False when
- * no profile could be made (out of memory): the samples stay in the ring.
+ * not even its first profile could be made (out of memory): the samples
+ * stay in the ring.
  */
 static bool
 read_batch(void)
 {
 	SampleBatch batch = {0};
-	bool		made;
 
-	/* Each sample carries its period; the headers' are set from them below. */
-	batch.profiles[PART_CPU] = tp_profile_new("cpu", 0);
-	batch.profiles[PART_WALL] = tp_profile_new("wall", 0);
-	made = batch.profiles[PART_CPU] != NULL && batch.profiles[PART_WALL] != NULL;
-	if (made)
-	{
-		memset(&pending, 0, sizeof(pending));
-		pending.held = true;
-		pending.upto = sample_store_read_unexported(add_sample, &batch, SAMPLES_PER_UPLOAD);
-		pending.more = batch.window_full || batch.count == SAMPLES_PER_UPLOAD;
-		pending.from_ns = batch.first_ns;
-		pending.until_ns = batch.until_ns;
-		for (int part = 0; part < PARTS; part++)
-		{
-			pending.counts[part] = batch.counts[part];
-			if (batch.counts[part] == 0)
-				continue;
-			tp_profile_set_window(batch.profiles[part], pending.from_ns, pending.until_ns);
-			tp_profile_set_period(batch.profiles[part], usual_period_ns(batch.periods[part]));
-			pending.pprof[part] = tp_profile_pprof(batch.profiles[part], &pending.len[part]);
-		}
-	}
+	memset(&pending, 0, sizeof(pending));
+	pending.upto = sample_store_read_unexported(add_sample, &batch, SAMPLES_PER_UPLOAD);
+	pending.held = batch.count > 0 || !batch.stopped;
+	pending.more = batch.stopped || batch.count == SAMPLES_PER_UPLOAD;
 	for (int part = 0; part < PARTS; part++)
-		if (batch.profiles[part] != NULL)
-			tp_profile_free(batch.profiles[part]);
-	return made;
+	{
+		int			window = part / KINDS;
+
+		pending.counts[part] = batch.counts[part];
+		if (batch.profiles[part] == NULL)
+			continue;
+		pending.from_ns[part] = batch.from_ns[window];
+		pending.until_ns[part] = batch.until_ns[window];
+		/* Each sample carries its period; the header's is the usual one. */
+		tp_profile_set_window(batch.profiles[part], pending.from_ns[part], pending.until_ns[part]);
+		tp_profile_set_period(batch.profiles[part], usual_period_ns(batch.periods[part]));
+		pending.pprof[part] = tp_profile_pprof(batch.profiles[part], &pending.len[part]);
+		tp_profile_free(batch.profiles[part]);
+	}
+	return pending.held;
 }
 
 /*
@@ -819,7 +847,7 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 			return false;
 		}
 		if (!tp_pyroscope_ingest_counted(cfg, pending.pprof[part], pending.len[part],
-										 pending.from_ns, pending.until_ns, &counts, err, errlen))
+										 pending.from_ns[part], pending.until_ns[part], &counts, err, errlen))
 		{
 			if (counts.taken == 0)
 			{
@@ -1136,10 +1164,11 @@ traceprof_profile_uploader_main(Datum arg)
 		{
 			/*
 			 * A Retry-After met on the way stops the drain: the next batch
-			 * would fail without being sent, and be dropped.
+			 * would fail without being sent, and be dropped.  So does a
+			 * failed upload: the next would wait out a timeout too.
 			 */
 			while (!ShutdownRequestPending &&
-				   upload_samples(&pyroscope) > 0 && pending.more &&
+				   upload_samples(&pyroscope) > 0 && pending.more && !pyroscope_failing &&
 				   tp_pyroscope_retry_wait_ms(&pyroscope) == 0)
 				;
 			last_upload = GetCurrentTimestamp();
