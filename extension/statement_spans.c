@@ -2332,14 +2332,13 @@ any_running(int index)
 	return false;
 }
 
-/*
- * The statement of a client message that failed before any hook of ours
- * ran for it: a syntax or name error, a Bind's bad parameter, a statement
- * refused in an aborted transaction.  Traced, it is a span of its own,
- * named as the semantic conventions say when the operation is unknown, with
- * the error.  The message's text may end in the statement's semicolon, or
- * be unknown (debug_query_string NULL; see may_be_sync_commit).
- */
+/* A top-level statement that began its trace: no caller's span above it. */
+static inline bool
+began_its_trace(const TraceprofSpan *r)
+{
+	return !r->remote_parent && tp_id_is_zero(r->parent_span_id, TP_SPAN_ID_BYTES);
+}
+
 /*
  * A simple query's implicit commit failing (a deferred check) once its last
  * statement, traced, has ended: no transaction block is left (the implicit
@@ -2366,19 +2365,25 @@ failed_at_commit(int64 arrived_ns)
 static void
 parent_beside(const TraceprofSpan *r, SpanParent *parent, uint8 *parent_span_id, char *trace_state)
 {
-	bool		began_trace = !r->remote_parent && tp_id_is_zero(r->parent_span_id, TP_SPAN_ID_BYTES);
-
 	memset(parent, 0, sizeof(*parent));
 	memcpy(parent->context.trace_id, r->trace_id, TP_TRACE_ID_BYTES);
 	parent->context.flags = r->flags;
 	parent->remote = r->remote_parent;
-	memcpy(parent_span_id, began_trace ? r->span_id : r->parent_span_id, TP_SPAN_ID_BYTES);
+	memcpy(parent_span_id, began_its_trace(r) ? r->span_id : r->parent_span_id, TP_SPAN_ID_BYTES);
 	parent->trace_state_len = r->trace_state_len;
 	memcpy(trace_state, span_packed_trace_state(r), r->trace_state_len);
 	parent->trace_state = trace_state;
 	decided_in_message = GetCurrentStatementStartTimestamp();
 }
 
+/*
+ * The statement of a client message that failed before any hook of ours
+ * ran for it: a syntax or name error, a Bind's bad parameter, a statement
+ * refused in an aborted transaction.  Traced, it is a span of its own,
+ * named as the semantic conventions say when the operation is unknown, with
+ * the error.  The message's text may end in the statement's semicolon, or
+ * be unknown (debug_query_string NULL; see may_be_sync_commit).
+ */
 static pg_noinline void
 record_failed_message(const ErrorData *edata)
 {
@@ -2482,7 +2487,7 @@ record_failed_commit(const ErrorData *edata)
 
 	last_top_level_span = NULL;
 	/* A statement that began its trace (no caller's span): its child, one root a trace. */
-	if (!r->remote_parent && tp_id_is_zero(r->parent_span_id, TP_SPAN_ID_BYTES))
+	if (began_its_trace(r))
 		memcpy(r->parent_span_id, r->span_id, TP_SPAN_ID_BYTES);
 	if (!tp_id_random(r->span_id, TP_SPAN_ID_BYTES))
 	{
