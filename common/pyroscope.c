@@ -507,6 +507,7 @@ typedef struct answer
 	char		snippet[SNIPPET_BYTES + 1];
 	size_t		len;
 	long		retry_after_ms; /* -1: no usable Retry-After */
+	bool		refused;		/* a refusal of the profile itself, which no retry changes */
 } answer;
 
 /* Keep the start of the body, for the error message; drop the rest. */
@@ -605,6 +606,7 @@ typedef struct request
 	const uint8_t *pprof;
 	size_t		len;
 	attempt_outcome outcome;
+	bool		refused;		/* the last answer refused the profile itself */
 } request;
 
 /* An answer that is no success: what it says, and whether to try again. */
@@ -673,7 +675,10 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 		outcome = tp_curl_error_is_dropped_connection(rc) ? ATTEMPT_RETRY : ATTEMPT_FAILED;
 	}
 	else
+	{
 		outcome = classify_refusal(req->where, status, a, err, errlen);
+		a->refused = outcome == ATTEMPT_FAILED;
+	}
 	curl_easy_cleanup(curl);
 	return outcome;
 }
@@ -685,6 +690,7 @@ attempt_upload(void *arg, long timeout_ms, long *retry_after_ms, char *err, size
 	answer		a = {.len = 0, .retry_after_ms = -1};
 
 	req->outcome = attempt(req, timeout_ms, &a, err, errlen);
+	req->refused = a.refused;
 	*retry_after_ms = a.retry_after_ms;
 	return req->outcome == ATTEMPT_RETRY;
 }
@@ -1015,6 +1021,8 @@ tp_pyroscope_ingest_counted(tp_pyroscope_config *cfg,
 	else
 	{
 		ok = send_request(&req, pprof, len, samples, deadline_ms, err, errlen) == ATTEMPT_DELIVERED;
+		if (!ok && counts != NULL)
+			counts->refused = req.outcome == ATTEMPT_FAILED && req.refused;
 		if (req.outcome == ATTEMPT_TOO_LARGE)
 		{
 			if (parts == NULL)

@@ -157,6 +157,12 @@ typedef struct tp_pyroscope_counts
 	uint8_t    *rest;
 	size_t		rest_len;
 	uint64_t	rest_samples;
+
+	/*
+	 * Nothing went because the server refused this profile itself (an
+	 * answer no retry changes, such as 400): other profiles may still go.
+	 */
+	bool		refused;
 } tp_pyroscope_counts;
 
 /* tp_pyroscope_ingest, saying in *counts (may be NULL) what went in parts. */

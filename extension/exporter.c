@@ -835,7 +835,7 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 	tp_pyroscope_counts counts;
 	int			dropped;
 	int			rest;
-	char		partial[1024] = "";	/* why a part was taken only in part */
+	char		partial[1024] = "";	/* why a part was not taken whole */
 
 	for (int part = 0; part < PARTS; part++)
 	{
@@ -849,6 +849,16 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 		if (!tp_pyroscope_ingest_counted(cfg, pending.pprof[part], pending.len[part],
 										 pending.from_ns[part], pending.until_ns[part], &counts, err, errlen))
 		{
+			if (counts.taken == 0 && counts.refused)
+			{
+				/* Refused for itself (a 400): dropped, and the other parts go. */
+				pending.dropped += pending.counts[part];
+				pending.counts[part] = 0;
+				free(pending.pprof[part]);
+				pending.pprof[part] = NULL;
+				strlcpy(partial, err, sizeof(partial));
+				continue;
+			}
 			if (counts.taken == 0)
 			{
 				free(counts.rest);	/* nothing went: the whole goes again */
@@ -897,10 +907,35 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 }
 
 /*
- * One upload of stored samples as pprof.  A failed part drops its samples
- * (counted) and the parts taken count as exported: samples are plentiful,
- * and resending what the server refuses would block the ring.  Returns the
- * number of samples settled.
+ * The held batch settled: the parts the server took count as exported, the
+ * others as dropped.  Returns the samples dropped.
+ */
+static int
+settle_batch(void)
+{
+	int			refused = pending.dropped;
+
+	for (int part = 0; part < PARTS; part++)
+	{
+		refused += pending.counts[part];
+		free(pending.pprof[part]);
+		pending.pprof[part] = NULL;
+	}
+	pending.held = false;
+	sample_store_mark_exported(pending.upto, pending.taken);
+	if (refused > 0)
+		sample_store_mark_rejected(pending.upto, refused);
+	return refused;
+}
+
+/*
+ * One upload of stored samples as pprof.  A part the server refuses for
+ * itself drops its samples (counted) and the other parts still go; when
+ * the server fails (no answer, 5xx after the retries) the parts not taken
+ * are dropped: samples are plentiful, and resending to a failing server
+ * would block the ring.  When it asks to wait longer than the upload's
+ * budget (Retry-After), the parts not taken wait for it, held.  The parts
+ * taken count as exported.  Returns the number of samples settled.
  */
 static int
 upload_samples(tp_pyroscope_config *cfg)
@@ -916,16 +951,17 @@ upload_samples(tp_pyroscope_config *cfg)
 	pgstat_report_wait_end();
 	if (!ok && interrupted)
 		return 0;				/* the parts not taken go in the next round */
-	refused = pending.dropped;
-	for (int part = 0; part < PARTS; part++)
+	if (!ok && tp_pyroscope_retry_wait_ms(cfg) > 0)
 	{
-		refused += pending.counts[part];
-		free(pending.pprof[part]);
+		span_store_upload_failed(err);
+		if (!pyroscope_failing)
+			ereport(LOG,
+					(errmsg("traceprof profile uploader: %s", err),
+					 errdetail("The samples not uploaded wait in shared memory until then.")));
+		pyroscope_failing = true;
+		return 0;
 	}
-	pending.held = false;
-	sample_store_mark_exported(pending.upto, pending.taken);
-	if (ok && refused > 0)
-		sample_store_mark_rejected(pending.upto, refused);
+	refused = settle_batch();
 	if (ok)
 	{
 		if (pyroscope_failing && pending.taken > 0)
@@ -933,7 +969,6 @@ upload_samples(tp_pyroscope_config *cfg)
 		pyroscope_failing = pyroscope_failing && pending.taken == 0;
 		return pending.taken;
 	}
-	sample_store_mark_rejected(pending.upto, refused);
 	span_store_upload_failed(err);
 	if (!pyroscope_failing)
 		ereport(WARNING,
@@ -1174,5 +1209,11 @@ traceprof_profile_uploader_main(Datum arg)
 			last_upload = GetCurrentTimestamp();
 		}
 	}
+	/*
+	 * A batch interrupted in parts is settled: restarted after a stray
+	 * SIGTERM, the worker would read it again and resend the parts taken.
+	 */
+	if (pending.held)
+		settle_batch();
 	proc_exit(1);				/* restarted like the span exporter */
 }
