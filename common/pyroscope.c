@@ -677,7 +677,8 @@ attempt(const request *req, long timeout_ms, answer *a, char *err, size_t errlen
 	else
 	{
 		outcome = classify_refusal(req->where, status, a, err, errlen);
-		a->refused = outcome == ATTEMPT_FAILED;
+		/* Of the profile, not of the server or its address (401, 404, 500): those others would get too. */
+		a->refused = outcome == ATTEMPT_FAILED && (status == 400 || status == 422);
 	}
 	curl_easy_cleanup(curl);
 	return outcome;
@@ -1021,8 +1022,6 @@ tp_pyroscope_ingest_counted(tp_pyroscope_config *cfg,
 	else
 	{
 		ok = send_request(&req, pprof, len, samples, deadline_ms, err, errlen) == ATTEMPT_DELIVERED;
-		if (!ok && counts != NULL)
-			counts->refused = req.outcome == ATTEMPT_FAILED && req.refused;
 		if (req.outcome == ATTEMPT_TOO_LARGE)
 		{
 			if (parts == NULL)
@@ -1031,6 +1030,9 @@ tp_pyroscope_ingest_counted(tp_pyroscope_config *cfg,
 		}
 	}
 	tp_pprof_parts_close(parts);
+	/* The last request, whole or a part's, stopped it: refused for the profile's sake? */
+	if (!ok && counts != NULL)
+		counts->refused = req.outcome == ATTEMPT_FAILED && req.refused;
 	/* What libcurl or the server wrote may quote the path, and a token in it. */
 	tp_http_url_scrub(url, err, errlen);
 	curl_slist_free_all(req.headers);

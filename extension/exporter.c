@@ -841,6 +841,9 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 	{
 		if (pending.counts[part] == 0)
 			continue;
+		/* A part refused with a Retry-After beyond the budget: the rest waits for it. */
+		if (tp_pyroscope_retry_wait_ms(cfg) > 0)
+			return false;
 		if (pending.pprof[part] == NULL)
 		{
 			strlcpy(err, "out of memory while encoding samples", errlen);
@@ -861,7 +864,14 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 			}
 			if (counts.taken == 0)
 			{
-				free(counts.rest);	/* nothing went: the whole goes again */
+				free(counts.rest);
+				if (interrupted)
+					return false;	/* cut off by a reload or shutdown: it goes again */
+				/* Nothing went: dropped, counted; the parts not sent yet follow (upload_samples). */
+				pending.dropped += pending.counts[part];
+				pending.counts[part] = 0;
+				free(pending.pprof[part]);
+				pending.pprof[part] = NULL;
 				return false;
 			}
 			if (counts.rest != NULL)
@@ -928,13 +938,37 @@ settle_batch(void)
 	return refused;
 }
 
+/* A held batch that will not go (the worker stops, uploads are switched off): dropped, said so. */
+static void
+give_up_held_batch(const char *why)
+{
+	int			refused = settle_batch();
+
+	if (refused > 0)
+		ereport(LOG,
+				(errmsg("traceprof profile uploader: %d samples not uploaded yet were dropped: %s",
+						refused, why),
+				 errdetail("They are counted in traceprof.stats.samples_dropped.")));
+}
+
+/* Whether parts of the held batch were not sent yet. */
+static bool
+parts_left(void)
+{
+	for (int part = 0; part < PARTS; part++)
+		if (pending.counts[part] > 0)
+			return true;
+	return false;
+}
+
 /*
  * One upload of stored samples as pprof.  A part the server refuses for
- * itself drops its samples (counted) and the other parts still go; when
- * the server fails (no answer, 5xx after the retries) the parts not taken
- * are dropped: samples are plentiful, and resending to a failing server
- * would block the ring.  When it asks to wait longer than the upload's
- * budget (Retry-After), the parts not taken wait for it, held.  The parts
+ * itself (400) drops its samples (counted) and the other parts still go.
+ * A part that fails otherwise is dropped too, and so are the parts not
+ * sent yet, when the server fails (no answer, an error after the
+ * retries): samples are plentiful, and resending to a failing server would
+ * block the ring.  When it asked to wait longer than the upload's budget
+ * (Retry-After), the parts not sent yet wait for that, held.  The parts
  * taken count as exported.  Returns the number of samples settled.
  */
 static int
@@ -942,6 +976,7 @@ upload_samples(tp_pyroscope_config *cfg)
 {
 	char		err[1024];
 	bool		ok;
+	bool		hold;
 	int			refused;
 
 	if (!pending.held && !read_batch())
@@ -951,19 +986,10 @@ upload_samples(tp_pyroscope_config *cfg)
 	pgstat_report_wait_end();
 	if (!ok && interrupted)
 		return 0;				/* the parts not taken go in the next round */
-	if (!ok && tp_pyroscope_retry_wait_ms(cfg) > 0)
-	{
-		span_store_upload_failed(err);
-		if (!pyroscope_failing)
-			ereport(LOG,
-					(errmsg("traceprof profile uploader: %s", err),
-					 errdetail("The samples not uploaded wait in shared memory until then.")));
-		pyroscope_failing = true;
-		return 0;
-	}
-	refused = settle_batch();
+	hold = !ok && tp_pyroscope_retry_wait_ms(cfg) > 0 && parts_left();
 	if (ok)
 	{
+		refused = settle_batch();
 		if (pyroscope_failing && pending.taken > 0)
 			ereport(LOG, (errmsg("traceprof profile uploader: profile upload resumed")));
 		pyroscope_failing = pyroscope_failing && pending.taken == 0;
@@ -973,8 +999,12 @@ upload_samples(tp_pyroscope_config *cfg)
 	if (!pyroscope_failing)
 		ereport(WARNING,
 				(errmsg("traceprof profile uploader: cannot upload profiles: %s", err),
-				 errdetail("Samples that cannot be uploaded are dropped and counted in traceprof.stats.")));
+				 errdetail("Samples that cannot be uploaded are dropped and counted in traceprof.stats%s.",
+						   hold ? "; the rest of this batch waits for the server's Retry-After" : "")));
 	pyroscope_failing = true;
+	if (hold)
+		return 0;
+	refused = settle_batch();
 	return pending.taken + refused;
 }
 
@@ -1187,6 +1217,8 @@ traceprof_profile_uploader_main(Datum arg)
 			}
 			pfree(server);
 			sample_store_set_uploading(pyroscope.enabled);
+			if (!pyroscope.enabled && pending.held)
+				give_up_held_batch("profile uploads were switched off");
 		}
 
 		/*
@@ -1214,6 +1246,6 @@ traceprof_profile_uploader_main(Datum arg)
 	 * SIGTERM, the worker would read it again and resend the parts taken.
 	 */
 	if (pending.held)
-		settle_batch();
+		give_up_held_batch("the worker stopped in the middle of their upload");
 	proc_exit(1);				/* restarted like the span exporter */
 }
