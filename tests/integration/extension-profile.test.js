@@ -1464,7 +1464,6 @@ test('4c. Pyroscope 429 with a Retry-After longer than the upload budget: no upl
 			.reduce((n, x) => n + x.values[0], 0);
 		await capture.waitFor((reqs) => reqs.reduce((n, r) => n + samplesOf(r), 0) >= stored, 20000,
 			`the ${stored} samples of trace ${later.traceId}, after the Retry-After`);
-
 		for (const r of capture.requests.slice(1)) {
 			const gap = r.time - refused.endTime;
 			assert.ok(gap >= RETRY_AFTER_S * 1000 - 50,
