@@ -1304,93 +1304,73 @@ test('4. Pyroscope upload: /ingest with name, format, tenant; pprof span_id/trac
 	}
 });
 
-test('4h. an upload\'s window is the time its samples measured: a sample stands for the period before it (1 Hz: a second)', async () => {
+/**
+ * A traced pg_sleep(seconds) in wall mode at hz, on a cluster uploading to
+ * a capture server every 200 ms: its span's start and end (µs since the
+ * epoch) and the samples' weight stored.
+ */
+async function sleepSampled(t, hz, seconds) {
+	const capture = await startIngest();
+	t.after(() => capture.close());
+	const cluster = await startTraced({ 'traceprof.pyroscope_url': capture.url, 'traceprof.upload_interval': '200ms' });
+	t.after(() => cluster.stop());
+	const client = await connect(cluster);
+	t.after(() => client.end());
+	await client.query('SET traceprof.profile_mode = wall');
+	await client.query(`SET traceprof.sample_hz = ${hz}`);
+	const ctx = newContext();
+	await traced(client, ctx, `SELECT pg_sleep(${seconds})`);
+	const span = (await client.query(
+		`SELECT (extract(epoch FROM start_time) * 1e6)::bigint AS start_us,
+		        (extract(epoch FROM end_time) * 1e6)::bigint AS end_us
+		   FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' AND query LIKE 'SELECT pg_sleep%'`,
+		[ctx.traceId])).rows[0];
+	return { capture, ctx, span, stored: total(await profile(client, ctx.traceId)) };
+}
+
+test('4h. an upload\'s window is the time its samples measured: a sample stands for the period before it (1 Hz: a second)', async (t) => {
 	// Before, a sample's time was taken as the start of its period: at 1 Hz
 	// the window began a second after the statement and ran a second past it.
-	const capture = await startIngest();
-	let cluster;
-	let client;
-	try {
-		cluster = await startTraced({ 'traceprof.pyroscope_url': capture.url, 'traceprof.upload_interval': '200ms' });
-		client = await connect(cluster);
-		await client.query('SET traceprof.profile_mode = wall');
-		await client.query('SET traceprof.sample_hz = 1');
-		const ctx = newContext();
-		await traced(client, ctx, 'SELECT pg_sleep(1.6)');
-		const span = (await client.query(
-			`SELECT (extract(epoch FROM start_time) * 1e6)::bigint AS start_us,
-			        (extract(epoch FROM end_time) * 1e6)::bigint AS end_us
-			   FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' AND query LIKE 'SELECT pg_sleep%'`,
-			[ctx.traceId])).rows[0];
-		const stored = total(await profile(client, ctx.traceId));
-		assert.ok(stored >= 1, 'the sleep was sampled');
-		const req = await capture.waitFor((rs) => rs.find((r) =>
-			decodePprof(r.body).samples.some((smp) => smp.labels.trace_id === ctx.traceId)), 15000,
-		`the samples of trace ${ctx.traceId}`);
-		const prof = decodePprof(req.body);
-		const startNs = BigInt(span.start_us) * 1000n;
-		const endNs = BigInt(span.end_us) * 1000n;
-		const slackNs = 300000000n;
-		assert.ok(prof.timeNanos >= startNs - slackNs && prof.timeNanos <= startNs + slackNs,
-			`the window starts with the statement: time_nanos ${prof.timeNanos}, statement from ${startNs}`);
-		assert.ok(prof.timeNanos + prof.durationNanos <= endNs + slackNs,
-			`the window ends by the statement's end: ${prof.timeNanos + prof.durationNanos}, statement to ${endNs}`);
-		assert.ok(Number(req.query.from) <= Number(startNs / 1000000000n),
-			`Pyroscope's from (${req.query.from}) is not after the statement's start second`);
-	} finally {
-		if (client)
-			await client.end();
-		if (cluster)
-			await cluster.stop();
-		await capture.close();
-	}
+	const { capture, ctx, span, stored } = await sleepSampled(t, 1, 1.6);
+	assert.ok(stored >= 1, 'the sleep was sampled');
+	const req = await capture.waitFor((rs) => rs.find((r) =>
+		decodePprof(r.body).samples.some((smp) => smp.labels.trace_id === ctx.traceId)), 15000,
+	`the samples of trace ${ctx.traceId}`);
+	const prof = decodePprof(req.body);
+	const startNs = BigInt(span.start_us) * 1000n;
+	const endNs = BigInt(span.end_us) * 1000n;
+	const slackNs = 300000000n;
+	assert.ok(prof.timeNanos >= startNs - slackNs && prof.timeNanos <= startNs + slackNs,
+		`the window starts with the statement: time_nanos ${prof.timeNanos}, statement from ${startNs}`);
+	assert.ok(prof.timeNanos + prof.durationNanos <= endNs + slackNs,
+		`the window ends by the statement's end: ${prof.timeNanos + prof.durationNanos}, statement to ${endNs}`);
+	assert.ok(Number(req.query.from) <= Number(startNs / 1000000000n),
+		`Pyroscope's from (${req.query.from}) is not after the statement's start second`);
 });
 
-test('4j. an upload\'s samples lie within 10 s: a long statement\'s go in several, each filed near its own time', async () => {
+test('4j. an upload\'s samples lie within 10 s: a long statement\'s go in several, each filed near its own time', async (t) => {
 	// Pyroscope files a profile at its time_nanos and Grafana looks for a
 	// span's profile from 60 s before the span; a long statement's samples,
 	// stored when it ends, went in one upload filed at its start, and with
 	// them any fresh samples of the same batch.
-	const capture = await startIngest();
-	let cluster;
-	let client;
-	try {
-		cluster = await startTraced({ 'traceprof.pyroscope_url': capture.url, 'traceprof.upload_interval': '200ms' });
-		client = await connect(cluster);
-		await client.query('SET traceprof.profile_mode = wall');
-		await client.query('SET traceprof.sample_hz = 4');
-		const ctx = newContext();
-		await traced(client, ctx, 'SELECT pg_sleep(10.8)');
-		const span = (await client.query(
-			`SELECT (extract(epoch FROM start_time) * 1e6)::bigint AS start_us,
-			        (extract(epoch FROM end_time) * 1e6)::bigint AS end_us
-			   FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' AND query LIKE 'SELECT pg_sleep%'`,
-			[ctx.traceId])).rows[0];
-		const stored = total(await profile(client, ctx.traceId));
-		const weightOf = (prof) => prof.samples.filter((smp) => smp.labels.trace_id === ctx.traceId)
-			.reduce((n, smp) => n + smp.values[0], 0);
-		const uploads = () => capture.requests.map((r) => decodePprof(r.body)).filter((p) => weightOf(p) > 0);
-		await waitFor(() => `all ${stored} samples uploaded (${uploads().map(weightOf)})`,
-			() => uploads().reduce((n, p) => n + weightOf(p), 0) >= stored, 15000);
-		const profs = uploads();
-		assert.equal(profs.reduce((n, p) => n + weightOf(p), 0), stored, 'each sample uploaded once');
-		assert.ok(profs.length >= 2, `10.8 s of samples went in ${profs.length} upload(s)`);
-		for (const p of profs)
-			assert.ok(p.durationNanos <= 10000000000n, `an upload spans ${p.durationNanos} ns`);
-		const slackNs = 300000000n;
-		const first = profs.reduce((a, p) => (p.timeNanos < a ? p.timeNanos : a), profs[0].timeNanos);
-		const last = profs.reduce((a, p) => (p.timeNanos + p.durationNanos > a ? p.timeNanos + p.durationNanos : a), 0n);
-		assert.ok(first >= BigInt(span.start_us) * 1000n - slackNs && first <= BigInt(span.start_us) * 1000n + slackNs,
-			`the first upload starts with the statement: ${first}`);
-		assert.ok(last <= BigInt(span.end_us) * 1000n + slackNs && last >= BigInt(span.end_us) * 1000n - 1000000000n,
-			`the last upload ends with the statement: ${last}`);
-	} finally {
-		if (client)
-			await client.end();
-		if (cluster)
-			await cluster.stop();
-		await capture.close();
-	}
+	const { capture, ctx, span, stored } = await sleepSampled(t, 4, 10.8);
+	const weightOf = (prof) => prof.samples.filter((smp) => smp.labels.trace_id === ctx.traceId)
+		.reduce((n, smp) => n + smp.values[0], 0);
+	const uploads = () => capture.requests.map((r) => decodePprof(r.body)).filter((p) => weightOf(p) > 0);
+	await waitFor(() => `all ${stored} samples uploaded (${uploads().map(weightOf)})`,
+		() => uploads().reduce((n, p) => n + weightOf(p), 0) >= stored, 15000);
+	const profs = uploads();
+	assert.equal(profs.reduce((n, p) => n + weightOf(p), 0), stored, 'each sample uploaded once');
+	assert.ok(profs.length >= 2, `10.8 s of samples went in ${profs.length} upload(s)`);
+	for (const p of profs)
+		assert.ok(p.durationNanos <= 10000000000n, `an upload spans ${p.durationNanos} ns`);
+	const slackNs = 300000000n;
+	const first = profs.reduce((a, p) => (p.timeNanos < a ? p.timeNanos : a), profs[0].timeNanos);
+	const last = profs.reduce((a, p) => (p.timeNanos + p.durationNanos > a ? p.timeNanos + p.durationNanos : a), 0n);
+	assert.ok(first >= BigInt(span.start_us) * 1000n - slackNs && first <= BigInt(span.start_us) * 1000n + slackNs,
+		`the first upload starts with the statement: ${first}`);
+	assert.ok(last <= BigInt(span.end_us) * 1000n + slackNs && last >= BigInt(span.end_us) * 1000n - 1000000000n,
+		`the last upload ends with the statement: ${last}`);
 });
 
 test('4b. unreachable Pyroscope: one WARNING, statements unaffected, samples dropped and counted, SQL profiles intact', async () => {
