@@ -824,10 +824,21 @@ share_of(int stored, uint64 part, uint64 total)
 	return Min(stored, Max(n, 1));
 }
 
+/* A part of the pending batch that will not go: its samples count as dropped. */
+static void
+drop_part(int part)
+{
+	pending.dropped += pending.counts[part];
+	pending.counts[part] = 0;
+	free(pending.pprof[part]);
+	pending.pprof[part] = NULL;
+}
+
 /*
  * Send the pending parts not taken yet, in order, up to the first failure;
- * a part taken only in part (refused as too large, then split) is settled,
- * its dropped samples counted, and the next part goes.
+ * a part taken only in part (refused as too large, then split), or refused
+ * for itself, is settled, its dropped samples counted, and the next part
+ * goes.
  */
 static bool
 send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
@@ -843,7 +854,11 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 			continue;
 		/* A part refused with a Retry-After beyond the budget: the rest waits for it. */
 		if (tp_pyroscope_retry_wait_ms(cfg) > 0)
+		{
+			if (err[0] == '\0')
+				strlcpy(err, "not sent: the server asked to wait (Retry-After)", errlen);
 			return false;
+		}
 		if (pending.pprof[part] == NULL)
 		{
 			strlcpy(err, "out of memory while encoding samples", errlen);
@@ -855,10 +870,7 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 			if (counts.taken == 0 && counts.refused)
 			{
 				/* Refused for itself (a 400): dropped, and the other parts go. */
-				pending.dropped += pending.counts[part];
-				pending.counts[part] = 0;
-				free(pending.pprof[part]);
-				pending.pprof[part] = NULL;
+				drop_part(part);
 				strlcpy(partial, err, sizeof(partial));
 				continue;
 			}
@@ -867,11 +879,8 @@ send_pending(tp_pyroscope_config *cfg, char *err, size_t errlen)
 				free(counts.rest);
 				if (interrupted)
 					return false;	/* cut off by a reload or shutdown: it goes again */
-				/* Nothing went: dropped, counted; the parts not sent yet follow (upload_samples). */
-				pending.dropped += pending.counts[part];
-				pending.counts[part] = 0;
-				free(pending.pprof[part]);
-				pending.pprof[part] = NULL;
+				/* Nothing went: dropped; what becomes of the parts not sent yet, upload_samples says. */
+				drop_part(part);
 				return false;
 			}
 			if (counts.rest != NULL)
@@ -974,7 +983,7 @@ parts_left(void)
 static int
 upload_samples(tp_pyroscope_config *cfg)
 {
-	char		err[1024];
+	char		err[1024] = "";
 	bool		ok;
 	bool		hold;
 	int			refused;
