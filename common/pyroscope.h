@@ -159,8 +159,8 @@ typedef struct tp_pyroscope_counts
 	uint64_t	rest_samples;
 
 	/*
-	 * Nothing went because the server refused this profile itself (an
-	 * answer no retry changes, such as 400): other profiles may still go.
+	 * Nothing went because the server refused this profile itself (a 400
+	 * or 422, which no retry changes): other profiles may still go.
 	 */
 	bool		refused;
 } tp_pyroscope_counts;
