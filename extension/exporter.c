@@ -995,15 +995,15 @@ upload_samples(tp_pyroscope_config *cfg)
 	pgstat_report_wait_end();
 	if (!ok && interrupted)
 		return 0;				/* the parts not taken go in the next round */
-	hold = !ok && tp_pyroscope_retry_wait_ms(cfg) > 0 && parts_left();
 	if (ok)
 	{
-		refused = settle_batch();
+		settle_batch();
 		if (pyroscope_failing && pending.taken > 0)
 			ereport(LOG, (errmsg("traceprof profile uploader: profile upload resumed")));
 		pyroscope_failing = pyroscope_failing && pending.taken == 0;
 		return pending.taken;
 	}
+	hold = tp_pyroscope_retry_wait_ms(cfg) > 0 && parts_left();
 	span_store_upload_failed(err);
 	if (!pyroscope_failing)
 		ereport(WARNING,
