@@ -24,8 +24,10 @@
 #include "postmaster/bgworker_internals.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
+#include "storage/pmsignal.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 #include "storage/procsignal.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -201,7 +203,7 @@ register_worker(const char *name, const char *function, const char *kept)
 	ereport(WARNING,
 			(errmsg("traceprof: the %s cannot run", name),
 			 errdetail("%s", kept),
-			 errhint("traceprof's two workers need two of max_worker_processes (%d), beside other extensions' and parallel workers; raise it (it takes a restart).",
+			 errhint("traceprof's two workers need two of max_worker_processes (%d), beside the workers registered before them (the logical replication launcher, other preloaded extensions'); raise it (it takes a restart).",
 					 max_worker_processes)));
 	return false;
 }
@@ -213,6 +215,9 @@ register_worker(const char *name, const char *function, const char *kept)
 void
 traceprof_register_exporter(void)
 {
+	/* A single-user backend starts no worker: its rings keep the latest, as without room. */
+	if (!IsPostmasterEnvironment)
+		return;
 	traceprof_exporter_registered =
 		register_worker("traceprof exporter", "traceprof_exporter_main",
 						"No span is exported; traceprof.spans keeps the latest.");
@@ -351,6 +356,19 @@ answer_requests(void)
 }
 
 /*
+ * The postmaster is gone (killed, crashed): as WL_EXIT_ON_PM_DEATH would.
+ * A worker left running in a request to a slow collector, up to its
+ * timeout and batch after batch, holds the shared memory that keeps the
+ * server from starting again.  Cheap: a flag the death signal sets.
+ */
+static inline void
+exit_if_orphaned(void)
+{
+	if (unlikely(!PostmasterIsAlive()))
+		proc_exit(1);
+}
+
+/*
  * Asked during a request (libcurl's progress callback, a retry's wait):
  * stop for a shutdown, or for a reload that moved the destination; answer
  * other processes meanwhile.  Nothing may unwind through libcurl's frames:
@@ -361,6 +379,7 @@ request_must_stop(void)
 {
 	MemoryContext context = CurrentMemoryContext;
 
+	exit_if_orphaned();
 	if (interrupted || (!ConfigReloadPending && !requests_pending()))
 		return interrupted;
 	PG_TRY();
@@ -988,6 +1007,7 @@ upload_samples(tp_pyroscope_config *cfg)
 	bool		hold;
 	int			refused;
 
+	exit_if_orphaned();
 	if (!pending.held && !read_batch())
 		return 0;
 	report_sending("uploading profiles");
@@ -1077,6 +1097,7 @@ export_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz dead
 {
 	while (traceprof_exporting && !*target->cancel && tp_otlp_retry_wait_ms(target) == 0)
 	{
+		exit_if_orphaned();
 		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
 			return;
 		if (export_one_batch(resource, target, deadline) != batch_size())
@@ -1086,21 +1107,53 @@ export_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz dead
 
 /*
  * At shutdown, what waits in the ring would be lost with shared memory:
- * one last drain within FINAL_EXPORT_MS in all (the postmaster waits for
+ * the last drains within FINAL_EXPORT_MS in all (the postmaster waits for
  * us), unless the collector is known to be failing.
  */
 #define FINAL_EXPORT_MS 2000
+#define FINAL_POLL_MS 10
+#define FINAL_QUIET_MS 200
 
+/*
+ * A fast shutdown signals the backends when it signals us: a statement it
+ * ends stores its span as its backend exits, after our first drain.  So
+ * drain again while other processes of the server run and keep exiting or
+ * storing spans; a stray SIGTERM, which ends no backend, costs
+ * FINAL_QUIET_MS.  The count holds the workers too (ours among them).
+ */
 static void
 export_remaining_spans(const tp_kvlist *resource, tp_otlp_target *target)
 {
 	static volatile sig_atomic_t not_cancelled = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz deadline = TimestampTzPlusMilliseconds(now, FINAL_EXPORT_MS);
+	TimestampTz last_change = now;
+	SpanStoreStats stats;
+	uint64		created = 0;
+	int			others = -1;
 
-	if (failing)
-		return;
 	target->cancel = &not_cancelled;
 	tp_http_set_stop_check(NULL);
-	export_spans(resource, target, TimestampTzPlusMilliseconds(GetCurrentTimestamp(), FINAL_EXPORT_MS));
+	while (!failing && tp_otlp_retry_wait_ms(target) == 0 && now < deadline)
+	{
+		int			running;
+
+		export_spans(resource, target, deadline);
+		span_store_get_stats(&stats);
+		running = CountDBBackends(InvalidOid) - 1;
+		now = GetCurrentTimestamp();
+		if (stats.created != created || running != others)
+			last_change = now;
+		created = stats.created;
+		others = running;
+		if (stats.pending == 0 &&
+			(others == 0 || TimestampDifferenceExceeds(last_change, now, FINAL_QUIET_MS)))
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 FINAL_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		now = GetCurrentTimestamp();
+	}
 }
 
 /*
@@ -1183,8 +1236,9 @@ traceprof_exporter_main(Datum arg)
 		}
 		export_spans(&resource, &target, 0);
 	}
-	span_store_set_exporter_latch(NULL);
 	export_remaining_spans(&resource, &target);
+	/* Our latch is gone with us: a writer setting it would signal another process. */
+	span_store_set_exporter_latch(NULL);
 	report_unsent_spans();
 
 	/*

@@ -41,6 +41,7 @@
 #include "nodes/parsenodes.h"
 #include "optimizer/planner.h"
 #include "parser/analyze.h"
+#include "replication/walsender.h"
 #include "storage/ipc.h"
 #include "tcop/pquery.h"
 #include "tcop/tcopprot.h"
@@ -2534,7 +2535,8 @@ traceprof_emit_log(ErrorData *edata)
 		close_from(first, -1, edata->sqlerrcode, error_message(edata));
 		error_raised = false;
 	}
-	if (!owned && edata->elevel == ERROR && MyBackendType == B_BACKEND)
+	/* A walsender's database connection runs a client's SQL too (logical replication). */
+	if (!owned && edata->elevel == ERROR && (MyBackendType == B_BACKEND || am_db_walsender))
 	{
 		/* No statement under way took the error: only kept portals, or nothing, were open. */
 		if (debug_query_string == NULL && may_be_sync_commit(edata))

@@ -116,19 +116,32 @@ static const struct config_enum_entry compression_options[] = {
 
 /* Parse once in the check hook; the assign hook only copies the result. */
 /*
- * A trace context names one request's caller.  Stored with a role or a
+ * A trace context names one request's caller.  Stored as a default, of the
+ * server (postgresql.conf, ALTER SYSTEM, the command line), a role or a
  * database (ALTER ROLE/DATABASE ... SET, validated as PGC_S_TEST, as a
- * function's SET clause is) it would put every later session into one
+ * function's SET clause is), it would put every later session into one
  * trace, and let a database owner trace and profile other roles' sessions,
  * superusers' included, which traceprof.sample_rate leaves to superusers.
  */
 static bool
 source_may_carry_context(const char *name, GucSource source)
 {
-	if (source != PGC_S_TEST && source != PGC_S_GLOBAL && source != PGC_S_DATABASE &&
-		source != PGC_S_USER && source != PGC_S_DATABASE_USER)
-		return true;
-	GUC_check_errmsg("%s cannot be stored with a role, a database or a function", name);
+	switch (source)
+	{
+		case PGC_S_DYNAMIC_DEFAULT:
+		case PGC_S_ENV_VAR:
+		case PGC_S_FILE:
+		case PGC_S_ARGV:
+		case PGC_S_GLOBAL:
+		case PGC_S_DATABASE:
+		case PGC_S_USER:
+		case PGC_S_DATABASE_USER:
+		case PGC_S_TEST:
+			break;
+		default:
+			return true;		/* a client's or session's: PGOPTIONS, SET, set_config() */
+	}
+	GUC_check_errmsg("%s cannot be stored as a default of the server, a role, a database or a function", name);
 	GUC_check_errdetail("It belongs to one request's caller: as a stored default, every session would join one trace.");
 	GUC_check_errhint("Set it per session or request (SET, SET LOCAL, set_config(), PGOPTIONS, a sqlcommenter comment); "
 					  "to trace statements that arrive without a context, a superuser sets traceprof.sample_rate.");

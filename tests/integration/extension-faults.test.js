@@ -296,8 +296,9 @@ test('1. endpoints down / 500 / 429 / 503 / hang / reset / trickle under pgbench
 
 				// Failures and drops are counted (the uploads of the run's
 				// samples may still be waiting for their timeout).
-				const during = await waitFor((x) => `drops counted at ${fault} (${x ? showStats(x) : ''})`, async () => {
-					const x = await stats(monitor);
+				let last;
+				const during = await waitFor(() => `drops counted at ${fault} (before ${showStats(before)}, last ${showStats(last)})`, async () => {
+					const x = last = await stats(monitor);
 					return x.export_failures > before.export_failures && x.spans_dropped > before.spans_dropped &&
 						x.samples_dropped > before.samples_dropped && x.upload_failures > before.upload_failures ? x : null;
 				}, 20000, 100);

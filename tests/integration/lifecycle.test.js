@@ -13,6 +13,7 @@
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const net = require('node:net');
 const path = require('node:path');
 
 const { PG_BIN } = require('./lib/paths');
@@ -21,6 +22,7 @@ const { startCluster } = require('./lib/cluster');
 const { newContext, waitFor, connect, traced, assertRejectsWith } = require('./lib/traced');
 const { makeTempDir, removeTempDir, lookupUser } = require('./lib/tmp');
 const { startReceiver } = require('./lib/receiver');
+const { childPids } = require('./lib/procs');
 
 /** What the extension's CREATE makes, as pg_describe_object names it. */
 const MEMBERS = [
@@ -74,6 +76,35 @@ test('L10. a single-user backend (postgres --single, as for a wraparound VACUUM)
 	}
 });
 
+test('L10b. a single-user backend with an endpoint set keeps the latest spans, as no worker can run there; ' +
+	'a traceparent in the server\'s configuration is refused with a WARNING, never applied', async () => {
+	const ctx = newContext();
+	const cluster = await startCluster({ settings: { shared_preload_libraries: 'traceprof', 'traceprof.traceparent': ctx.header } });
+	try {
+		assert.match(cluster.readLog(), /WARNING: {2}traceprof.traceparent cannot be stored as a default of the server/);
+		await cluster.psql('CREATE EXTENSION traceprof', { db: 'postgres' });
+		assert.equal(await cluster.psql('SHOW traceprof.traceparent', { db: 'postgres' }), '');
+		assert.equal(await cluster.psql(`SELECT count(*) FROM traceprof.spans WHERE trace_id = '${ctx.traceId}'`, { db: 'postgres' }), '0');
+		await cluster.shutdown();
+		// Before, the worker registered in single-user mode counted as an exporter:
+		// the ring kept its first 128 spans for it and dropped the rest.
+		const owner = process.getuid() === 0 ? lookupUser('postgres') : null;
+		const selects = Array.from({ length: 300 }, (_, i) => `SELECT ${i};`).join('\n');
+		const res = await run(path.join(PG_BIN, 'postgres'), ['--single', '-D', cluster.dataDir,
+			'-c', 'traceprof.sample_rate=1', '-c', 'traceprof.max_spans=128',
+			'-c', 'traceprof.otlp_endpoint=http://127.0.0.1:9', 'postgres'],
+		{ input: `${selects}\nSELECT 'stats', spans_created, spans_dropped FROM traceprof.stats;\n`,
+			timeout: 60000, ...(owner ? { uid: owner.uid, gid: owner.gid } : {}) });
+		assert.equal(res.code, 0, res.stderr);
+		const m = /1: \?column\? = "stats"[^\n]*\n\s*2: spans_created = "(\d+)"[^\n]*\n\s*3: spans_dropped = "(\d+)"/.exec(res.stdout);
+		assert.ok(m, `stats row in:\n${res.stdout.slice(-2000)}`);
+		assert.ok(Number(m[1]) >= 300, `created ${m[1]}`);
+		assert.equal(Number(m[2]), 0, 'dropped');
+	} finally {
+		await cluster.stop();
+	}
+});
+
 test('L11. no room in max_worker_processes for the workers: a WARNING names them, and spans and samples are kept for SQL, ' +
 	'the latest overwriting the oldest, never all dropped', async () => {
 	// Before, the rings waited for an exporter that never came: once full,
@@ -108,6 +139,91 @@ test('L11. no room in max_worker_processes for the workers: a WARNING names them
 		}
 	} finally {
 		await cluster.stop();
+	}
+});
+
+/** A TCP server that accepts and never answers; counts its connections. */
+async function startSilentServer(t) {
+	const sockets = [];
+	const server = net.createServer((socket) => { sockets.push(socket); socket.on('error', () => {}); });
+	await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+	t.after(() => {
+		for (const socket of sockets)
+			socket.destroy();
+		server.close();
+	});
+	return { url: `http://127.0.0.1:${server.address().port}`, connections: () => sockets.length };
+}
+
+/** Whether process pid still exists (a zombie counts as gone). */
+function alive(pid) {
+	try {
+		return !/^\S+ \(.*\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+	} catch {
+		return false;
+	}
+}
+
+test('L12. the postmaster killed while both workers wait on endpoints that never answer (2-minute timeout): ' +
+	'they exit within seconds, and the server starts again', async (t) => {
+	// Before, each worker lived out its request's timeout, holding the shared
+	// memory: "pre-existing shared memory block is still in use" until then.
+	const otlp = await startSilentServer(t);
+	const ingest = await startSilentServer(t);
+	const cluster = await startCluster({ settings: {
+		shared_preload_libraries: 'traceprof', 'traceprof.otlp_endpoint': otlp.url,
+		'traceprof.pyroscope_url': ingest.url, 'traceprof.otlp_timeout': '120s', 'traceprof.export_interval': '100ms',
+		'traceprof.upload_interval': '1s', 'traceprof.profile': 'traced', 'traceprof.sample_hz': '250',
+	} });
+	try {
+		await cluster.psql('CREATE EXTENSION traceprof');
+		const client = await connect(cluster, 'postgres', 'app');
+		try {
+			await waitFor('a request at each endpoint', async () => {
+				await traced(client, newContext(), 'SELECT sum(length(md5(g::text))) FROM generate_series(1, 30000) g');
+				return otlp.connections() > 0 && ingest.connections() > 0;
+			}, 30000);
+		} finally {
+			await client.end();
+		}
+		const workers = childPids(cluster, /^postgres: traceprof /);
+		assert.equal(workers.length, 2, 'the exporter and the uploader');
+		process.kill(cluster.pid, 'SIGKILL');
+		await waitFor('both workers to exit', () => workers.every((pid) => !alive(pid)), 10000);
+		await cluster.restart();
+		assert.equal(await cluster.psql('SELECT 1'), '1');
+	} finally {
+		await cluster.stop();
+	}
+});
+
+test('L13. a fast shutdown exports the spans of the statements it terminates', async () => {
+	// The postmaster signals the backends when it signals the exporter; the
+	// exporter drained once and left, before most of them had stored theirs.
+	const receiver = await startReceiver({ grpc: false });
+	const cluster = await startCluster({ settings: {
+		shared_preload_libraries: 'traceprof', 'traceprof.otlp_endpoint': receiver.httpEndpoint,
+	} });
+	const clients = [];
+	try {
+		await cluster.psql('CREATE EXTENSION traceprof');
+		const contexts = Array.from({ length: 10 }, () => newContext());
+		for (const ctx of contexts) {
+			const client = await connect(cluster, 'postgres', 'app');
+			clients.push(client);
+			traced(client, ctx, 'SELECT pg_sleep(30)').catch(() => { /* terminated */ });
+		}
+		await waitFor('ten sleeping statements', async () => Number(await cluster.psql(
+			"SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)' AND state = 'active'")) === 10);
+		await cluster.shutdown();
+		const ended = receiver.spans().filter((s) => contexts.some((c) => c.traceId === s.traceId) && s.status.code === 2);
+		assert.equal(ended.length, 10, `error spans exported: ${ended.length} of 10`);
+		assert.ok(ended.every((s) => /terminating connection due to administrator command/.test(s.status.message)));
+	} finally {
+		for (const client of clients)
+			await client.end().catch(() => {});
+		await cluster.stop();
+		await receiver.close();
 	}
 });
 
@@ -389,6 +505,21 @@ describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 			await admin.query('ALTER SYSTEM RESET ALL');
 			await admin.query('SELECT pg_reload_conf()');
 		}
+	});
+
+	test('L14. a walsender\'s database connection (logical replication): a statement failing before it runs ' +
+		'has its error span, as in a backend', async () => {
+		const ctx = newContext();
+		const res = await run(path.join(PG_BIN, 'psql'), ['-X', '-At',
+			`host=${cluster.socketDir} port=${cluster.port} user=postgres dbname=app replication=database`,
+			'-c', 'SELECT * FROM lc_no_such_table', '-c', 'SELECT 1'],
+		{ timeout: 30000, env: { PGOPTIONS: `-c traceprof.traceparent=${ctx.header}` } });
+		assert.match(res.stderr, /relation "lc_no_such_table" does not exist/);
+		const rows = (await appAdmin.query(
+			"SELECT status, status_message FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time",
+			[ctx.traceId])).rows;
+		assert.deepEqual(rows.map((r) => r.status), ['error', 'unset']);
+		assert.match(rows[0].status_message, /relation "lc_no_such_table" does not exist/);
 	});
 
 	test('L9. pg_cancel_backend() on the workers is ignored: they have no query, and their next log line is not made an ERROR', async () => {

@@ -84,9 +84,11 @@ SET traceprof.otlp_endpoint = 'http://elsewhere:4318';
 SELECT traceprof.reset();
 RESET ROLE;
 
--- a context names one request's caller: not a default stored with a role,
--- a database or a function, by which a database owner would trace other
--- roles' sessions; an empty one stores nothing to refuse
+-- a context names one request's caller: not a default stored with the
+-- server, a role, a database or a function, by which a database owner would
+-- trace other roles' sessions; an empty one stores nothing to refuse
+ALTER SYSTEM SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+ALTER SYSTEM SET traceprof.tracestate = 'congo=1';
 ALTER ROLE traceprof_plain SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 ALTER ROLE traceprof_plain SET traceprof.tracestate = 'congo=1';
 DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET traceprof.traceparent = %L', current_database(),
