@@ -34,17 +34,38 @@ process.on('exit', () => {
 	}
 });
 
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-function freePort() {
+/** Bind port (0: any) on 127.0.0.1 and let it go: the port, or null if taken. */
+function tryPort(port) {
 	return new Promise((resolve, reject) => {
 		const srv = net.createServer();
 		srv.unref();
-		srv.on('error', reject);
-		srv.listen(0, '127.0.0.1', () => {
-			const { port } = srv.address();
-			srv.close(() => resolve(port));
+		srv.on('error', (err) => (err.code === 'EADDRINUSE' ? resolve(null) : reject(err)));
+		srv.listen(port, '127.0.0.1', () => {
+			const got = srv.address().port;
+			srv.close(() => resolve(got));
 		});
 	});
+}
+
+/*
+ * TRACEPROF_TEST_PORTS=LOW-HIGH keeps the ports picked within that range,
+ * for machines where several suites run side by side, each given its own.
+ */
+let nextInRange = 0;
+
+/** A TCP port on 127.0.0.1 that was free a moment ago. */
+async function freePort() {
+	const range = /^(\d+)-(\d+)$/.exec(process.env.TRACEPROF_TEST_PORTS || '');
+	if (!range)
+		return tryPort(0);
+	const low = Number(range[1]);
+	const count = Number(range[2]) - low + 1;
+	for (let i = 0; i < count; i++) {
+		const port = low + (nextInRange++ + process.pid) % count;
+		if (await tryPort(port) !== null)
+			return port;
+	}
+	throw new Error(`no free port in TRACEPROF_TEST_PORTS=${process.env.TRACEPROF_TEST_PORTS}`);
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
