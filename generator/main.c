@@ -280,6 +280,13 @@ main(int argc, char **argv)
 	double		secs;
 	bool		ok;
 
+	/*
+	 * Whoever reads stderr (2>&1 | head -1) may go before we are done: a
+	 * write to it must not kill the run, its telemetry or --profile-out.
+	 * gen_outfile_install_signal_cleanup() keeps that for the run and turns
+	 * a closed pipe as OUT into a failed write.
+	 */
+	(void) signal(SIGPIPE, SIG_IGN);
 	tp_log_set_program("generator");
 	tp_log_hold_standard_fds();
 	parse_args(argc, argv, &opt);

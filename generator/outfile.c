@@ -18,22 +18,39 @@ static char cleanup_path[PATH_MAX];
 static volatile sig_atomic_t cleanup_armed;
 
 /*
- * The signals that end the process by default and that a user, a shell, a
- * closed pipe or a CPU limit may send: not the self-profiler's
- * (TP_SAMPLER_SIGNAL), nor those a fault raises (SIGSEGV, SIGBUS: nothing
- * is safe to do then).
+ * The signals that end the process by default and that a user, a shell or
+ * a CPU limit may send (SIGPIPE only from someone else: is_own_sigpipe):
+ * not the self-profiler's (TP_SAMPLER_SIGNAL), nor those a fault raises
+ * (SIGSEGV, SIGBUS: nothing is safe to do then).
  */
 static const int cleanup_signals[] = {
 	SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM,
 	SIGPROF, SIGVTALRM, SIGXCPU,
 };
 
+/*
+ * A SIGPIPE the kernel sent us for our own write to a pipe or socket whose
+ * reader is gone: it comes as if we had kill()ed ourselves.  That write
+ * then fails with EPIPE and is reported like any other write error (OUT)
+ * or ignored (stderr), so the run still ends through its cleanup, exports
+ * its spans and writes --profile-out.  A SIGPIPE someone else sends still
+ * ends the run as the signal would.
+ */
+static bool
+is_own_sigpipe(int sig, const siginfo_t *info)
+{
+	return sig == SIGPIPE && info->si_code == SI_USER && info->si_pid == getpid();
+}
+
 static void
-on_signal(int sig)
+on_signal(int sig, siginfo_t *info, void *ucontext)
 {
 	static const char msg[] = "generator: stopped by a signal, temporary file removed\n";
 	int			save_errno = errno;
 
+	(void) ucontext;
+	if (is_own_sigpipe(sig, info))
+		return;
 	if (cleanup_armed)
 	{
 		cleanup_armed = 0;
@@ -43,10 +60,12 @@ on_signal(int sig)
 	errno = save_errno;
 
 	/*
-	 * SA_RESETHAND restored the default action; the re-raised signal is
-	 * delivered as soon as the handler returns, so the parent sees the
-	 * usual "killed by SIGINT" status.
+	 * Back to the default action (not SA_RESETHAND, which an ignored own
+	 * SIGPIPE would use up); the re-raised signal is blocked until the
+	 * handler returns and then delivered, so the parent sees the usual
+	 * "killed by SIGINT" status.
 	 */
+	(void) signal(sig, SIG_DFL);
 	raise(sig);
 }
 
@@ -57,8 +76,8 @@ gen_outfile_install_signal_cleanup(void)
 	size_t		i;
 
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sa.sa_flags = SA_RESETHAND;
+	sa.sa_sigaction = on_signal;
+	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	for (i = 0; i < sizeof(cleanup_signals) / sizeof(cleanup_signals[0]); i++)
 		sigaddset(&sa.sa_mask, cleanup_signals[i]);

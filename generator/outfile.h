@@ -42,7 +42,9 @@ typedef struct gen_outfile
 
 /*
  * Install the signal handlers that remove an open temporary file and then
- * let the signal terminate the process as usual.  Call once, early.
+ * let the signal terminate the process as usual.  The SIGPIPE the kernel
+ * sends for our own write to a closed pipe is ignored: that write fails
+ * with EPIPE instead (reported for OUT).  Call once, early.
  */
 bool		gen_outfile_install_signal_cleanup(void);
 

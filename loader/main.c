@@ -447,6 +447,12 @@ main(int argc, char **argv)
 	char		trace_id[TP_TRACE_ID_HEX + 1];
 	int			rc;
 
+	/*
+	 * Whoever reads stderr (2>&1 | head -1) may go before we are done: a
+	 * write to it then fails with EPIPE, which we ignore, instead of
+	 * killing the run before its spans are sent and --profile-out written.
+	 */
+	(void) signal(SIGPIPE, SIG_IGN);
 	tp_log_set_program("loader");
 	tp_log_hold_standard_fds();
 	switch (ld_cli_parse(argc, argv, &ld.opt, err, sizeof(err)))

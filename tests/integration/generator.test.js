@@ -12,7 +12,7 @@ const path = require('node:path');
 const { GENERATOR, requireExecutable } = require('./lib/paths');
 const { startReceiver } = require('./lib/receiver');
 const { startIngest } = require('./lib/ingest');
-const { run, describe } = require('./lib/run');
+const { run, describe, closeOutputAfterFirstLine, closeStdoutAfterFirstBytes } = require('./lib/run');
 const { makeTempDir, removeTempDir, lookupUser } = require('./lib/tmp');
 const { checkRecord, splitRecords, KEYS } = require('./lib/records');
 
@@ -346,6 +346,33 @@ test('SIGQUIT, SIGPIPE, SIGUSR1, SIGALRM, SIGPROF, SIGVTALRM, SIGXCPU while writ
 	for (const signal of ['SIGQUIT', 'SIGPIPE', 'SIGUSR1', 'SIGALRM', 'SIGPROF', 'SIGVTALRM', 'SIGXCPU'])
 		await killWhileWriting(sub, path.join(sub, 'out.json'), signal);
 	assert.deepEqual(fs.readdirSync(sub), [], 'no OUT either');
+});
+
+test('the reader of stderr gone once the run started (2>&1 | head -1): exit 0, OUT and --profile-out written', async (t) => {
+	const sub = makeTempDir('traceprof-gen-stderr-gone-');
+	t.after(() => removeTempDir(sub));
+	const out = path.join(sub, 'out.ndjson');
+	const prof = path.join(sub, 'run.svg');
+	const res = await generate(['300000', out, '--format', 'ndjson', '--profile-out', prof],
+		{ onSpawn: closeOutputAfterFirstLine });
+	assert.equal(res.signal, null, `not killed by SIGPIPE\n${describe(res)}`);
+	assert.equal(res.code, 0, describe(res));
+	assert.match(res.stderr, /^generator: trace_id=[0-9a-f]{32}\n/, describe(res));
+	assert.equal(fs.readFileSync(out, 'utf8').split('\n').length, 300001, 'OUT is complete');
+	assert.match(fs.readFileSync(prof, 'utf8'), /^<\?xml|^<svg/, 'the profile was written');
+	assert.deepEqual(leftovers(sub, ['out.ndjson', 'run.svg']), []);
+});
+
+test('OUT /dev/stdout whose reader goes away (| head -c 1): a failed write, exit 1, naming OUT; --profile-out still written', async (t) => {
+	const sub = makeTempDir('traceprof-gen-stdout-gone-');
+	t.after(() => removeTempDir(sub));
+	const prof = path.join(sub, 'run.folded');
+	const res = await generate(['2000000', '/dev/stdout', '--profile-out', prof],
+		{ onSpawn: closeStdoutAfterFirstBytes });
+	assert.equal(res.signal, null, `not killed by SIGPIPE\n${describe(res)}`);
+	assert.equal(res.code, 1, describe(res));
+	assert.match(res.stderr, /generator: error: cannot write "\/dev\/stdout" \(after \d+ bytes\): Broken pipe\n/, describe(res));
+	assert.ok(fs.existsSync(prof), `the profile was written\n${describe(res)}`);
 });
 
 test('--profile-out that cannot be written whole: a warning with the real cause, no file, no temp file, exit 0', async (t) => {

@@ -10,7 +10,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const { GENERATOR, LOADER, requireExecutable } = require('./lib/paths');
-const { run, describe } = require('./lib/run');
+const { run, describe, closeOutputAfterFirstLine } = require('./lib/run');
 const { startCluster, freePort } = require('./lib/cluster');
 const { startReceiver } = require('./lib/receiver');
 const { decodeTraces } = require('./lib/otlp');
@@ -453,6 +453,22 @@ test('started with stdin and stderr closed: the loader loads, and /dev/stdin rea
 		assert.equal(res.code, 3, `an empty input: ${describe(res)}`);
 		assert.equal(await tableState(cluster, 'closed_fds_stdin'), 'absent');
 	});
+});
+
+test('the reader of stderr gone once the run started (2>&1 | head -1): exit 0, rows loaded, spans sent, --profile-out written', async (t) => {
+	const r = await startReceiver({ grpc: false });
+	t.after(() => r.close());
+	const sub = makeTempDir('traceprof-load-stderr-gone-');
+	t.after(() => removeTempDir(sub));
+	const prof = path.join(sub, 'run.svg');
+	const res = await load([cluster.url(), jsonFile, '--table', 'stderr_gone', '--profile-out', prof],
+		{ env: { OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint }, onSpawn: closeOutputAfterFirstLine });
+	assert.equal(res.signal, null, `not killed by SIGPIPE\n${describe(res)}`);
+	assert.equal(res.code, 0, describe(res));
+	assert.equal(await tableState(cluster, 'stderr_gone'), String(N));
+	assert.ok(fs.existsSync(prof), `the profile was written\n${describe(res)}`);
+	const spans = r.requests.flatMap((q) => decodeTraces(q.body).spans);
+	assert.ok(spans.some((s) => s.name === 'loader.run'), `loader.run was exported: ${spans.map((s) => s.name)}`);
 });
 
 test('malformed URL: a connection error, exit 4, password masked', async (t) => {

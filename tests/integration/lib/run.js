@@ -105,4 +105,23 @@ function describe(res) {
 		`  stdout: ${JSON.stringify(res.stdout.slice(0, 2000))}`;
 }
 
-module.exports = { run, describe, baseEnv };
+/**
+ * An options.onSpawn for run(): like `2>&1 | head -1`, the reader goes away
+ * once the first line of stderr arrived, closing the child's stdout and
+ * stderr pipes; later writes to them fail (EPIPE, or SIGPIPE).
+ */
+function closeOutputAfterFirstLine(child) {
+	child.stderr.on('data', (d) => {
+		if (d.includes(10)) {
+			child.stdout.destroy();
+			child.stderr.destroy();
+		}
+	});
+}
+
+/** The same for stdout only, after its first bytes (`| head -c 1`). */
+function closeStdoutAfterFirstBytes(child) {
+	child.stdout.once('data', () => child.stdout.destroy());
+}
+
+module.exports = { run, describe, baseEnv, closeOutputAfterFirstLine, closeStdoutAfterFirstBytes };
