@@ -22,30 +22,37 @@
 #define MAX_TIMEOUT_MS 600000
 #define GRPC_EXPORT_PATH "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
-/* The per-signal variable if set and non-empty, else the general one. */
-static const char *
+/*
+ * Every OTEL_* value is read trimmed of white space (tp_getenv_trimmed), as
+ * the Go SDK reads it: "http://host:4318\n" from a file or a here-document
+ * is that endpoint, not a malformed one replaced by the default.
+ */
+
+/*
+ * The per-signal variable if set and not blank, else the general one:
+ * trimmed, malloc'd, or NULL; *chosen names the variable read.
+ */
+static char *
 env_pair(const char *per_signal, const char *general, const char **chosen)
 {
-	const char *value = getenv(per_signal);
+	char	   *value = tp_getenv_trimmed(per_signal);
 
-	if (value != NULL && value[0] != '\0')
+	if (value != NULL)
 	{
 		*chosen = per_signal;
 		return value;
 	}
-	value = getenv(general);
 	*chosen = general;
-	return (value != NULL && value[0] != '\0') ? value : NULL;
+	return tp_getenv_trimmed(general);
 }
 
-/* env_pair's value, malloc'd, or NULL. */
+/* env_pair's value, or NULL. */
 static char *
 env_copy(const char *per_signal, const char *general)
 {
 	const char *name;
-	const char *value = env_pair(per_signal, general, &name);
 
-	return value != NULL ? strdup(value) : NULL;
+	return env_pair(per_signal, general, &name);
 }
 
 /*
@@ -56,15 +63,18 @@ env_copy(const char *per_signal, const char *general)
 static bool
 env_is_true(const char *name)
 {
-	const char *value = getenv(name);
+	char	   *value = tp_getenv_trimmed(name);
+	bool		result = false;
 
-	if (value == NULL || value[0] == '\0' || strcasecmp(value, "false") == 0)
+	if (value == NULL)
 		return false;
 	if (strcasecmp(value, "true") == 0)
-		return true;
-	tp_warn("%s=\"%s\" is not a boolean (expected true or false); taken as false",
-			name, value);
-	return false;
+		result = true;
+	else if (strcasecmp(value, "false") != 0)
+		tp_warn("%s=\"%s\" is not a boolean (expected true or false); taken as false",
+				name, value);
+	free(value);
+	return result;
 }
 
 /* The suffix goes on the path: a query string stays after it. */
@@ -110,8 +120,9 @@ static tp_otlp_protocol
 read_protocol(const char *endpoint)
 {
 	const char *name;
-	const char *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+	char	   *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
 								 "OTEL_EXPORTER_OTLP_PROTOCOL", &name);
+	tp_otlp_protocol protocol = TP_OTLP_HTTP_PROTOBUF;
 
 	if (value == NULL)
 	{
@@ -120,34 +131,37 @@ read_protocol(const char *endpoint)
 	}
 	/* The spec's enum values are read in any case ("GRPC"). */
 	if (strcasecmp(value, "grpc") == 0)
-		return TP_OTLP_GRPC;
-	if (strcasecmp(value, "http/protobuf") == 0)
-		return TP_OTLP_HTTP_PROTOBUF;
-	tp_warn("%s=\"%s\" is not supported (expected grpc or http/protobuf); using http/protobuf",
-			name, value);
-	return TP_OTLP_HTTP_PROTOBUF;
+		protocol = TP_OTLP_GRPC;
+	else if (strcasecmp(value, "http/protobuf") != 0)
+		tp_warn("%s=\"%s\" is not supported (expected grpc or http/protobuf); using http/protobuf",
+				name, value);
+	free(value);
+	return protocol;
 }
 
 static bool
 read_gzip(void)
 {
 	const char *name;
-	const char *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+	char	   *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
 								 "OTEL_EXPORTER_OTLP_COMPRESSION", &name);
+	bool		gzip = false;
 
-	if (value == NULL || strcasecmp(value, "none") == 0)
+	if (value == NULL)
 		return false;
 	if (strcasecmp(value, "gzip") == 0)
-		return true;
-	tp_warn("%s=\"%s\" is not supported (expected gzip or none); sending uncompressed", name, value);
-	return false;
+		gzip = true;
+	else if (strcasecmp(value, "none") != 0)
+		tp_warn("%s=\"%s\" is not supported (expected gzip or none); sending uncompressed", name, value);
+	free(value);
+	return gzip;
 }
 
 static long
 read_timeout(void)
 {
 	const char *name;
-	const char *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+	char	   *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
 								 "OTEL_EXPORTER_OTLP_TIMEOUT", &name);
 	char	   *end;
 	long		ms;
@@ -159,15 +173,16 @@ read_timeout(void)
 	{
 		tp_warn("%s=\"%s\" is not a timeout (expected milliseconds, 1..%d); using %d",
 				name, value, MAX_TIMEOUT_MS, DEFAULT_TIMEOUT_MS);
-		return DEFAULT_TIMEOUT_MS;
+		ms = DEFAULT_TIMEOUT_MS;
 	}
 	/* Asked for longer than we wait (strtol's overflow too): the longest, not the default. */
-	if (ms > MAX_TIMEOUT_MS)
+	else if (ms > MAX_TIMEOUT_MS)
 	{
 		tp_warn("%s=\"%s\" is longer than an export may take here; using %d",
 				name, value, MAX_TIMEOUT_MS);
-		return MAX_TIMEOUT_MS;
+		ms = MAX_TIMEOUT_MS;
 	}
+	free(value);
 	return ms;
 }
 
@@ -175,13 +190,14 @@ read_timeout(void)
 static void
 read_kvlist(const char *name, int flags, tp_kvlist *list)
 {
-	const char *value = getenv(name);
+	char	   *value = tp_getenv_trimmed(name);
 	char		err[512];
 
-	if (value == NULL || value[0] == '\0')
+	if (value == NULL)
 		return;
 	if (!tp_kvlist_parse(value, flags, list, err, sizeof(err)))
 		tp_warn("%s ignored: %s", name, err);
+	free(value);
 }
 
 /* An RFC 9110 token: what a header name may be. */
@@ -267,7 +283,8 @@ read_resource(tp_kvlist *resource, const char *default_service)
 {
 	tp_kvlist	parsed = {0};
 	tp_kvlist	from_env = {0};
-	const char *service = getenv("OTEL_SERVICE_NAME");
+	char	   *from_service_name = tp_getenv_trimmed("OTEL_SERVICE_NAME");
+	const char *service = from_service_name;
 	char		pid[32];
 
 	read_kvlist("OTEL_RESOURCE_ATTRIBUTES", TP_KV_PERCENT_DECODE, &parsed);
@@ -281,12 +298,13 @@ read_resource(tp_kvlist *resource, const char *default_service)
 		tp_warn("OTEL_SERVICE_NAME ignored: it is not valid UTF-8");
 		service = NULL;
 	}
-	if (service == NULL || service[0] == '\0')
+	if (service == NULL)
 		service = tp_kvlist_get(&from_env, "service.name");
 	if (service == NULL || service[0] == '\0')
 		service = default_service;
 
 	tp_kvlist_add(resource, "service.name", service);
+	free(from_service_name);
 	for (size_t i = 0; i < from_env.count; i++)
 		if (strcmp(from_env.items[i].key, "service.name") != 0 &&
 			tp_kvlist_get(resource, from_env.items[i].key) == NULL)
@@ -364,20 +382,23 @@ exporter_list_wants_otlp(const char *value, bool *listed)
 static bool
 export_requested(const char *endpoint)
 {
-	const char *exporter = getenv("OTEL_TRACES_EXPORTER");
+	char	   *exporter;
+	bool		requested = endpoint != NULL;
 
 	if (env_is_true("OTEL_SDK_DISABLED"))
 		return false;
-	if (exporter != NULL && exporter[0] != '\0')
+	exporter = tp_getenv_trimmed("OTEL_TRACES_EXPORTER");
+	if (exporter != NULL)
 	{
 		bool		listed;
 		bool		otlp = exporter_list_wants_otlp(exporter, &listed);
 
 		/* Blanks and commas only: as if unset. */
 		if (listed)
-			return otlp;
+			requested = otlp;
+		free(exporter);
 	}
-	return endpoint != NULL;
+	return requested;
 }
 
 /*
@@ -390,22 +411,26 @@ static bool
 wants_tls_without_scheme(void)
 {
 	const char *name;
-	const char *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+	char	   *value = env_pair("OTEL_EXPORTER_OTLP_TRACES_INSECURE",
 								 "OTEL_EXPORTER_OTLP_INSECURE", &name);
+	bool		tls;
 
-	if (value == NULL || strcasecmp(value, "true") == 0)
+	if (value == NULL)
 		return false;
-	if (strcasecmp(value, "false") != 0)
+	tls = strcasecmp(value, "true") != 0;
+	if (tls && strcasecmp(value, "false") != 0)
 		tp_warn("%s=\"%s\" is not a boolean (expected true or false); taken as false (TLS)", name, value);
-	return true;
+	free(value);
+	return tls;
 }
 
 void
 tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 {
 	const char *name;
-	const char *endpoint = env_pair("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+	char	   *from_env = env_pair("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 									"OTEL_EXPORTER_OTLP_ENDPOINT", &name);
+	const char *endpoint = from_env;
 
 	memset(cfg, 0, sizeof(*cfg));
 	if (endpoint != NULL && !tp_otlp_endpoint_is_valid(endpoint))
@@ -448,6 +473,7 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 												 strcmp(name, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == 0);
 		free(secure);
 	}
+	free(from_env);
 	cfg->traces.timeout_ms = read_timeout();
 	cfg->traces.gzip = read_gzip();
 	cfg->traces.ca_file = env_copy("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE");

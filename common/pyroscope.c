@@ -61,22 +61,14 @@ shown(const char *s, size_t len, char *buf, size_t buflen)
 	return buf;
 }
 
-/* A non-empty environment value, trimmed; malloc'd or NULL. */
+/*
+ * A non-blank environment value, trimmed of white space as the OTEL_*
+ * variables are (a pasted newline included); malloc'd or NULL.
+ */
 static char *
 env_string(const char *name)
 {
-	const char *value = getenv(name);
-	char	   *copy;
-
-	if (value == NULL)
-		return NULL;
-	copy = tp_trimmed_copy(value, value + strlen(value));
-	if (copy != NULL && copy[0] == '\0')
-	{
-		free(copy);
-		return NULL;
-	}
-	return copy;
+	return tp_getenv_trimmed(name);
 }
 
 static bool

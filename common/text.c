@@ -2,6 +2,7 @@
 #include "text.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool
@@ -18,6 +19,31 @@ tp_trimmed_copy(const char *start, const char *end)
 	while (end > start && tp_is_blank(end[-1]))
 		end--;
 	return strndup(start, (size_t) (end - start));
+}
+
+/* What C's isspace() means in the "C" locale, whatever the locale is. */
+static bool
+is_env_space(char c)
+{
+	return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+char *
+tp_getenv_trimmed(const char *name)
+{
+	const char *value = getenv(name);
+	const char *end;
+
+	if (value == NULL)
+		return NULL;
+	end = value + strlen(value);
+	while (value < end && is_env_space(*value))
+		value++;
+	while (end > value && is_env_space(end[-1]))
+		end--;
+	if (value == end)
+		return NULL;
+	return strndup(value, (size_t) (end - value));
 }
 
 size_t

@@ -14,6 +14,14 @@ bool		tp_is_blank(char c);
 char	   *tp_trimmed_copy(const char *start, const char *end);
 
 /*
+ * The environment variable name without leading and trailing white space
+ * (space, \t, \n, \v, \f, \r: a value pasted with its newline), as the
+ * OpenTelemetry Go SDK reads its variables (strings.TrimSpace); malloc'd,
+ * NULL when unset, blank or out of memory.
+ */
+char	   *tp_getenv_trimmed(const char *name);
+
+/*
  * Length of the valid UTF-8 sequence at s (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF; control characters are valid), or 0.
  * avail > 0 bytes are readable at s.

@@ -673,6 +673,77 @@ TEST(repeated_resource_attributes_keep_the_last_value)
 	tp_otel_config_free(&cfg);
 }
 
+/*
+ * Values are read trimmed of white space, as the Go SDK's envconfig does
+ * (strings.TrimSpace): a value pasted with its newline, or quoted with a
+ * blank, means what it says instead of being refused or misread.
+ */
+TEST(values_are_trimmed_of_white_space)
+{
+	tp_otel_config cfg;
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:58510\n", 1);
+	setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf ", 1);
+	setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5000 ", 1);
+	setenv("OTEL_EXPORTER_OTLP_COMPRESSION", " gzip", 1);
+	setenv("OTEL_SERVICE_NAME", " x \r\n", 1);
+	setenv("OTEL_RESOURCE_ATTRIBUTES", "\tenv=dev\n", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 0);
+	CHECK(cfg.export_enabled);
+	CHECK(cfg.traces.protocol == TP_OTLP_HTTP_PROTOBUF);
+	CHECK_STR(cfg.traces.url, "http://127.0.0.1:58510/v1/traces");
+	CHECK(cfg.traces.timeout_ms == 5000);
+	CHECK(cfg.traces.gzip);
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "service.name"), "x");
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "env"), "dev");
+	tp_otel_config_free(&cfg);
+
+	/* The per-signal variables too; only blanks is as good as unset. */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "\v\f", 1);
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", " localhost:4317\n", 1);
+	setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "\tgrpc\t", 1);
+	setenv("OTEL_SERVICE_NAME", " \n", 1);
+	tp_otel_config_from_env(&cfg, "default");
+	CHECK(warnings == 0);
+	CHECK(cfg.traces.protocol == TP_OTLP_GRPC);
+	CHECK_STR(cfg.traces.url, "http://localhost:4317/opentelemetry.proto.collector.trace.v1.TraceService/Export");
+	CHECK_STR(tp_kvlist_get(&cfg.resource, "service.name"), "default");
+	tp_otel_config_free(&cfg);
+}
+
+TEST(switches_are_trimmed_of_white_space)
+{
+	tp_otel_config cfg;
+
+	/* "true " was taken as false: the SDK disabled exported anyway. */
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", 1);
+	setenv("OTEL_SDK_DISABLED", "true ", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(!cfg.export_enabled);
+	CHECK(warnings == 0);
+	tp_otel_config_free(&cfg);
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318", 1);
+	setenv("OTEL_TRACES_EXPORTER", "none\n", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(!cfg.export_enabled);
+	CHECK(warnings == 0);
+	tp_otel_config_free(&cfg);
+
+	clear_env();
+	setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", 1);
+	setenv("OTEL_EXPORTER_OTLP_INSECURE", "false\n", 1);
+	tp_otel_config_from_env(&cfg, "svc");
+	CHECK(warnings == 0);
+	CHECK(strncmp(cfg.traces.url, "https://", 8) == 0);
+	tp_otel_config_free(&cfg);
+}
+
 int
 main(void)
 {
@@ -699,5 +770,7 @@ main(void)
 	RUN(traces_exporter_list);
 	RUN(urls_in_messages_hide_path_secrets);
 	RUN(invalid_endpoint_warning_hides_path_secret);
+	RUN(values_are_trimmed_of_white_space);
+	RUN(switches_are_trimmed_of_white_space);
 	return unit_summary();
 }

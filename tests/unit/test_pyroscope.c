@@ -390,6 +390,18 @@ TEST(config_from_env)
 	CHECK(!tp_pyroscope_server_is_valid("http://pyroscope:4040#top"));
 	CHECK(tp_pyroscope_server_is_valid("pyroscope:4040"));
 	CHECK(!tp_pyroscope_server_is_valid("pyroscope"));	/* not port 80 unasked */
+
+	/* Trimmed like the OTEL_* ones: a value pasted with its newline works. */
+	clear_env();
+	setenv("PYROSCOPE_ENABLE", "true\n", 1);
+	setenv("PYROSCOPE_SERVER_ADDRESS", "http://pyroscope:4040\r\n", 1);
+	setenv("PYROSCOPE_APPLICATION_NAME", "\vshop\f", 1);
+	tp_pyroscope_config_from_env(&cfg, "x");
+	CHECK(cfg.enabled);
+	CHECK_STR(cfg.server_address, "http://pyroscope:4040");
+	CHECK_STR(cfg.application_name, "shop");
+	CHECK(warnings == 0);
+	tp_pyroscope_config_free(&cfg);
 	clear_env();
 }
 

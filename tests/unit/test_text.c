@@ -1,4 +1,5 @@
 /* Unit tests: the string helpers of common/text.h. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "unit.h"
@@ -56,11 +57,34 @@ TEST(urls_lose_credentials_and_queries)
 	}
 }
 
+TEST(environment_values_are_trimmed)
+{
+	char	   *v;
+
+	unsetenv("TP_TEST_TRIM");
+	CHECK(tp_getenv_trimmed("TP_TEST_TRIM") == NULL);
+	setenv("TP_TEST_TRIM", "", 1);
+	CHECK(tp_getenv_trimmed("TP_TEST_TRIM") == NULL);
+	setenv("TP_TEST_TRIM", " \t\n\v\f\r", 1);
+	CHECK(tp_getenv_trimmed("TP_TEST_TRIM") == NULL);
+	setenv("TP_TEST_TRIM", "\r\n a b\t\n", 1);
+	CHECK_STR(v = tp_getenv_trimmed("TP_TEST_TRIM"), "a b");
+	free(v);
+	setenv("TP_TEST_TRIM", "x", 1);
+	CHECK_STR(v = tp_getenv_trimmed("TP_TEST_TRIM"), "x");
+	free(v);
+	unsetenv("TP_TEST_TRIM");
+	/* Lists keep their own rule: only blanks around their parts. */
+	CHECK_STR(v = tp_trimmed_copy(" a\n", " a\n" + 3), "a\n");
+	free(v);
+}
+
 int
 main(void)
 {
 	RUN(utf8_validity);
 	RUN(printable_lines);
 	RUN(urls_lose_credentials_and_queries);
+	RUN(environment_values_are_trimmed);
 	return unit_summary();
 }
