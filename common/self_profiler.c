@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -237,6 +238,93 @@ describe_root(tp_span *root)
 	}
 }
 
+const char *
+tp_self_profiler_out_path(const char *option)
+{
+	const char *env = getenv("TRACEPROF_PROFILE_OUT");
+
+	if (option != NULL && option[0] != '\0')
+		return option;
+	return env != NULL && env[0] != '\0' ? env : NULL;
+}
+
+/*
+ * "realpath(dirname)/basename" for a path that does not exist (yet); false
+ * if its directory cannot be resolved either.
+ */
+static bool
+resolve_directory(const char *path, char *out)
+{
+	const char *slash = strrchr(path, '/');
+	char		dir[PATH_MAX];
+	char		real[PATH_MAX];
+	int			n;
+
+	if (slash == NULL)
+		strcpy(dir, ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int) (slash - path), path);
+	if (realpath(dir, real) == NULL)
+		return false;
+	n = snprintf(out, PATH_MAX, "%s/%s", strcmp(real, "/") == 0 ? "" : real,
+				 slash != NULL ? slash + 1 : path);
+	return n > 0 && n < PATH_MAX;
+}
+
+/* As many links as the kernel follows (SYMLOOP_MAX on Linux). */
+#define MAX_LINK_HOPS 40
+
+/*
+ * The file a write to path replaces, as a resolved path: the real path of
+ * an existing file; for one that does not exist yet, the resolved directory
+ * and name, the end of a dangling link's chain included (writing through
+ * the link creates that file).  false if it cannot be told.
+ */
+static bool
+landing_path(const char *path, char *out)
+{
+	char		cur[PATH_MAX];
+	char		link[PATH_MAX];
+	ssize_t		n;
+
+	if (snprintf(cur, sizeof(cur), "%s", path) >= (int) sizeof(cur))
+		return false;
+	for (int hop = 0; hop < MAX_LINK_HOPS; hop++)
+	{
+		const char *slash = strrchr(cur, '/');
+		char		next[PATH_MAX];
+
+		if (realpath(cur, out) != NULL)
+			return true;
+		n = readlink(cur, link, sizeof(link) - 1);
+		if (n < 0)
+			return resolve_directory(cur, out);
+		link[n] = '\0';
+		/* A relative link is read from the link's own directory. */
+		if (link[0] == '/' || slash == NULL)
+			snprintf(next, sizeof(next), "%s", link);
+		else if (snprintf(next, sizeof(next), "%.*s/%s", (int) (slash - cur), cur, link) >= (int) sizeof(next))
+			return false;
+		strcpy(cur, next);
+	}
+	return false;
+}
+
+bool
+tp_self_profiler_out_replaces(const char *profile_out, const char *data_path)
+{
+	struct stat a;
+	struct stat b;
+	char		pa[PATH_MAX];
+	char		pb[PATH_MAX];
+
+	/* Existing: the same regular file, under any name (links, hard links). */
+	if (stat(profile_out, &a) == 0 && stat(data_path, &b) == 0)
+		return S_ISREG(a.st_mode) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+	return landing_path(profile_out, pa) && landing_path(data_path, pb) &&
+		strcmp(pa, pb) == 0;
+}
+
 void
 tp_self_profiler_start(tp_span *root, const char *default_application,
 					   const char *profile_out)
@@ -244,11 +332,10 @@ tp_self_profiler_start(tp_span *root, const char *default_application,
 	tp_sample_labels labels;
 	char		err[256];
 
-	if (profile_out == NULL || profile_out[0] == '\0')
-		profile_out = getenv("TRACEPROF_PROFILE_OUT");
+	profile_out = tp_self_profiler_out_path(profile_out);
 	tp_pyroscope_config_from_env(&self.cfg, default_application);
 	self.uploading = self.cfg.enabled;
-	if (profile_out != NULL && profile_out[0] != '\0')
+	if (profile_out != NULL)
 		self.profile_out = strdup(profile_out);
 	if (!self.uploading && self.profile_out == NULL)
 		return;

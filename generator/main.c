@@ -199,6 +199,23 @@ parse_args(int argc, char **argv, options *opt)
 	opt->out = positional[1];
 }
 
+/*
+ * The profile is written last, by renaming over its path: naming OUT there
+ * (directly, through a link, or in TRACEPROF_PROFILE_OUT) would replace the
+ * records just written with a profile.
+ */
+static void
+check_profile_out(const options *opt)
+{
+	const char *profile_out = tp_self_profiler_out_path(opt->profile_out);
+
+	if (profile_out != NULL && tp_self_profiler_out_replaces(profile_out, opt->out))
+		usage_error("%s \"%s\" is the same file as OUT \"%s\": the profile would replace "
+					"the records; give the profile another name",
+					profile_out == opt->profile_out ? "--profile-out" : "TRACEPROF_PROFILE_OUT",
+					profile_out, opt->out);
+}
+
 static bool
 file_sink(void *arg, const char *data, size_t len)
 {
@@ -290,6 +307,7 @@ main(int argc, char **argv)
 	tp_log_set_program("generator");
 	tp_log_hold_standard_fds();
 	parse_args(argc, argv, &opt);
+	check_profile_out(&opt);
 
 	tp_tracer_init("traceprof.generator");
 	tp_tracer_set_cancel(&final_stop_requested);

@@ -460,11 +460,13 @@ main(int argc, char **argv)
 		case LD_CLI_HELP:
 			ld_cli_help(stdout);
 			return LD_EXIT_OK;
+		case LD_CLI_RUN:
+			if (ld_cli_check_profile_out(&ld.opt, err, sizeof(err)))
+				break;
+			/* FALLTHROUGH */
 		case LD_CLI_USAGE_ERROR:
 			tp_error("%s (usage: loader POSTGRES_URL FILE [--table T] [--batch-size N] [--profile-out FILE]; see loader --help)", err);
 			return LD_EXIT_USAGE;
-		case LD_CLI_RUN:
-			break;
 	}
 
 	/* First: a signal during the setup below must be an interruption too. */

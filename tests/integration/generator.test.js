@@ -177,6 +177,39 @@ test('usage errors exit 2 and create no file', async (t) => {
 	assert.match(help.stdout, /usage: generator N OUT/);
 });
 
+test('--profile-out or TRACEPROF_PROFILE_OUT naming OUT (as is, through a link, a new OUT by another path): a usage error, OUT untouched', async (t) => {
+	const sub = makeTempDir('traceprof-gen-prof-same-');
+	t.after(() => removeTempDir(sub));
+	const out = path.join(sub, 'same.json');
+	fs.writeFileSync(out, 'keep\n');
+	fs.symlinkSync('same.json', path.join(sub, 'link.json'));
+	fs.mkdirSync(path.join(sub, 'd'));
+	// A dangling link to the OUT about to be written: the profile would land on it.
+	fs.symlinkSync('d/new.json', path.join(sub, 'dangling.json'));
+	const cases = [
+		[['1000', out, '--profile-out', out], {}, '--profile-out', out],
+		[['1000', out, '--profile-out', path.join(sub, 'link.json')], {}, '--profile-out', out],
+		[['1000', out], { TRACEPROF_PROFILE_OUT: path.join(sub, 'd', '..', 'same.json') }, 'TRACEPROF_PROFILE_OUT', out],
+		[['1000', 'new.json', '--profile-out', path.join(sub, 'new.json')], {}, '--profile-out', 'new.json'],
+		[['1000', path.join(sub, 'd', 'new.json'), '--profile-out', path.join(sub, 'dangling.json')], {}, '--profile-out',
+			path.join(sub, 'd', 'new.json')],
+	];
+	for (const [args, env, source, shownOut] of cases) {
+		const res = await generate(args, { env, cwd: sub });
+		assert.equal(res.code, 2, describe(res));
+		assert.match(res.stderr, new RegExp(`^generator: error: ${source} ".*" is the same file as OUT ` +
+			`"${shownOut.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}"`), describe(res));
+		assert.equal(fs.readFileSync(out, 'utf8'), 'keep\n', `OUT is untouched\n${describe(res)}`);
+	}
+	assert.deepEqual(fs.readdirSync(sub).sort(), ['d', 'dangling.json', 'link.json', 'same.json'], 'no new file');
+	assert.deepEqual(fs.readdirSync(path.join(sub, 'd')), []);
+	// Another name in the same place is fine; so is /dev/null for both.
+	let res = await generate(['1000', out, '--profile-out', path.join(sub, 'same.json.svg')]);
+	assert.equal(res.code, 0, describe(res));
+	res = await generate(['1000', '/dev/null', '--profile-out', '/dev/null']);
+	assert.equal(res.code, 0, describe(res));
+});
+
 test('an unwritable destination exits 1 and leaves no file behind', async (t) => {
 	const sub = makeTempDir('traceprof-gen-io-');
 	t.after(() => removeTempDir(sub));

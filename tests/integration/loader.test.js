@@ -631,6 +631,31 @@ async function waitFor(check, timeoutMs, what) {
 	throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
 }
 
+test('--profile-out or TRACEPROF_PROFILE_OUT naming FILE (as is, through a link, a hard link): a usage error, FILE untouched', async (t) => {
+	const sub = makeTempDir('traceprof-load-prof-same-');
+	t.after(() => removeTempDir(sub));
+	const file = path.join(sub, 'in.json');
+	const text = serialize(GOOD);
+	fs.writeFileSync(file, text);
+	fs.symlinkSync('in.json', path.join(sub, 'link.json'));
+	fs.linkSync(file, path.join(sub, 'hard.json'));
+	const cases = [
+		[['--profile-out', file], {}, '--profile-out'],
+		[['--profile-out', path.join(sub, '.', 'link.json')], {}, '--profile-out'],
+		[['--profile-out', path.join(sub, 'hard.json')], {}, '--profile-out'],
+		[[], { TRACEPROF_PROFILE_OUT: `${sub}/../${path.basename(sub)}/in.json` }, 'TRACEPROF_PROFILE_OUT'],
+	];
+	for (const [extra, env, source] of cases) {
+		const res = await load([cluster.url(), file, '--table', 'prof_same', ...extra], { env, timeout: 20000 });
+		assert.equal(res.code, 2, describe(res));
+		assert.match(res.stderr, new RegExp(`^loader: error: ${source} ".*" is the same file as FILE "${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}"`),
+			describe(res));
+		assert.equal(fs.readFileSync(file, 'utf8'), text, `FILE is untouched\n${describe(res)}`);
+	}
+	assert.equal(await tableState(cluster, 'prof_same'), 'absent', 'nothing was loaded');
+	assert.deepEqual(fs.readdirSync(sub).sort(), ['hard.json', 'in.json', 'link.json']);
+});
+
 test('usage errors exit 2 and touch nothing', async (t) => {
 	const file = path.join(dir, 'usage.json');
 	fs.writeFileSync(file, serialize(GOOD));
