@@ -202,6 +202,21 @@ named_descriptor(const char *path)
 }
 
 /*
+ * Replacing a file by rename needs only the directory's permission: a
+ * write-protected OUT (chmod 444) would be replaced all the same, where a
+ * shell's ">" or any open for writing fails.  Ask as open would (the
+ * effective ids), and leave such a file alone.
+ */
+static bool
+check_writable(gen_outfile *f, const char *path)
+{
+	if (faccessat(AT_FDCWD, f->target, W_OK, AT_EACCESS) == 0)
+		return true;
+	snprintf(f->err, sizeof(f->err), "cannot write \"%s\": %s", path, strerror(errno));
+	return false;
+}
+
+/*
  * Decide where the data goes.  A missing path (or one lstat cannot see,
  * e.g. under a missing directory) is created by the rename, whose errors
  * name the cause.
@@ -252,6 +267,8 @@ resolve_target(gen_outfile *f, const char *path)
 				 path, strerror(errno));
 		return false;
 	}
+	if (!check_writable(f, path))
+		return false;
 	f->mode = st.st_mode & 0777;
 	return true;
 }

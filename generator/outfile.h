@@ -9,7 +9,9 @@
  * the temporary file; an existing target is never touched until the
  * rename.  One output file per process at a time.
  *
- * The target is looked at first: an existing regular file keeps its mode;
+ * The target is looked at first: an existing regular file keeps its mode
+ * and must be writable by us (as for open(2), though a rename needs only
+ * the directory's permission);
  * a symbolic link is followed and the file it names is replaced (the link
  * stays; a dangling link is refused); a FIFO or a character device
  * (/dev/null, /dev/tty) is written directly, with no temporary file and

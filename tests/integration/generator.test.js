@@ -242,6 +242,39 @@ test('an unwritable destination exits 1 and leaves no file behind', async (t) =>
 	});
 });
 
+test('a write-protected OUT (chmod 444), or a link to one, is refused (exit 1, Permission denied) and left as it was', async (t) => {
+	// Root may write anything: run as postgres then (the suite needs that user
+	// as root; lookupUser throws, failing the test, when it is missing).
+	const root = process.getuid() === 0;
+	const as = root ? lookupUser('postgres') : {};
+	const owner = root ? as : { uid: process.getuid(), gid: process.getgid() };
+	const sub = makeTempDir('traceprof-gen-readonly-');
+	t.after(() => removeTempDir(sub));
+	const out = path.join(sub, 'out.json');
+	const link = path.join(sub, 'link.json');
+	fs.writeFileSync(out, 'keep\n');
+	fs.symlinkSync('out.json', link);
+	// The directory is the user's: the rename that replaced OUT was allowed.
+	for (const p of [sub, out])
+		fs.chownSync(p, owner.uid, owner.gid);
+	fs.lchownSync(link, owner.uid, owner.gid);
+	fs.chmodSync(out, 0o444);
+	for (const target of [out, link]) {
+		const res = await generate(['5', target], as);
+		assert.equal(res.code, 1, describe(res));
+		assert.match(res.stderr, new RegExp(`generator: error: cannot write "${target.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}": ` +
+			'Permission denied\\n'), describe(res));
+		assert.equal(fs.readFileSync(out, 'utf8'), 'keep\n', `OUT is untouched\n${describe(res)}`);
+		assert.equal(fs.statSync(out).mode & 0o777, 0o444);
+		assert.deepEqual(fs.readdirSync(sub).sort(), ['link.json', 'out.json'], 'no temporary file left');
+	}
+	// Writable again: replaced as usual.
+	fs.chmodSync(out, 0o644);
+	const res = await generate(['5', link], as);
+	assert.equal(res.code, 0, describe(res));
+	assert.notEqual(fs.readFileSync(out, 'utf8'), 'keep\n');
+});
+
 test('OUT as a link, a FIFO, /dev/fd/1, a directory, a long name', async (t) => {
 	const sub = makeTempDir('traceprof-gen-kinds-');
 	t.after(() => removeTempDir(sub));
