@@ -399,16 +399,34 @@ grpc_status_is_too_large(int code, const char *message)
 		 strcasestr(message, "exceeds maximum size") != NULL);
 }
 
+/*
+ * An answer that is no HTTP/1.x at all, to an OTLP/HTTP request: curl's
+ * "Received HTTP/0.9 when not allowed" (what an HTTP/2-only server's
+ * preface reads as) or a "weird server reply".  Without a protocol the
+ * exporter sends http/protobuf, as documented, so an endpoint on a
+ * gRPC-only port (a collector's 4317) fails this way and nothing else says
+ * why.
+ */
+static bool
+answer_looks_like_grpc(CURLcode rc, tp_otlp_protocol protocol)
+{
+	return protocol == TP_OTLP_HTTP_PROTOBUF &&
+		(rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_WEIRD_SERVER_REPLY);
+}
+
 static attempt_outcome
-classify_transport_error(CURLcode rc, const char *curl_message, const char *url,
+classify_transport_error(CURLcode rc, const char *curl_message, const tp_otlp_target *target,
 						 char *err, size_t errlen)
 {
 	const char *detail = rc == CURLE_ABORTED_BY_CALLBACK ? "export cancelled" :
 		curl_message[0] ? curl_message : curl_easy_strerror(rc);
 	char		shown[512];
 
-	tp_http_url_shown(url, shown, sizeof(shown));
-	snprintf(err, errlen, "%s: %s", shown, detail);
+	tp_http_url_shown(target->url, shown, sizeof(shown));
+	snprintf(err, errlen, "%s: %s%s", shown, detail,
+			 answer_looks_like_grpc(rc, target->protocol) ?
+			 " (the endpoint does not answer in HTTP/1.1: it seems to speak gRPC; "
+			 "set OTEL_EXPORTER_OTLP_PROTOCOL=grpc)" : "");
 	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
 		rc == CURLE_COULDNT_RESOLVE_PROXY)
 		return ATTEMPT_UNREACHABLE;
@@ -575,7 +593,7 @@ attempt(tp_otlp_target *target, const uint8_t *payload, size_t payload_len,
 		else if (tp_http_refused_then_dropped(rc, r->http_status))
 			outcome = classify_answer(target, r, err, errlen);
 		else
-			outcome = classify_transport_error(rc, curl_message, target->url, err, errlen);
+			outcome = classify_transport_error(rc, curl_message, target, err, errlen);
 	}
 	curl_slist_free_all(headers);
 	/*

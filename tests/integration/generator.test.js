@@ -441,6 +441,28 @@ test('OUT /dev/stdout whose reader goes away (| head -c 1): a failed write, exit
 	assert.ok(fs.existsSync(prof), `the profile was written\n${describe(res)}`);
 });
 
+test('OTLP/HTTP (the default protocol) to a gRPC-only port: the warning says the endpoint seems to speak gRPC', async (t) => {
+	// An HTTP/2-only (h2c) server, as a collector's 4317 is: its preface
+	// reads as HTTP/0.9 to an HTTP/1.1 client.
+	const http2 = require('node:http2');
+	const server = http2.createServer();
+	server.on('stream', (stream) => {
+		stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '0' });
+		stream.end();
+	});
+	await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+	t.after(() => server.close());
+	const endpoint = `http://127.0.0.1:${server.address().port}`;
+	const res = await generate(['5', '/dev/null'], { env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint } });
+	assert.equal(res.code, 0, describe(res));
+	assert.match(res.stderr, /generator: warning: traces not exported: .*\/v1\/traces: .*it seems to speak gRPC; set OTEL_EXPORTER_OTLP_PROTOCOL=grpc\)\n/,
+		describe(res));
+	// Told the protocol, the same server gets the spans: no such hint.
+	const grpc = await generate(['5', '/dev/null'], { env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' } });
+	assert.equal(grpc.code, 0, describe(grpc));
+	assert.doesNotMatch(grpc.stderr, /speak gRPC|not exported/, describe(grpc));
+});
+
 test('--profile-out that cannot be written whole: a warning with the real cause, no file, no temp file, exit 0', async (t) => {
 	const sub = makeTempDir('traceprof-gen-prof-full-');
 	t.after(() => removeTempDir(sub));
