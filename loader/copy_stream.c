@@ -8,17 +8,12 @@
 
 #include "db.h"
 
-/* libpq's message, folded as db.c folds its own (it has hint lines). */
+/* db.c's one line (libpq's message, or "interrupted"). */
 static void
-set_error(ld_copy_stream *cs, PGconn *conn, const char *what)
+set_error(ld_copy_stream *cs, const ld_db *db, const char *what)
 {
-	size_t		n;
-
-	snprintf(cs->error, sizeof(cs->error), "%s: ", what);
-	n = strlen(cs->error);
-	ld_pq_one_line(cs->error + n, sizeof(cs->error) - n, PQerrorMessage(conn));
-	if (cs->error[n] == '\0')
-		snprintf(cs->error + n, sizeof(cs->error) - n, "unknown libpq error");
+	snprintf(cs->error, sizeof(cs->error), "%s: %s", what,
+			 db->error[0] != '\0' ? db->error : "unknown libpq error");
 }
 
 bool
@@ -49,22 +44,12 @@ ld_copy_begin(ld_copy_stream *cs)
 }
 
 bool
-ld_copy_flush(ld_copy_stream *cs, PGconn *conn)
+ld_copy_flush(ld_copy_stream *cs, ld_db *db)
 {
-	const char *p = cs->buf.data;
-	size_t		left = cs->buf.len;
-
-	while (left > 0)
+	if (!ld_db_put_copy_data(db, cs->buf.data, cs->buf.len))
 	{
-		int			n = left > (size_t) 64 * 1024 * 1024 ? 64 * 1024 * 1024 : (int) left;
-
-		if (PQputCopyData(conn, p, n) != 1)
-		{
-			set_error(cs, conn, "sending COPY data failed");
-			return false;
-		}
-		p += n;
-		left -= (size_t) n;
+		set_error(cs, db, "sending COPY data failed");
+		return false;
 	}
 	cs->bytes_sent += cs->buf.len;
 	cs->buf.len = 0;
@@ -72,7 +57,7 @@ ld_copy_flush(ld_copy_stream *cs, PGconn *conn)
 }
 
 bool
-ld_copy_finish(ld_copy_stream *cs, PGconn *conn)
+ld_copy_finish(ld_copy_stream *cs, ld_db *db)
 {
 	if (!pgb_buf_reserve(&cs->buf, PGB_COPY_TRAILER_LEN))
 	{
@@ -80,25 +65,25 @@ ld_copy_finish(ld_copy_stream *cs, PGconn *conn)
 		return false;
 	}
 	pgb_put_copy_trailer(&cs->buf);
-	if (!ld_copy_flush(cs, conn))
+	if (!ld_copy_flush(cs, db))
 		return false;
-	if (PQputCopyEnd(conn, NULL) != 1)
+	if (!ld_db_put_copy_end(db, NULL))
 	{
-		set_error(cs, conn, "ending COPY failed");
+		set_error(cs, db, "ending COPY failed");
 		return false;
 	}
 	return true;
 }
 
 bool
-ld_copy_abort(ld_copy_stream *cs, PGconn *conn, const char *reason)
+ld_copy_abort(ld_copy_stream *cs, ld_db *db, const char *reason)
 {
-	bool		ok = ld_copy_flush(cs, conn);
+	bool		ok = ld_copy_flush(cs, db);
 
 	cs->buf.len = 0;
-	if (PQputCopyEnd(conn, reason) != 1)
+	if (!ld_db_put_copy_end(db, reason))
 	{
-		set_error(cs, conn, "aborting COPY failed");
+		set_error(cs, db, "aborting COPY failed");
 		return false;
 	}
 	return ok;

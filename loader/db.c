@@ -65,6 +65,8 @@ set_libpq_error(ld_db *db, const char *what)
 {
 	char		line[1024];
 
+	if (db->conn == NULL && db->abandoned)
+		return;					/* "interrupted" says it */
 	ld_pq_one_line(line, sizeof(line), db->conn ? PQerrorMessage(db->conn) : "out of memory");
 	if (what != NULL)
 		snprintf(db->error, sizeof(db->error), "%s: %s", what, line[0] ? line : "unknown error");
@@ -357,6 +359,148 @@ poll_connection(ld_db *db, int stop_fd)
 	return true;
 }
 
+/* A byte on the stop descriptor: SIGINT or SIGTERM came (the byte stays). */
+static bool
+stop_pending(const ld_db *db)
+{
+	struct pollfd fd = {.fd = db->stop_fd, .events = POLLIN};
+
+	return db->stop_fd >= 0 && poll(&fd, 1, 0) > 0 && fd.revents != 0;
+}
+
+/*
+ * On a stop: close the connection without waiting for the server (the
+ * connection is nonblocking, so PQfinish's goodbye cannot block either).
+ * The server rolls the open transaction back once it reads the end.
+ */
+static void
+abandon(ld_db *db, bool unanswered)
+{
+	ld_db_close(db);
+	db->abandoned = true;
+	db->unanswered = unanswered;
+	snprintf(db->error, sizeof(db->error), "interrupted");
+}
+
+/*
+ * Wait until libpq has sent all it holds and, with for_result, until a
+ * result can be taken without blocking, reading what the server sends
+ * meanwhile (a server blocked on a full socket could not read ours).  A
+ * stop ends the wait at once, also when the server has stopped reading or
+ * answering: the connection is abandoned.  A connection that breaks ends
+ * it too (PQstatus says so): its error shows in the result, as with
+ * libpq's blocking calls.
+ */
+static bool
+wait_server(ld_db *db, bool for_result)
+{
+	for (;;)
+	{
+		int			flushed = PQflush(db->conn);
+		struct pollfd fds[2];
+
+		if (flushed < 0)
+		{
+			set_libpq_error(db, NULL);
+			return false;
+		}
+		if (flushed == 0 && (!for_result || !PQisBusy(db->conn)))
+			return true;
+		fds[0] = (struct pollfd) {.fd = PQsocket(db->conn), .events = POLLIN | (flushed ? POLLOUT : 0)};
+		fds[1] = (struct pollfd) {.fd = db->stop_fd, .events = POLLIN};
+		if (fds[0].fd < 0)
+		{
+			set_libpq_error(db, NULL);
+			return false;
+		}
+		if (poll(fds, 2, -1) < 0 && errno != EINTR)
+		{
+			snprintf(db->error, sizeof(db->error), "waiting for the server: %s", strerror(errno));
+			return false;
+		}
+		if (db->stop_fd >= 0 && fds[1].revents != 0)
+		{
+			abandon(db, true);
+			return false;
+		}
+		/* a broken connection is closed now: PQflush sends nothing, PQisBusy says false */
+		if ((fds[0].revents & ~POLLOUT) != 0 && !PQconsumeInput(db->conn) &&
+			PQstatus(db->conn) != CONNECTION_BAD)
+		{
+			set_libpq_error(db, NULL);
+			return false;
+		}
+	}
+}
+
+/*
+ * PQgetResult() through wait_server(): true with *res (NULL: no more), or
+ * false with db->error.  On a broken connection, what the server said
+ * before it broke is a result; else libpq's message from when it broke
+ * is the error, not the one it would add about the closed socket.
+ */
+static bool
+get_result(ld_db *db, PGresult **res)
+{
+	bool		lost;
+
+	*res = NULL;
+	if (!wait_server(db, true))
+		return false;
+	lost = PQstatus(db->conn) == CONNECTION_BAD;
+	if (lost)
+		set_libpq_error(db, NULL);
+	*res = PQgetResult(db->conn);
+	if (lost && (*res == NULL || PQresultErrorField(*res, PG_DIAG_MESSAGE_PRIMARY) == NULL))
+	{
+		PQclear(*res);
+		*res = NULL;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * PQexecParams() (PQexec() when nparams is 0) made of the calls above: the
+ * last result, or the COPY_IN one; NULL with db->error when there is none.
+ * After a stop nothing is sent: the connection is abandoned.
+ */
+static PGresult *
+exec_params(ld_db *db, const char *sql, int nparams, const char *const *params)
+{
+	PGresult   *last = NULL;
+	PGresult   *res;
+
+	if (db->conn == NULL)
+	{
+		db->unanswered = false; /* this one was not sent */
+		if (!db->abandoned)
+			snprintf(db->error, sizeof(db->error), "not connected");
+		return NULL;
+	}
+	if (stop_pending(db))
+	{
+		abandon(db, false);
+		return NULL;
+	}
+	if (!(nparams > 0 ? PQsendQueryParams(db->conn, sql, nparams, NULL, params, NULL, NULL, 0)
+		  : PQsendQuery(db->conn, sql)))
+	{
+		set_libpq_error(db, NULL);
+		return NULL;
+	}
+	for (;;)
+	{
+		/* a failure after an answer (a stop before ReadyForQuery): that answer */
+		if (!get_result(db, &res) || res == NULL)
+			return last;
+		PQclear(last);
+		last = res;
+		if (PQresultStatus(res) == PGRES_COPY_IN || PQstatus(db->conn) == CONNECTION_BAD)
+			return last;
+	}
+}
+
 bool
 ld_db_connect(ld_db *db, const char *conninfo, int stop_fd)
 {
@@ -367,6 +511,7 @@ ld_db_connect(ld_db *db, const char *conninfo, int stop_fd)
 
 	memset(db, 0, sizeof(*db));
 	db->conninfo = conninfo;
+	db->stop_fd = stop_fd;
 	db->conn = PQconnectStartParams(keys, values, 1);
 	if (db->conn == NULL)
 	{
@@ -383,12 +528,17 @@ ld_db_connect(ld_db *db, const char *conninfo, int stop_fd)
 	if (!poll_connection(db, stop_fd))
 		return false;
 	PQsetNoticeReceiver(db->conn, notice_receiver, NULL);
+	if (PQsetnonblocking(db->conn, 1) != 0)
+	{
+		set_libpq_error(db, NULL);
+		return false;
+	}
 
-	res = PQexec(db->conn, "SELECT current_setting('traceprof.traceparent', true)");
+	res = exec_params(db, "SELECT current_setting('traceprof.traceparent', true)", 0, NULL);
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
 		db->traceparent_guc = !PQgetisnull(res, 0, 0);
 	PQclear(res);
-	return true;
+	return !db->abandoned;
 }
 
 void
@@ -402,11 +552,11 @@ ld_db_close(ld_db *db)
 bool
 ld_db_exec(ld_db *db, const char *sql)
 {
-	PGresult   *res = PQexec(db->conn, sql);
+	PGresult   *res = exec_params(db, sql, 0, NULL);
 	ExecStatusType st = PQresultStatus(res);
 	bool		ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
 
-	if (!ok)
+	if (!ok && res != NULL)
 		set_result_error(db, res, NULL);
 	PQclear(res);
 	return ok;
@@ -493,7 +643,7 @@ ld_db_check_columns(ld_db *db, const char *qtable, const char *shown)
 	 * the modifier nearest the column, so that domains over the right types
 	 * pass and a modifier anywhere in the chain counts.
 	 */
-	res = PQexecParams(db->conn,
+	res = exec_params(db,
 					   "WITH RECURSIVE chain AS ("
 					   "  SELECT a.attname, a.atttypid AS typid, a.atttypmod AS typmod, "
 					   "         format_type(a.atttypid, a.atttypmod) AS shown "
@@ -505,10 +655,11 @@ ld_db_check_columns(ld_db *db, const char *qtable, const char *shown)
 					   "  FROM chain c JOIN pg_type t ON t.oid = c.typid WHERE t.typtype = 'd') "
 					   "SELECT c.attname::text, c.typid::int8, c.shown, c.typmod "
 					   "FROM chain c JOIN pg_type t ON t.oid = c.typid WHERE t.typtype <> 'd'",
-					   1, NULL, params, NULL, NULL, 0);
+					   1, params);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
-		set_result_error(db, res, NULL);
+		if (res != NULL)
+			set_result_error(db, res, NULL);
 		PQclear(res);
 		return false;
 	}
@@ -563,37 +714,85 @@ ld_db_copy_start(ld_db *db, const char *qtable)
 	bool		ok;
 
 	snprintf(sql, sizeof(sql), "COPY %s (" ORDER_ROW_COLUMNS ") FROM STDIN (FORMAT binary)", qtable);
-	res = PQexec(db->conn, sql);
+	res = exec_params(db, sql, 0, NULL);
 	ok = PQresultStatus(res) == PGRES_COPY_IN;
-	if (!ok)
+	if (!ok && res != NULL)
 		set_result_error(db, res, NULL);
 	PQclear(res);
 	return ok;
+}
+
+bool
+ld_db_put_copy_data(ld_db *db, const char *data, size_t len)
+{
+	while (len > 0)
+	{
+		int			n = len > (size_t) 64 * 1024 * 1024 ? 64 * 1024 * 1024 : (int) len;
+
+		if (db->conn == NULL)
+			return false;		/* abandoned: db->error says so */
+		if (PQputCopyData(db->conn, data, n) != 1)
+		{
+			set_libpq_error(db, NULL);
+			return false;
+		}
+		/* nonblocking, libpq would take it all into memory: send it now */
+		if (!wait_server(db, false))
+			return false;
+		data += n;
+		len -= (size_t) n;
+	}
+	return true;
+}
+
+bool
+ld_db_put_copy_end(ld_db *db, const char *reason)
+{
+	if (db->conn == NULL)
+		return false;
+	if (PQputCopyEnd(db->conn, reason) != 1)
+	{
+		set_libpq_error(db, NULL);
+		return false;
+	}
+	return true;				/* sent while waiting for the result */
 }
 
 bool
 ld_db_copy_result(ld_db *db, uint64_t *rows)
 {
-	PGresult   *res = PQgetResult(db->conn);
-	bool		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	PGresult   *res;
+	bool		ok;
+	char		error[sizeof(db->error)];
 
 	*rows = 0;
+	db->error_row = 0;
+	db->error_sqlstate[0] = '\0';
+	if (db->conn == NULL || !get_result(db, &res))
+		return false;
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	if (ok)
 		*rows = strtoull(PQcmdTuples(res), NULL, 10);
 	else
 		set_result_error(db, res, NULL);
 	PQclear(res);
-	while ((res = PQgetResult(db->conn)) != NULL)
+	/* the rest (up to ReadyForQuery): a connection that breaks there keeps the COPY's error */
+	memcpy(error, db->error, sizeof(error));
+	while (get_result(db, &res) && res != NULL)
 		PQclear(res);
-	return ok;
+	if (!db->abandoned)
+		memcpy(db->error, error, sizeof(error));
+	return ok && !db->abandoned;
 }
 
 bool
 ld_db_commit(ld_db *db)
 {
-	PGresult   *res = PQexec(db->conn, "COMMIT");
+	PGresult   *res = exec_params(db, "COMMIT", 0, NULL);
 	bool		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 
+	if (res == NULL)
+		return false;
 	if (!ok)
 		set_result_error(db, res, NULL);
 	else if (strcmp(PQcmdStatus(res), "COMMIT") != 0)
@@ -609,8 +808,13 @@ ld_db_commit(ld_db *db)
 void
 ld_db_rollback(ld_db *db)
 {
-	if (db->conn != NULL && PQstatus(db->conn) == CONNECTION_OK)
-		PQclear(PQexec(db->conn, "ROLLBACK"));
+	char		error[sizeof(db->error)];
+
+	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK)
+		return;
+	memcpy(error, db->error, sizeof(error));	/* the failure being reported */
+	PQclear(exec_params(db, "ROLLBACK", 0, NULL));
+	memcpy(db->error, error, sizeof(error));
 }
 
 bool

@@ -4,6 +4,13 @@
  * Every failing call leaves one line in db->error (server message and
  * detail, or libpq's message; passwords scrubbed) and, for errors raised
  * while the server processed COPY data, the row it was at.
+ *
+ * The connection is nonblocking: every wait for the server (to take data,
+ * to answer) is a poll() that also watches the stop descriptor, so a
+ * server that stops reading or answering cannot hold a SIGINT or SIGTERM
+ * up.  On a stop the connection is abandoned: closed at once (the server
+ * rolls the open transaction back when it reads the end of it), db->conn
+ * NULL, db->error "interrupted", and no statement is sent any more.
  */
 #ifndef LD_DB_H
 #define LD_DB_H
@@ -22,6 +29,9 @@ typedef struct ld_db
 	char		error[1536];
 	uint64_t	error_row;		/* "COPY t, line N" of the last error, or 0 */
 	char		error_sqlstate[6];
+	int			stop_fd;		/* readable once a stop came, or -1 */
+	bool		abandoned;		/* closed on a stop */
+	bool		unanswered;		/* ... with a statement sent and not answered */
 } ld_db;
 
 /*
@@ -57,6 +67,12 @@ bool		ld_db_check_columns(ld_db *db, const char *qtable, const char *shown);
 /* Send COPY ... FROM STDIN (FORMAT binary); the server awaits data. */
 bool		ld_db_copy_start(ld_db *db, const char *qtable);
 
+/* COPY data, all sent before it returns (copy_stream.c calls these). */
+bool		ld_db_put_copy_data(ld_db *db, const char *data, size_t len);
+
+/* PQputCopyEnd(): reason NULL ends the COPY, else makes the server fail it. */
+bool		ld_db_put_copy_end(ld_db *db, const char *reason);
+
 /*
  * After PQputCopyEnd(): read the COPY's outcome.  *rows: rows the server
  * took.  On failure db->error_row tells the row the server was at (if it
@@ -64,10 +80,14 @@ bool		ld_db_copy_start(ld_db *db, const char *qtable);
  */
 bool		ld_db_copy_result(ld_db *db, uint64_t *rows);
 
-/* COMMIT, and make sure it committed (a failed transaction rolls back). */
+/*
+ * COMMIT, and make sure it committed (a failed transaction rolls back).
+ * Abandoned on a stop: db->unanswered when COMMIT had been sent (whether
+ * it committed is unknown), not when the stop came before.
+ */
 bool		ld_db_commit(ld_db *db);
 
-/* ROLLBACK, ignoring errors (the connection may be gone). */
+/* ROLLBACK, ignoring errors (the connection may be gone, or abandoned). */
 void		ld_db_rollback(ld_db *db);
 
 /*

@@ -81,7 +81,8 @@ fail(loader *ld, int code, tp_span *span, const char *fmt, ...)
 	{
 		/* whatever failed, it failed because we cancelled it */
 		code = LD_EXIT_INTERRUPTED;
-		snprintf(msg, sizeof(msg), "interrupted");
+		if (strncmp(msg, "interrupted", 11) != 0)
+			snprintf(msg, sizeof(msg), "interrupted");
 	}
 	if (ld->opt.batch_size > 0 && ld->batch_no > 0)
 	{
@@ -160,6 +161,8 @@ propagate(loader *ld, const tp_span *span)
 	tp_span_traceparent(span, traceparent);
 	if (!ld_db_set_traceparent(&ld->db, traceparent))
 	{
+		if (ld->db.abandoned)
+			return;				/* a stop: the next statement fails saying so */
 		tp_warn("cannot set traceprof.traceparent (%s); the server's spans will not join the trace",
 				ld->db.error);
 		ld->propagate = false;
@@ -208,7 +211,7 @@ abort_batch(loader *ld, int code, const char *message)
 {
 	uint64_t	rows;
 
-	if (!ld_copy_abort(&ld->cs, ld->db.conn, "loader: input rejected"))
+	if (!ld_copy_abort(&ld->cs, &ld->db, "loader: input rejected"))
 		ld_db_rollback(&ld->db);
 	else if (!ld_db_copy_result(&ld->db, &rows) && ld->db.error_row > 0 &&
 			 strcmp(ld->db.error_sqlstate, "57014") != 0 && code != LD_EXIT_INTERRUPTED)
@@ -300,7 +303,7 @@ end_batch(loader *ld)
 	tp_span    *span;
 	uint64_t	rows;
 
-	if (!ld_copy_finish(&ld->cs, ld->db.conn))
+	if (!ld_copy_finish(&ld->cs, &ld->db))
 	{
 		tp_span    *cspan = ld->copy_span;
 
@@ -324,6 +327,11 @@ end_batch(loader *ld)
 		propagate(ld, span);
 	if (!ld_db_commit(&ld->db))
 	{
+		if (ld->db.unanswered)
+			return fail(ld, LD_EXIT_INTERRUPTED, span,
+						"interrupted during COMMIT; whether the last %llu rows were committed is unknown",
+						(unsigned long long) ld->rows_in_batch);
+		/* a stop before COMMIT was sent: "interrupted" (fail() says it) */
 		if (ld_db_connection_lost(&ld->db))
 			return fail(ld, LD_EXIT_DATABASE, span,
 						"lost the connection during COMMIT; whether the last %llu rows were committed is unknown: %s",
@@ -392,7 +400,7 @@ run(loader *ld)
 								   ld->in.message);
 			}
 			ld->rows_in_batch++;
-			if (!ld_copy_tuple_done(&ld->cs, ld->db.conn))
+			if (!ld_copy_tuple_done(&ld->cs, &ld->db))
 			{
 				tp_span    *span = ld->copy_span;
 

@@ -621,6 +621,60 @@ test('SIGINT while the input stalls: exit 130 at once, nothing committed', async
 		5000, "the loader's session is gone");
 });
 
+test('SIGINT while the server has stopped reading the COPY: exit 130 within seconds, spans and profile out, nothing committed', async (t) => {
+	// The loader's backend is SIGSTOPped mid-COPY with far more data to come
+	// than socket buffers hold.  The loader sat in libpq's send (a poll()
+	// without a way out) until the backend ran again; a second SIGINT killed
+	// it without a message, spans or profile.
+	const file = path.join(dir, 'stopped-backend.json');
+	t.after(() => fs.rmSync(file, { force: true }));
+	const gen = await run(GENERATOR, ['600000', file, '--seed', '14']);
+	assert.equal(gen.code, 0, describe(gen));
+	const r = await startReceiver({ grpc: false });
+	t.after(() => r.close());
+	const profile = path.join(dir, 'stopped-backend.pprof');
+	let child;
+	const pending = load([cluster.url(), file, '--table', 'stopped_backend', '--profile-out', profile], {
+		timeout: 60000,
+		env: { OTEL_EXPORTER_OTLP_ENDPOINT: r.httpEndpoint },
+		onSpawn: (c) => { child = c; },
+	});
+	let backend = 0;
+	let res = null;
+	let tookMs;
+	try {
+		await waitFor(async () => {
+			backend = Number(await cluster.psql('SELECT pid FROM pg_stat_progress_copy JOIN pg_stat_activity USING (pid) ' +
+				"WHERE usename = 'app' AND tuples_processed > 0"));
+			return backend > 0;
+		}, 20000, "the loader's COPY is under way");
+		process.kill(backend, 'SIGSTOP');
+		await new Promise((resolve) => setTimeout(resolve, 1000));	// the socket buffers fill up
+		const sent = Date.now();
+		child.kill('SIGINT');
+		res = await Promise.race([pending, new Promise((resolve) => setTimeout(resolve, 5000, null))]);
+		tookMs = Date.now() - sent;
+	} finally {
+		if (backend > 0)
+			process.kill(backend, 'SIGCONT');
+	}
+	if (res === null) {
+		res = await pending;
+		assert.fail(`the loader was still running 5 s after SIGINT; it ended once the backend ran again\n${describe(res)}`);
+	}
+	assert.equal(res.code, 130, describe(res));
+	assert.ok(tookMs < 5000, `took ${tookMs} ms after the signal`);
+	assert.match(res.stderr, /^loader: error: interrupted$/m, describe(res));
+	const spans = r.requests.flatMap((q) => decodeTraces(q.body).spans);
+	const root = spans.find((s) => s.name === 'loader.run');
+	assert.ok(root, `the run's spans were sent: ${spans.map((s) => s.name)}`);
+	assert.deepEqual([root.status.code, root.status.message], [2, 'interrupted'], 'loader.run tells of the interruption');
+	assert.ok(fs.statSync(profile).size > 0, '--profile-out was written');
+	await waitFor(async () => (await cluster.psql("SELECT count(*) FROM pg_stat_activity WHERE usename = 'app'")) === '0',
+		10000, "the loader's session is gone once its backend runs again");
+	assert.equal(await tableState(cluster, 'stopped_backend'), 'absent', 'the transaction that created it was rolled back');
+});
+
 async function waitFor(check, timeoutMs, what) {
 	const deadline = Date.now() + timeoutMs;
 	while (Date.now() < deadline) {
