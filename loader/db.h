@@ -32,7 +32,11 @@ typedef struct ld_db
 	int			stop_fd;		/* readable once a stop came, or -1 */
 	bool		abandoned;		/* closed on a stop */
 	bool		unanswered;		/* ... with a statement sent and not answered */
+	int			answer_grace_ms;	/* after a stop, how long the statement sent may still answer */
 } ld_db;
+
+/* How long a COMMIT sent may still answer after a stop (ld_db_commit). */
+#define LD_COMMIT_ANSWER_GRACE_MS 3000
 
 /*
  * Connect (URL or keyword/value string; PG* environment variables apply),
@@ -82,8 +86,9 @@ bool		ld_db_copy_result(ld_db *db, uint64_t *rows);
 
 /*
  * COMMIT, and make sure it committed (a failed transaction rolls back).
- * Abandoned on a stop: db->unanswered when COMMIT had been sent (whether
- * it committed is unknown), not when the stop came before.
+ * A stop once it is sent waits up to LD_COMMIT_ANSWER_GRACE_MS for its
+ * answer, then abandons the connection: db->unanswered (whether it
+ * committed is unknown).  A stop before it is sent abandons at once.
  */
 bool		ld_db_commit(ld_db *db);
 

@@ -675,6 +675,32 @@ test('SIGINT while the server has stopped reading the COPY: exit 130 within seco
 	assert.equal(await tableState(cluster, 'stopped_backend'), 'absent', 'the transaction that created it was rolled back');
 });
 
+test('SIGINT during a slow COMMIT on a healthy server: its answer is awaited, so the outcome is known (the cancel rolled it back)', async () => {
+	// A deferred trigger makes the first batch's COMMIT take 1.5 s; the
+	// signal's cancel request stops the trigger, and the COMMIT fails.  The
+	// loader abandoned the connection at once and said it was unknown
+	// whether the batch was committed, which the server was about to tell.
+	const file = path.join(dir, 'slow-commit.json');
+	fs.writeFileSync(file, serialize(sampleRecords(40)));
+	await cluster.psql(`CREATE TABLE slow_commit ${ORDERS_DDL}; ALTER TABLE slow_commit OWNER TO app;
+		CREATE FUNCTION slow_commit_wait() RETURNS trigger LANGUAGE plpgsql AS
+			$$ BEGIN PERFORM pg_sleep(1.5); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER slow_commit_wait AFTER INSERT ON slow_commit DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW WHEN (NEW.id = ${sampleRecords(1)[0].id}) EXECUTE FUNCTION slow_commit_wait();`);
+	let child;
+	const pending = load([cluster.url(), file, '--table', 'slow_commit', '--batch-size', '20'],
+		{ timeout: 20000, onSpawn: (c) => { child = c; } });
+	await waitFor(async () => (await cluster.psql(
+		"SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND query = 'COMMIT' AND state = 'active'")) === '1',
+	10000, 'the first COMMIT is under way');
+	child.kill('SIGINT');
+	const res = await pending;
+	assert.equal(res.code, 130, describe(res));
+	assert.doesNotMatch(res.stderr, /unknown/, describe(res));
+	assert.match(res.stderr, /^loader: error: interrupted \(0 rows in 0 earlier batches stay committed in slow_commit\)$/m, describe(res));
+	assert.equal(await cluster.psql('SELECT count(*) FROM slow_commit'), '0', 'the first batch was rolled back');
+});
+
 async function waitFor(check, timeoutMs, what) {
 	const deadline = Date.now() + timeoutMs;
 	while (Date.now() < deadline) {
