@@ -474,6 +474,7 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 		free(secure);
 	}
 	free(from_env);
+	cfg->traces.grpc_setting = "OTEL_EXPORTER_OTLP_PROTOCOL=grpc";
 	cfg->traces.timeout_ms = read_timeout();
 	cfg->traces.gzip = read_gzip();
 	cfg->traces.ca_file = env_copy("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE");

@@ -423,10 +423,11 @@ classify_transport_error(CURLcode rc, const char *curl_message, const tp_otlp_ta
 	char		shown[512];
 
 	tp_http_url_shown(target->url, shown, sizeof(shown));
-	snprintf(err, errlen, "%s: %s%s", shown, detail,
-			 answer_looks_like_grpc(rc, target->protocol) ?
-			 " (the endpoint does not answer in HTTP/1.1: it seems to speak gRPC; "
-			 "set OTEL_EXPORTER_OTLP_PROTOCOL=grpc)" : "");
+	if (answer_looks_like_grpc(rc, target->protocol))
+		snprintf(err, errlen, "%s: %s (the endpoint does not answer in HTTP/1.1: it seems to speak gRPC; set %s)",
+				 shown, detail, target->grpc_setting ? target->grpc_setting : "the protocol to grpc");
+	else
+		snprintf(err, errlen, "%s: %s", shown, detail);
 	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
 		rc == CURLE_COULDNT_RESOLVE_PROXY)
 		return ATTEMPT_UNREACHABLE;

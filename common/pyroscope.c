@@ -61,20 +61,10 @@ shown(const char *s, size_t len, char *buf, size_t buflen)
 	return buf;
 }
 
-/*
- * A non-blank environment value, trimmed of white space as the OTEL_*
- * variables are (a pasted newline included); malloc'd or NULL.
- */
-static char *
-env_string(const char *name)
-{
-	return tp_getenv_trimmed(name);
-}
-
 static bool
 env_bool(const char *name)
 {
-	char	   *value = env_string(name);
+	char	   *value = tp_getenv_trimmed(name);
 	char		buf[80];
 	bool		result = false;
 
@@ -95,7 +85,7 @@ env_bool(const char *name)
 static bool
 env_timeout(const char *name, long *out)
 {
-	char	   *value = env_string(name);
+	char	   *value = tp_getenv_trimmed(name);
 	char	   *end;
 	long		ms;
 	char		buf[80];
@@ -345,33 +335,33 @@ tp_pyroscope_set_env_cancel(volatile sig_atomic_t *cancel)
 void
 tp_pyroscope_config_from_env(tp_pyroscope_config *cfg, const char *default_application)
 {
-	char	   *app = env_string("PYROSCOPE_APPLICATION_NAME");
-	char	   *tags = env_string("PYROSCOPE_TAGS");
+	char	   *app = tp_getenv_trimmed("PYROSCOPE_APPLICATION_NAME");
+	char	   *tags = tp_getenv_trimmed("PYROSCOPE_TAGS");
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->enabled = env_bool("PYROSCOPE_ENABLE");
 	cfg->trace_correlation = env_bool("PYROSCOPE_TRACE_CORRELATION");
-	cfg->server_address = server_address(env_string("PYROSCOPE_SERVER_ADDRESS"));
+	cfg->server_address = server_address(tp_getenv_trimmed("PYROSCOPE_SERVER_ADDRESS"));
 	cfg->application_name = app != NULL ?
 		tp_pyroscope_application_name(app, "PYROSCOPE_APPLICATION_NAME") :
 		tp_pyroscope_application_name(default_application && default_application[0] ?
 									  default_application : "traceprof", "service.name");
 	tp_pyroscope_parse_tags(tags, "PYROSCOPE_TAGS", &cfg->tags);
-	cfg->tenant_id = env_string("PYROSCOPE_TENANT_ID");
+	cfg->tenant_id = tp_getenv_trimmed("PYROSCOPE_TENANT_ID");
 	if (cfg->tenant_id != NULL && !tp_pyroscope_tenant_id_is_valid(cfg->tenant_id))
 	{
 		tp_warn("PYROSCOPE_TENANT_ID contains a control character or a byte outside ASCII, which an HTTP header cannot carry; ignored");
 		free(cfg->tenant_id);
 		cfg->tenant_id = NULL;
 	}
-	cfg->basic_auth_user = env_string("PYROSCOPE_BASIC_AUTH_USER");
-	cfg->basic_auth_password = env_string("PYROSCOPE_BASIC_AUTH_PASSWORD");
+	cfg->basic_auth_user = tp_getenv_trimmed("PYROSCOPE_BASIC_AUTH_USER");
+	cfg->basic_auth_password = tp_getenv_trimmed("PYROSCOPE_BASIC_AUTH_PASSWORD");
 	if ((cfg->basic_auth_user != NULL) != (cfg->basic_auth_password != NULL))
 		tp_warn("%s is set without %s: basic auth is sent with an empty %s",
 				cfg->basic_auth_user ? "PYROSCOPE_BASIC_AUTH_USER" : "PYROSCOPE_BASIC_AUTH_PASSWORD",
 				cfg->basic_auth_user ? "PYROSCOPE_BASIC_AUTH_PASSWORD" : "PYROSCOPE_BASIC_AUTH_USER",
 				cfg->basic_auth_user ? "password" : "user name");
-	cfg->ca_file = env_string("PYROSCOPE_CA_FILE");
+	cfg->ca_file = tp_getenv_trimmed("PYROSCOPE_CA_FILE");
 	env_timeout("PYROSCOPE_UPLOAD_TIMEOUT", &cfg->timeout_ms);
 	cfg->cancel = env_cancel;
 	free(app);

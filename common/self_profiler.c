@@ -18,6 +18,7 @@
 #include "pyroscope.h"
 #include "sampler.h"
 #include "symbols.h"
+#include "text.h"
 #include "tracer.h"
 
 #define SAMPLE_HZ 100
@@ -201,19 +202,20 @@ queue_window(uint64_t until_ns)
 static uint64_t
 upload_interval_ns(void)
 {
-	const char *text = getenv("PYROSCOPE_UPLOAD_INTERVAL");
+	char	   *text = tp_getenv_trimmed("PYROSCOPE_UPLOAD_INTERVAL");
 	char	   *end;
 	long		ms;
 
-	if (text == NULL || text[0] == '\0')
+	if (text == NULL)
 		return DEFAULT_UPLOAD_INTERVAL_MS * 1000000ULL;
 	ms = strtol(text, &end, 10);
 	if (*end != '\0' || ms < 100 || ms > 3600000)
 	{
 		tp_warn("PYROSCOPE_UPLOAD_INTERVAL=\"%s\" is not an interval (expected milliseconds, 100..3600000); using %d",
 				text, DEFAULT_UPLOAD_INTERVAL_MS);
-		return DEFAULT_UPLOAD_INTERVAL_MS * 1000000ULL;
+		ms = DEFAULT_UPLOAD_INTERVAL_MS;
 	}
+	free(text);
 	return (uint64_t) ms * 1000000ULL;
 }
 

@@ -412,6 +412,7 @@ build_target(tp_otlp_target *target)
 	memset(target, 0, sizeof(*target));
 	target->protocol = (tp_otlp_protocol) traceprof_otlp_protocol;
 	target->url = tp_otlp_traces_url(traceprof_otlp_endpoint, target->protocol, false);
+	target->grpc_setting = "traceprof.otlp_protocol = 'grpc'";
 	target->timeout_ms = traceprof_otlp_timeout_ms;
 	target->gzip = traceprof_otlp_compression == OTLP_COMPRESSION_GZIP;
 	if (traceprof_otlp_ca_file[0] != '\0')
@@ -1118,8 +1119,10 @@ export_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz dead
  * A fast shutdown signals the backends when it signals us: a statement it
  * ends stores its span as its backend exits, after our first drain.  So
  * drain again while other processes of the server run and keep exiting or
- * storing spans; a stray SIGTERM, which ends no backend, costs
- * FINAL_QUIET_MS.  The count holds the workers too (ours among them).
+ * storing spans, until FINAL_QUIET_MS pass without either.  The count holds
+ * the workers (ours among them) and walsenders, which the postmaster
+ * signals only once we have exited.  A stray SIGTERM ends no backend: it
+ * costs FINAL_QUIET_MS, or the whole FINAL_EXPORT_MS while spans keep coming.
  */
 static void
 export_remaining_spans(const tp_kvlist *resource, tp_otlp_target *target)
@@ -1132,6 +1135,8 @@ export_remaining_spans(const tp_kvlist *resource, tp_otlp_target *target)
 	uint64		created = 0;
 	int			others = -1;
 
+	if (!traceprof_exporting)
+		return;
 	target->cancel = &not_cancelled;
 	tp_http_set_stop_check(NULL);
 	while (!failing && tp_otlp_retry_wait_ms(target) == 0 && now < deadline)

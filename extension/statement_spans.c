@@ -2535,8 +2535,13 @@ traceprof_emit_log(ErrorData *edata)
 		close_from(first, -1, edata->sqlerrcode, error_message(edata));
 		error_raised = false;
 	}
-	/* A walsender's database connection runs a client's SQL too (logical replication). */
-	if (!owned && edata->elevel == ERROR && (MyBackendType == B_BACKEND || am_db_walsender))
+	/*
+	 * A walsender's database connection runs a client's SQL too (logical
+	 * replication), in a transaction, which its replication commands (no
+	 * statements: none of them has a span) run outside.
+	 */
+	if (!owned && edata->elevel == ERROR &&
+		(MyBackendType == B_BACKEND || (am_db_walsender && IsTransactionState())))
 	{
 		/* No statement under way took the error: only kept portals, or nothing, were open. */
 		if (debug_query_string == NULL && may_be_sync_commit(edata))

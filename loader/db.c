@@ -394,8 +394,6 @@ abandon(ld_db *db, bool unanswered)
 static bool
 wait_server(ld_db *db, bool for_result)
 {
-	int64_t		give_up_at = -1;	/* a stop came: the answer's grace ends then */
-
 	for (;;)
 	{
 		int			flushed = PQflush(db->conn);
@@ -417,27 +415,27 @@ wait_server(ld_db *db, bool for_result)
 			set_libpq_error(db, NULL);
 			return false;
 		}
-		if (give_up_at >= 0)
-			timeout = (int) (give_up_at > monotonic_ms() ? give_up_at - monotonic_ms() : 0);
-		ready = poll(fds, give_up_at >= 0 ? 1 : 2, timeout);
+		if (db->give_up_at > 0)
+			timeout = (int) (db->give_up_at > monotonic_ms() ? db->give_up_at - monotonic_ms() : 0);
+		ready = poll(fds, db->give_up_at > 0 ? 1 : 2, timeout);
 		if (ready < 0 && errno != EINTR)
 		{
 			snprintf(db->error, sizeof(db->error), "waiting for the server: %s", strerror(errno));
 			return false;
 		}
-		if (give_up_at >= 0 && ready == 0)
+		if (db->give_up_at > 0 && ready == 0)
 		{
 			abandon(db, true);
 			return false;
 		}
-		if (give_up_at < 0 && db->stop_fd >= 0 && fds[1].revents != 0)
+		if (db->give_up_at == 0 && db->stop_fd >= 0 && fds[1].revents != 0)
 		{
-			if (db->answer_grace_ms <= 0)
+			if (!db->answer_grace)
 			{
 				abandon(db, true);
 				return false;
 			}
-			give_up_at = monotonic_ms() + db->answer_grace_ms;
+			db->give_up_at = monotonic_ms() + LD_COMMIT_ANSWER_GRACE_MS;
 		}
 		/* a broken connection is closed now: PQflush sends nothing, PQisBusy says false */
 		if ((fds[0].revents & ~POLLOUT) != 0 && !PQconsumeInput(db->conn) &&
@@ -811,9 +809,11 @@ ld_db_commit(ld_db *db)
 	 * A stop once COMMIT is sent waits a little for its answer: a healthy
 	 * server gives it at once, and then the batch is known committed or not.
 	 */
-	db->answer_grace_ms = LD_COMMIT_ANSWER_GRACE_MS;
+	db->answer_grace = true;
+	db->give_up_at = 0;
 	res = exec_params(db, "COMMIT", 0, NULL);
-	db->answer_grace_ms = 0;
+	db->answer_grace = false;
+	db->give_up_at = 0;
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 
 	if (res == NULL)

@@ -32,7 +32,8 @@ typedef struct ld_db
 	int			stop_fd;		/* readable once a stop came, or -1 */
 	bool		abandoned;		/* closed on a stop */
 	bool		unanswered;		/* ... with a statement sent and not answered */
-	int			answer_grace_ms;	/* after a stop, how long the statement sent may still answer */
+	bool		answer_grace;	/* after a stop, the statement sent may still answer... */
+	int64_t		give_up_at;		/* ... until then (monotonic ms; 0: no stop yet) */
 } ld_db;
 
 /* How long a COMMIT sent may still answer after a stop (ld_db_commit). */
@@ -92,7 +93,10 @@ bool		ld_db_copy_result(ld_db *db, uint64_t *rows);
  */
 bool		ld_db_commit(ld_db *db);
 
-/* ROLLBACK, ignoring errors (the connection may be gone, or abandoned). */
+/*
+ * ROLLBACK, ignoring errors (the connection may be gone, or abandoned).  A
+ * COPY must be ended first (ld_copy_abort): libpq sends no query during one.
+ */
 void		ld_db_rollback(ld_db *db);
 
 /*

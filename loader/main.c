@@ -211,10 +211,9 @@ abort_batch(loader *ld, int code, const char *message)
 {
 	uint64_t	rows;
 
-	if (!ld_copy_abort(&ld->cs, &ld->db, "loader: input rejected"))
-		ld_db_rollback(&ld->db);
-	else if (!ld_db_copy_result(&ld->db, &rows) && ld->db.error_row > 0 &&
-			 strcmp(ld->db.error_sqlstate, "57014") != 0 && code != LD_EXIT_INTERRUPTED)
+	if (ld_copy_abort(&ld->cs, &ld->db, "loader: input rejected") &&
+		!ld_db_copy_result(&ld->db, &rows) && ld->db.error_row > 0 &&
+		strcmp(ld->db.error_sqlstate, "57014") != 0 && code != LD_EXIT_INTERRUPTED)
 		return copy_failure(ld);
 	ld_db_rollback(&ld->db);
 	{

@@ -334,6 +334,26 @@ test('3c. otlp_endpoint HTTP://127.0.0.1:PORT (an upper-case scheme): accepted, 
 	assert.deepEqual(requestsWith(receiver, ctx.traceId).map((r) => r.path), ['/v1/traces']);
 });
 
+test('3d. otlp_endpoint on a gRPC-only port with the default protocol: last_error says it seems to speak gRPC, ' +
+	'and names traceprof.otlp_protocol (not the binaries\' environment variable)', async (t) => {
+	const http2 = require('node:http2');
+	const server = http2.createServer();
+	server.on('stream', (stream) => stream.respond({ ':status': 200 }, { endStream: true }));
+	await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+	t.after(async () => {
+		await reconfigure({ 'traceprof.otlp_endpoint': receiver.httpEndpoint });
+		server.close();
+	});
+	await drained();
+	await reconfigure({ 'traceprof.otlp_endpoint': `http://127.0.0.1:${server.address().port}` });
+	await tracedSelect('grpc_only_port');
+	const error = await waitFor('the failure in last_error', async () => {
+		const e = (await monitor.query('SELECT last_error FROM traceprof.stats')).rows[0].last_error;
+		return e && /seems to speak gRPC/.test(e) ? e : null;
+	});
+	assert.match(error, /set traceprof\.otlp_protocol = 'grpc'\)$/);
+});
+
 test('4a. resource_attributes deployment.environment=caf%E9 (not UTF-8 once decoded): refused by ALTER SYSTEM', async (t) => {
 	// Old behaviour caught: ALTER SYSTEM accepted it, and every request then
 	// carried the byte 0xE9 in a resource attribute.

@@ -508,12 +508,14 @@ describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 	});
 
 	test('L14. a walsender\'s database connection (logical replication): a statement failing before it runs ' +
-		'has its error span, as in a backend', async () => {
+		'has its error span, as in a backend; its replication commands, failing or not, have none', async () => {
 		const ctx = newContext();
 		const res = await run(path.join(PG_BIN, 'psql'), ['-X', '-At',
 			`host=${cluster.socketDir} port=${cluster.port} user=postgres dbname=app replication=database`,
+			'-c', 'DROP_REPLICATION_SLOT lc_no_such_slot', '-c', 'IDENTIFY_SYSTEM',
 			'-c', 'SELECT * FROM lc_no_such_table', '-c', 'SELECT 1'],
 		{ timeout: 30000, env: { PGOPTIONS: `-c traceprof.traceparent=${ctx.header}` } });
+		assert.match(res.stderr, /replication slot "lc_no_such_slot" does not exist/);
 		assert.match(res.stderr, /relation "lc_no_such_table" does not exist/);
 		const rows = (await appAdmin.query(
 			"SELECT status, status_message FROM traceprof.spans WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time",

@@ -437,6 +437,14 @@ test('without PYROSCOPE_ENABLE nothing is uploaded at all (unset, false, or not 
 	assert.equal(ingest.requests.length, 0, 'no upload arrived');
 });
 
+test('PYROSCOPE_UPLOAD_INTERVAL is read trimmed, as every PYROSCOPE_* and OTEL_* value ("200\\n" from a file is 200 ms)', async (t) => {
+	const { ingest, otlp } = await servers(t);
+	const g = await generate(pyroEnv(ingest, otlp, { PYROSCOPE_UPLOAD_INTERVAL: ' 200\n' }), { records: SOME });
+	assert.equal(g.res.code, 0, describe(g.res));
+	assert.deepEqual(unexpectedLines(g.res, 'generator'), [], 'no warning');
+	assert.ok(ingest.requests.length >= 1, 'uploaded');
+});
+
 // ---- 3. tags ---------------------------------------------------------------
 
 test('PYROSCOPE_TAGS + correlation: env,service,version then trace_id,root_span_id, in that order', async (t) => {
