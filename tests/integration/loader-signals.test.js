@@ -169,24 +169,36 @@ test('SIGINT while the server has stopped reading the COPY: exit 130 within seco
 	assert.equal(await tableState(cluster, 'stopped_backend'), 'absent', 'the transaction that created it was rolled back');
 });
 
-test('SIGINT during a slow COMMIT on a healthy server: its answer is awaited, so the outcome is known (the cancel rolled it back)', async () => {
-	// A deferred trigger makes the first batch's COMMIT take 1.5 s; the
-	// signal's cancel request stops the trigger, and the COMMIT fails.  The
-	// loader abandoned the connection at once and said it was unknown
-	// whether the batch was committed, which the server was about to tell.
-	const file = path.join(dir, 'slow-commit.json');
+/**
+ * Load 40 records in batches of 20 into a new table whose first COMMIT
+ * sleeps `seconds` in a deferred trigger; once that COMMIT is under way,
+ * returns { pending (the run's result), child, backend (its pid) }.
+ */
+async function loadUntilSlowCommit(table, seconds) {
+	const file = path.join(dir, `${table}.json`);
 	fs.writeFileSync(file, serialize(sampleRecords(40)));
-	await cluster.psql(`CREATE TABLE slow_commit ${ORDERS_DDL}; ALTER TABLE slow_commit OWNER TO app;
-		CREATE FUNCTION slow_commit_wait() RETURNS trigger LANGUAGE plpgsql AS
-			$$ BEGIN PERFORM pg_sleep(1.5); RETURN NULL; END $$;
-		CREATE CONSTRAINT TRIGGER slow_commit_wait AFTER INSERT ON slow_commit DEFERRABLE INITIALLY DEFERRED
-			FOR EACH ROW WHEN (NEW.id = ${sampleRecords(1)[0].id}) EXECUTE FUNCTION slow_commit_wait();`);
+	await cluster.psql(`CREATE TABLE ${table} ${ORDERS_DDL}; ALTER TABLE ${table} OWNER TO app;
+		CREATE FUNCTION ${table}_wait() RETURNS trigger LANGUAGE plpgsql AS
+			$$ BEGIN PERFORM pg_sleep(${seconds}); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER ${table}_wait AFTER INSERT ON ${table} DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW WHEN (NEW.id = ${sampleRecords(1)[0].id}) EXECUTE FUNCTION ${table}_wait();`);
 	let child;
-	const pending = load([cluster.url(), file, '--table', 'slow_commit', '--batch-size', '20'],
+	const pending = load([cluster.url(), file, '--table', table, '--batch-size', '20'],
 		{ timeout: 20000, onSpawn: (c) => { child = c; } });
-	await waitFor(async () => (await cluster.psql(
-		"SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND query = 'COMMIT' AND state = 'active'")) === '1',
-	10000, 'the first COMMIT is under way');
+	let backend = 0;
+	await waitFor(async () => {
+		backend = Number(await cluster.psql(
+			"SELECT pid FROM pg_stat_activity WHERE usename = 'app' AND query = 'COMMIT' AND state = 'active'"));
+		return backend > 0;
+	}, 10000, 'the first COMMIT is under way');
+	return { pending, child, backend };
+}
+
+test('SIGINT during a slow COMMIT on a healthy server: its answer is awaited, so the outcome is known (the cancel rolled it back)', async () => {
+	// The signal's cancel request stops the deferred trigger, and the COMMIT
+	// fails.  The loader abandoned the connection at once and said it was
+	// unknown whether the batch was committed, which the server was about to tell.
+	const { pending, child } = await loadUntilSlowCommit('slow_commit', 1.5);
 	child.kill('SIGINT');
 	const res = await pending;
 	assert.equal(res.code, 130, describe(res));
@@ -196,33 +208,17 @@ test('SIGINT during a slow COMMIT on a healthy server: its answer is awaited, so
 });
 
 test('SIGINT during a COMMIT the server does not answer: the loader waits 3 s for it, then says the outcome is unknown', async () => {
-	const file = path.join(dir, 'stuck-commit.json');
-	fs.writeFileSync(file, serialize(sampleRecords(40)));
-	await cluster.psql(`CREATE TABLE stuck_commit ${ORDERS_DDL}; ALTER TABLE stuck_commit OWNER TO app;
-		CREATE FUNCTION stuck_commit_wait() RETURNS trigger LANGUAGE plpgsql AS
-			$$ BEGIN PERFORM pg_sleep(5); RETURN NULL; END $$;
-		CREATE CONSTRAINT TRIGGER stuck_commit_wait AFTER INSERT ON stuck_commit DEFERRABLE INITIALLY DEFERRED
-			FOR EACH ROW WHEN (NEW.id = ${sampleRecords(1)[0].id}) EXECUTE FUNCTION stuck_commit_wait();`);
-	let child;
-	const pending = load([cluster.url(), file, '--table', 'stuck_commit', '--batch-size', '20'],
-		{ timeout: 20000, onSpawn: (c) => { child = c; } });
-	let backend = 0;
+	const { pending, child, backend } = await loadUntilSlowCommit('stuck_commit', 5);
 	let res;
 	let tookMs;
 	try {
-		await waitFor(async () => {
-			backend = Number(await cluster.psql(
-				"SELECT pid FROM pg_stat_activity WHERE usename = 'app' AND query = 'COMMIT' AND state = 'active'"));
-			return backend > 0;
-		}, 10000, 'the first COMMIT is under way');
 		process.kill(backend, 'SIGSTOP');	// the cancel cannot end it: no answer comes
 		const sent = Date.now();
 		child.kill('SIGINT');
 		res = await pending;
 		tookMs = Date.now() - sent;
 	} finally {
-		if (backend > 0)
-			process.kill(backend, 'SIGCONT');
+		process.kill(backend, 'SIGCONT');
 	}
 	assert.equal(res.code, 130, describe(res));
 	assert.ok(tookMs >= 2500 && tookMs < 8000, `ended ${tookMs} ms after the signal (the grace is 3 s)`);
