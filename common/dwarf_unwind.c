@@ -18,24 +18,31 @@
  * the dynamic loader's lock.  A sample landing while its thread holds that
  * lock (inside dlopen, dlclose or dl_iterate_phdr: a library's first call,
  * LOAD, our own map reads) made the handler wait for the thread it
- * interrupted, for ever, or read a link map half updated.  libunwind looks
- * in the tables registered with it first, without a lock: the loaded
- * objects' tables are registered here, outside the handler, and the
- * handler lets it look up no PC outside them.
+ * interrupted, for ever, or read a link map half updated.  So the loaded
+ * objects' tables are kept here, found outside the handler, and the local
+ * address space's find_proc_info is ours: it looks only in them, without
+ * a lock, and the handler lets libunwind look up no PC outside them.
  *
- * The registrations live in a fixed pool.  libunwind links them into its
- * list (_U_dyn_register, under its mutex) and the handler's unwinding reads
- * that list without a lock, so a slot is written only while no handler can
- * read it: a new slot before it is linked; a slot whose object was unloaded
- * is unlinked (_U_dyn_cancel), then reused only after a grace period.  The
- * handler brackets its use of libunwind with a counter that is odd while it
- * unwinds (tp_dwarf_reader_enter/exit): a slot unlinked while the counter
- * was even can be reached by no handler (one that starts later reads the
- * list without it); one unlinked while it was odd waits until the counter
- * has moved on, i.e. that handler has returned.  The sampled thread's own
- * drains register with the sampler's signal blocked, so there the counter
- * is always even and slots are reused at once; the wait matters when
- * another thread drains.
+ * They were registered with libunwind instead (_U_dyn_register), which
+ * looks in such tables without a lock too; but it never frees what it
+ * parses from them (its put_unwind_info of "dynamic" information does
+ * nothing), and every lookup its cache missed (a sample's leaf: a new
+ * address each time) kept ~150 bytes for good: a backend profiled in
+ * PL/Perl or JIT code grew by megabytes an hour.  What our find_proc_info
+ * returns is libunwind's ordinary table information, which it frees.
+ *
+ * The tables live in a fixed pool that the handler reads without a lock,
+ * so a slot is written only while no handler can read it: a new slot is
+ * filled before it is published (TABLE_LIVE, with release order); a slot
+ * whose object was unloaded is withdrawn (TABLE_CANCELLED), then reused
+ * only after a grace period.  The handler brackets its use of libunwind
+ * with a counter that is odd while it unwinds (tp_dwarf_reader_enter/exit):
+ * a slot withdrawn while the counter was even can be reached by no handler
+ * (one that starts later sees it withdrawn); one withdrawn while it was odd
+ * waits until the counter has moved on, i.e. that handler has returned.
+ * The sampled thread's own drains run with the sampler's signal blocked,
+ * so there the counter is always even and slots are reused at once; the
+ * wait matters when another thread drains.
  *
  * When the pool is full, the objects left out are counted
  * (tp_dwarf_table_stats), warned about once per process, and their frames
@@ -51,9 +58,9 @@ typedef enum table_state
 } table_state;
 
 static unw_dyn_info_t tables[MAX_TABLES];
-static table_state table_states[MAX_TABLES];
+static _Atomic table_state table_states[MAX_TABLES];
 static unsigned long cancelled_at[MAX_TABLES];	/* readers when unlinked */
-static int	table_count;		/* slots ever used: [0, table_count) */
+static atomic_int table_count;	/* slots ever used: [0, table_count) */
 
 /* Odd while a handler unwinds with libunwind (see above). */
 static atomic_ulong readers;
@@ -153,10 +160,32 @@ table_of(const tp_code_map *map, int i, bool *full)
 	di->u.rti.segbase = map->eh_frame_hdr[i];
 	di->u.rti.table_data = (unw_word_t) table;
 	di->u.rti.table_len = entries * 8 / sizeof(unw_word_t);	/* 8-byte entries, in words */
-	_U_dyn_register(di);
-	table_states[t] = TABLE_LIVE;
+	atomic_store_explicit(&table_states[t], TABLE_LIVE, memory_order_release);
 	tables_registered++;
 	return t;
+}
+
+/*
+ * libunwind's search of a table in .eh_frame_hdr form: exported by it (the
+ * remote unwinders' find_proc_info call it), though no header declares it.
+ */
+extern int	_ULx86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
+												unw_dyn_info_t *di, unw_proc_info_t *pi,
+												int need_unwind_info, void *arg);
+
+/* The local address space's find_proc_info: the tables above, nothing else. */
+static int
+find_in_tables(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
+			   int need_unwind_info, void *arg)
+{
+	int			count = atomic_load_explicit(&table_count, memory_order_acquire);
+
+	for (int t = 0; t < count; t++)
+		if (atomic_load_explicit(&table_states[t], memory_order_acquire) == TABLE_LIVE &&
+			ip >= tables[t].start_ip && ip < tables[t].end_ip)
+			return _ULx86_64_dwarf_search_unwind_table(as, ip, &tables[t], pi,
+													   need_unwind_info, arg);
+	return -UNW_ENOINFO;
 }
 
 void
@@ -167,6 +196,7 @@ tp_dwarf_register_tables(tp_code_map *map)
 
 	/* libunwind caches what it learns per thread: no locks in the handler. */
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+	unw_get_accessors(unw_local_addr_space)->find_proc_info = find_in_tables;
 
 	/*
 	 * Unloaded objects' tables first, so that their slots can serve the
@@ -183,11 +213,9 @@ tp_dwarf_register_tables(tp_code_map *map)
 				tables[t].u.rti.segbase == map->eh_frame_hdr[i];
 		if (mapped)
 			continue;
-		_U_dyn_cancel(&tables[t]);
-		/* The unlink is visible before the handler's count is read. */
-		atomic_thread_fence(memory_order_seq_cst);
-		cancelled_at[t] = atomic_load_explicit(&readers, memory_order_relaxed);
-		table_states[t] = TABLE_CANCELLED;
+		/* Withdrawn before the handlers' count is read. */
+		atomic_store_explicit(&table_states[t], TABLE_CANCELLED, memory_order_seq_cst);
+		cancelled_at[t] = atomic_load_explicit(&readers, memory_order_seq_cst);
 		cancelled = true;
 	}
 	for (int i = 0; i < map->count; i++)
