@@ -37,10 +37,11 @@ int			tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs,
 							bool *rest_in_jit);
 
 /*
- * Register the unwind tables of map's objects with libunwind, so that the
- * handler's unwinding never calls dl_iterate_phdr (see dwarf_unwind.c),
- * and note which in map->unwinds.  Call outside the handler, with the
- * signal blocked, after each tp_code_map_read.
+ * Keep the unwind tables of map's objects where libunwind's lookups (our
+ * find_proc_info) find them, so that the handler's unwinding never calls
+ * dl_iterate_phdr (see dwarf_unwind.c), and note which in map->unwinds.
+ * Call outside the handler, with the signal blocked, after each
+ * tp_code_map_read.
  */
 void		tp_dwarf_register_tables(tp_code_map *map);
 
@@ -68,8 +69,8 @@ void		tp_dwarf_table_stats(tp_dwarf_stats *stats);
 
 /*
  * The handler's side of the pool's grace period: tp_dwarf_unwind calls
- * enter before libunwind reads the registrations and exit after.  A slot
- * unlinked between the two is not reused until exit.  Async-signal-safe
+ * enter before libunwind reads the tables and exit after.  A slot
+ * withdrawn between the two is not reused until exit.  Async-signal-safe
  * (lock-free atomics); exported for tests, which stand for a handler.
  */
 void		tp_dwarf_reader_enter(void);

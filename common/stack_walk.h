@@ -150,7 +150,7 @@ bool		tp_code_map_changed(const tp_code_map *map);
  * first page, and no unload under way?  Objects loaded since (appended)
  * do not matter.  False also when the map remembers no list.  An
  * object unloaded since (dlclose), even with another loaded in its place,
- * fails it: its unwind table, still registered with libunwind until the
+ * fails it: its unwind table, still offered to libunwind until the
  * next drain, may point at memory unmapped or another object's.
  * Async-signal-safe: reads the list as debuggers do, without its lock
  * (sound for the thread that loads and unloads, i.e. a backend's only
