@@ -12,7 +12,7 @@ CPPFLAGS  += -D_GNU_SOURCE -Icommon -I$(BUILD)/proto -I$(shell $(PG_CONFIG) --in
 # Frame pointers: our own profiles need them (the sampler walks the chain).
 # -fno-plt: the extension links this code too (see extension/Makefile).
 ALL_CFLAGS = -std=c11 -fPIC -fno-omit-frame-pointer -fno-plt $(WARNINGS) $(CFLAGS)
-LDLIBS    := -lcurl -lprotobuf-c -lunwind -lz -lm
+LDLIBS    := -lcurl -lprotobuf-c -lunwind-generic -lunwind -lz -lm
 
 PROTOS        := $(wildcard proto/*.proto)
 PROTO_C       := $(patsubst proto/%.proto,$(BUILD)/proto/%.pb-c.c,$(PROTOS))

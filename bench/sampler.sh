@@ -34,7 +34,7 @@ build() {	# build OUTPUT [CFLAGS...]
 	out=$1
 	shift
 	${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fno-omit-frame-pointer -Icommon "$@" -o "$out" \
-		bench/sampler_bench.c common/sampler.c "$lib" -lcurl -lprotobuf-c -lunwind -lz -lm
+		bench/sampler_bench.c common/sampler.c "$lib" -lcurl -lprotobuf-c -lunwind-generic -lunwind -lz -lm
 }
 build "$bin"
 # The same without the frameless-leaf repair, to show what it brings.

@@ -2,7 +2,11 @@
  * dwarf_unwind.c - libunwind where the frame-pointer chain breaks (see
  * dwarf_unwind.h).
  */
-#define UNW_LOCAL_ONLY
+/*
+ * Not UNW_LOCAL_ONLY: libunwind's local-only flavour calls its own
+ * find_proc_info (dl_iterate_phdr) directly; the generic one
+ * (libunwind-generic) calls the address space's, which is ours (below).
+ */
 #include "dwarf_unwind.h"
 
 #include <link.h>
@@ -169,7 +173,7 @@ table_of(const tp_code_map *map, int i, bool *full)
  * libunwind's search of a table in .eh_frame_hdr form: exported by it (the
  * remote unwinders' find_proc_info call it), though no header declares it.
  */
-extern int	_ULx86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
+extern int	_Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,
 												unw_dyn_info_t *di, unw_proc_info_t *pi,
 												int need_unwind_info, void *arg);
 
@@ -183,7 +187,7 @@ find_in_tables(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
 	for (int t = 0; t < count; t++)
 		if (atomic_load_explicit(&table_states[t], memory_order_acquire) == TABLE_LIVE &&
 			ip >= tables[t].start_ip && ip < tables[t].end_ip)
-			return _ULx86_64_dwarf_search_unwind_table(as, ip, &tables[t], pi,
+			return _Ux86_64_dwarf_search_unwind_table(as, ip, &tables[t], pi,
 													   need_unwind_info, arg);
 	return -UNW_ENOINFO;
 }
