@@ -240,8 +240,9 @@ describe_root(tp_span *root)
 	}
 }
 
-const char *
-tp_self_profiler_out_path(const char *option)
+/* Where the profile goes: option when not empty, else TRACEPROF_PROFILE_OUT when not empty. */
+static const char *
+out_path(const char *option)
 {
 	const char *env = getenv("TRACEPROF_PROFILE_OUT");
 
@@ -312,8 +313,8 @@ landing_path(const char *path, char *out)
 	return false;
 }
 
-bool
-tp_self_profiler_out_replaces(const char *profile_out, const char *data_path)
+static bool
+replaces(const char *profile_out, const char *data_path)
 {
 	struct stat a;
 	struct stat b;
@@ -327,6 +328,22 @@ tp_self_profiler_out_replaces(const char *profile_out, const char *data_path)
 		strcmp(pa, pb) == 0;
 }
 
+bool
+tp_self_profiler_check_out(const char *option, const char *data_path,
+						   const char *data_name, const char *data_what,
+						   char *err, size_t errlen)
+{
+	const char *profile_out = out_path(option);
+
+	if (profile_out == NULL || !replaces(profile_out, data_path))
+		return true;
+	snprintf(err, errlen, "%s \"%s\" is the same file as %s \"%s\": the profile would replace "
+			 "the %s; give the profile another name",
+			 profile_out == option ? "--profile-out" : "TRACEPROF_PROFILE_OUT",
+			 profile_out, data_name, data_path, data_what);
+	return false;
+}
+
 void
 tp_self_profiler_start(tp_span *root, const char *default_application,
 					   const char *profile_out)
@@ -334,7 +351,7 @@ tp_self_profiler_start(tp_span *root, const char *default_application,
 	tp_sample_labels labels;
 	char		err[256];
 
-	profile_out = tp_self_profiler_out_path(profile_out);
+	profile_out = out_path(profile_out);
 	tp_pyroscope_config_from_env(&self.cfg, default_application);
 	self.uploading = self.cfg.enabled;
 	if (profile_out != NULL)

@@ -29,19 +29,17 @@ void		tp_self_profiler_start(tp_span *root, const char *default_application,
 								   const char *profile_out);
 
 /*
- * Where the profile goes: option (--profile-out) when given and not empty,
- * else TRACEPROF_PROFILE_OUT when not empty, else NULL.
- */
-const char *tp_self_profiler_out_path(const char *option);
-
-/*
- * Would writing the profile to profile_out replace the file data_path names
- * (the run's input or output)?  True for the same regular file under any
- * name (a symbolic or hard link), and, where one of them does not exist
- * yet, for the same name once directories and links are resolved.  Checked
+ * Would the profile (option: --profile-out when given and not empty, else
+ * TRACEPROF_PROFILE_OUT) replace the file data_path names, the run's input
+ * or output (data_name: "FILE", "OUT"; data_what: what it holds)?  Then
+ * false, with err naming both.  The same regular file under any name (a
+ * symbolic or hard link) counts, and, where one of them does not exist
+ * yet, the same name once directories and links are resolved.  Checked
  * before any work: the profile is written last, over the data.
  */
-bool		tp_self_profiler_out_replaces(const char *profile_out, const char *data_path);
+bool		tp_self_profiler_check_out(const char *option, const char *data_path,
+									   const char *data_name, const char *data_what,
+									   char *err, size_t errlen);
 
 /* Cheap; call often from the main loop: every 10 s it queues an upload. */
 void		tp_self_profiler_tick(void);

@@ -7,6 +7,7 @@
  * from order_writer.c and the all-or-nothing file from outfile.c.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -208,13 +209,10 @@ parse_args(int argc, char **argv, options *opt)
 static void
 check_profile_out(const options *opt)
 {
-	const char *profile_out = tp_self_profiler_out_path(opt->profile_out);
+	char		err[PATH_MAX * 2 + 256];
 
-	if (profile_out != NULL && tp_self_profiler_out_replaces(profile_out, opt->out))
-		usage_error("%s \"%s\" is the same file as OUT \"%s\": the profile would replace "
-					"the records; give the profile another name",
-					profile_out == opt->profile_out ? "--profile-out" : "TRACEPROF_PROFILE_OUT",
-					profile_out, opt->out);
+	if (!tp_self_profiler_check_out(opt->profile_out, opt->out, "OUT", "records", err, sizeof(err)))
+		usage_error("%s", err);
 }
 
 static bool

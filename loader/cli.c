@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "self_profiler.h"
 #include "text.h"
 
 static const char help_text[] =
@@ -176,20 +175,6 @@ value_forgotten(char **argv, const char *option, char *err, size_t errlen)
 	snprintf(err, errlen, "%s: expected a value, got the option \"%s\" (write %s=%s if that is the value)",
 			 option, optarg, option, optarg);
 	return true;
-}
-
-bool
-ld_cli_check_profile_out(const ld_options *opt, char *err, size_t errlen)
-{
-	const char *profile_out = tp_self_profiler_out_path(opt->profile_out);
-
-	if (profile_out == NULL || !tp_self_profiler_out_replaces(profile_out, opt->file))
-		return true;
-	snprintf(err, errlen, "%s \"%s\" is the same file as FILE \"%s\": the profile would replace "
-			 "the input; give the profile another name",
-			 profile_out == opt->profile_out ? "--profile-out" : "TRACEPROF_PROFILE_OUT",
-			 profile_out, opt->file);
-	return false;
 }
 
 ld_cli_result

@@ -42,13 +42,6 @@ typedef enum ld_cli_result
 ld_cli_result ld_cli_parse(int argc, char **argv, ld_options *opt,
 						   char *err, size_t errlen);
 
-/*
- * false, with err set, when the profile would be written over FILE (see
- * tp_self_profiler_out_replaces): a usage error, found before any work,
- * since the profile is written last, when FILE has been read.
- */
-bool		ld_cli_check_profile_out(const ld_options *opt, char *err, size_t errlen);
-
 void		ld_cli_help(FILE *out);
 
 #endif

@@ -468,7 +468,9 @@ main(int argc, char **argv)
 			ld_cli_help(stdout);
 			return LD_EXIT_OK;
 		case LD_CLI_RUN:
-			if (ld_cli_check_profile_out(&ld.opt, err, sizeof(err)))
+			/* The profile is written last, when FILE has been read: not over it. */
+			if (tp_self_profiler_check_out(ld.opt.profile_out, ld.opt.file, "FILE", "input",
+										   err, sizeof(err)))
 				break;
 			/* FALLTHROUGH */
 		case LD_CLI_USAGE_ERROR:
