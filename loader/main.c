@@ -26,9 +26,17 @@
 #include "progress.h"
 #include "pyroscope.h"
 #include "self_profiler.h"
+#include "stop_cancel.h"
 #include "stop_signal.h"
 #include "tracer.h"
 #include "url_mask.h"
+
+/*
+ * How long a stop waits for its cancel request to reach the postmaster: it
+ * takes a few milliseconds, and once sent it is carried out even if the
+ * loader has exited, while the postmaster may not answer at all.
+ */
+#define LD_CANCEL_WAIT_MS 1000
 
 /* Batches past this many share the root span, so memory stays bounded. */
 #define LD_TRACED_BATCHES 100
@@ -49,20 +57,6 @@ typedef struct loader
 	uint64_t	batches_committed;
 	bool		propagate;		/* SET traceprof.traceparent per phase */
 } loader;
-
-/* Set while connected: a signal also cancels the statement in progress. */
-static PGcancel *volatile cancel_handle;
-
-/* Runs in the signal handler: PQcancel() is documented as safe there. */
-static void
-cancel_statement(void)
-{
-	PGcancel   *cancel = cancel_handle;
-	char		errbuf[256];
-
-	if (cancel != NULL)
-		(void) PQcancel(cancel, errbuf, sizeof(errbuf));
-}
 
 /* Print "loader: error: ..." (with the batch note), mark the spans failed. */
 static int	fail(loader *ld, int code, tp_span *span, const char *fmt, ...)
@@ -240,7 +234,10 @@ connect_phase(loader *ld)
 					"cannot connect to %s: %s", shown, ld->db.error);
 	}
 	tp_span_end(span);
-	cancel_handle = PQgetCancel(ld->db.conn);
+	/* From here on a signal also cancels the statement in progress. */
+	if (!ld_stop_cancel_start(ld->db.conn, ld_stop_fd()))
+		tp_warn("cannot start the thread that cancels a statement on SIGINT: "
+				"a signal will close the connection without cancelling");
 	ld->propagate = ld->db.traceparent_guc;
 	return LD_EXIT_OK;
 }
@@ -479,7 +476,7 @@ main(int argc, char **argv)
 	}
 
 	/* First: a signal during the setup below must be an interruption too. */
-	if (!ld_stop_install(cancel_statement))
+	if (!ld_stop_install())
 		tp_warn("cannot create a pipe (%s): SIGINT may not stop a wait for input", strerror(errno));
 	ld.start = ld_now();
 	ld.in.fd = -1;
@@ -506,18 +503,12 @@ main(int argc, char **argv)
 	 * a connection (killed, no message, no --profile-out), and nothing
 	 * without one (a wait for the whole export timeout).
 	 */
+	ld_stop_cancel_end(LD_CANCEL_WAIT_MS);
 	ld_stop_final_phase();
 	/* Interrupted, the user waits: say for what, and how not to. */
 	if (rc == LD_EXIT_INTERRUPTED && (tp_tracer_has_spans_to_send() || tp_self_profiler_uploading()))
 		fprintf(stderr, "loader: sending the run's spans and profiles (each within its timeout); "
 				"interrupt again to skip them\n");
-	if (cancel_handle != NULL)
-	{
-		PGcancel   *cancel = cancel_handle;
-
-		cancel_handle = NULL;
-		PQfreeCancel(cancel);
-	}
 	tp_span_set_int(ld.root, "loader.rows", (int64_t) ld.rows_committed);
 	tp_span_set_int(ld.root, "loader.bytes", (int64_t) ld_input_offset(&ld.in));
 	/* The run's span ends with its work, not after the final upload. */

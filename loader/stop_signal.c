@@ -12,7 +12,6 @@ volatile sig_atomic_t ld_stop_requested;
 volatile sig_atomic_t ld_final_stop_requested;
 
 static int	stop_pipe[2] = {-1, -1};
-static void (*volatile stop_callback) (void);
 static volatile sig_atomic_t final_phase;
 
 static void
@@ -31,8 +30,6 @@ on_stop_signal(int signo)
 
 		(void) n;
 	}
-	if (stop_callback != NULL)
-		stop_callback();
 	errno = saved_errno;
 }
 
@@ -50,13 +47,12 @@ install_handler(void)
 }
 
 bool
-ld_stop_install(void (*on_stop) (void))
+ld_stop_install(void)
 {
 	bool		ok = pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) == 0;
 
 	if (!ok)
 		stop_pipe[0] = stop_pipe[1] = -1;
-	stop_callback = on_stop;
 	install_handler();
 	return ok;
 }
@@ -67,10 +63,8 @@ ld_stop_final_phase(void)
 	/*
 	 * Armed again: a signal that interrupted the run reset the handler
 	 * (SA_RESETHAND).  That one set only ld_stop_requested, so the spans
-	 * that tell of the interruption still go; the connection it cancelled
-	 * statements on is closed, so on_stop is not run any more.
+	 * that tell of the interruption still go.
 	 */
-	stop_callback = NULL;
 	final_phase = 1;
 	install_handler();
 }

@@ -19,11 +19,10 @@ extern volatile sig_atomic_t ld_stop_requested;
 
 /*
  * Create the pipe and install the handler (a second signal kills at once).
- * on_stop, if not NULL, runs in the handler after the flag and the pipe
- * are set, so it must be async-signal-safe.  False if the pipe cannot be
- * made (the flag still works then, without the descriptor).
+ * False if the pipe cannot be made (the flag still works then, without the
+ * descriptor).
  */
-bool		ld_stop_install(void (*on_stop) (void));
+bool		ld_stop_install(void);
 
 /* The pipe's read end (readable once a signal came), or -1. */
 int			ld_stop_fd(void);
@@ -36,7 +35,7 @@ extern volatile sig_atomic_t ld_final_stop_requested;
 
 /*
  * The run is over (connected or not): from here on, the first SIGINT or
- * SIGTERM sets ld_final_stop_requested (and no longer runs on_stop), even
+ * SIGTERM sets ld_final_stop_requested, even
  * when one already interrupted the run; the next one kills at once.
  */
 void		ld_stop_final_phase(void);

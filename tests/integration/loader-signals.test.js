@@ -169,6 +169,44 @@ test('SIGINT while the server has stopped reading the COPY: exit 130 within seco
 	assert.equal(await tableState(cluster, 'stopped_backend'), 'absent', 'the transaction that created it was rolled back');
 });
 
+test('SIGINT while the postmaster is stalled: exit 130 within seconds; the cancel is delivered once it runs again', async () => {
+	// The cancel request was sent from the signal handler, and PQcancel()
+	// waits for the postmaster to take the request and close the
+	// connection: with the postmaster stopped, the loader hung in its
+	// handler until the postmaster ran again.
+	const file = smallFile();
+	await cluster.psql(`CREATE TABLE postmaster_stalled ${ORDERS_DDL}; ALTER TABLE postmaster_stalled OWNER TO app;`);
+	const holder = cluster.psql('BEGIN; LOCK TABLE postmaster_stalled IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(6); COMMIT;');
+	await waitFor(async () => (await cluster.psql(
+		"SELECT count(*) FROM pg_locks WHERE relation = 'postmaster_stalled'::regclass AND granted AND mode = 'AccessExclusiveLock'")) === '1',
+	10000, 'the lock holder has the lock');
+	let child;
+	const pending = load([cluster.url(), file, '--table', 'postmaster_stalled'], { timeout: 30000, onSpawn: (c) => { child = c; } });
+	await waitFor(async () => (await cluster.psql(
+		"SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND wait_event_type = 'Lock'")) === '1',
+	10000, 'the loader waits for the lock');
+	let res = null;
+	process.kill(cluster.pid, 'SIGSTOP');
+	try {
+		child.kill('SIGINT');
+		res = await Promise.race([pending, new Promise((resolve) => setTimeout(resolve, 4000, null))]);
+	} finally {
+		process.kill(cluster.pid, 'SIGCONT');
+	}
+	if (res === null) {
+		res = await pending;
+		assert.fail(`the loader was still running 4 s after SIGINT; it ended once the postmaster ran again\n${describe(res)}`);
+	}
+	assert.equal(res.code, 130, describe(res));
+	assert.match(res.stderr, /^loader: error: interrupted$/m, describe(res));
+	// The request waited in the listen queue: the lock wait is cancelled
+	// long before the holder's 6 s are over.
+	await waitFor(async () => (await cluster.psql("SELECT count(*) FROM pg_stat_activity WHERE usename = 'app'")) === '0',
+		4000, "the loader's session is cancelled and gone once the postmaster runs again");
+	await holder;
+	assert.equal(await cluster.psql('SELECT count(*) FROM postmaster_stalled'), '0', 'nothing committed');
+});
+
 /**
  * Load 40 records in batches of 20 into a new table whose first COMMIT
  * sleeps `seconds` in a deferred trigger; once that COMMIT is under way,
@@ -323,7 +361,8 @@ test('a signal that lands just before the wait for input still stops the loader 
 		// gdb was killed; the loader it left behind would go on waiting
 		try { process.kill(Number(inferior[1]), 'SIGKILL'); } catch { /* gone */ }
 	}
-	assert.match(res.stdout, /^Breakpoint [23], /m, `gdb stopped the loader at its wait\n${describe(res)}`);
+	// ("Thread 1 "loader" hit": the thread that sends a stop's cancel request is running)
+	assert.match(res.stdout, /^(Thread 1 "loader" hit )?Breakpoint [23], /m, `gdb stopped the loader at its wait\n${describe(res)}`);
 	assert.equal(res.timedOut, false, `the loader slept through the signal\n${describe(res)}`);
 	assert.match(res.stdout, /exited with code 0202\]/, `exit 130 (0202 octal)\n${describe(res)}`);
 	assert.match(res.stderr, /^loader: error: interrupted$/m, describe(res));
