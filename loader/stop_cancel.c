@@ -30,13 +30,16 @@ typedef struct canceller
 static int	end_write_fd = -1;
 static int	done_read_fd = -1;
 
+/* The done pipe is closed last: the main thread may exit once it is. */
 static void
 free_canceller(canceller *c)
 {
+	int			done_fd = c->done_fd;
+
 	PQfreeCancel(c->cancel);
 	close(c->end_fd);
-	close(c->done_fd);
 	free(c);
+	close(done_fd);
 }
 
 static void *
