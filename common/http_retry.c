@@ -217,6 +217,12 @@ tp_http_post_setup(CURL *curl, const tp_http_post *post)
 }
 
 bool
+tp_http_is_status_line(const char *line, size_t len)
+{
+	return len >= 5 && memcmp(line, "HTTP/", 5) == 0;
+}
+
+bool
 tp_curl_error_is_dropped_connection(CURLcode rc)
 {
 	switch (rc)

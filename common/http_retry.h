@@ -55,6 +55,13 @@ long		tp_backoff_ms(int attempt_number);
 long		tp_retry_not_before_ms(long retry_after_ms);
 long		tp_retry_wait_left_ms(long not_before_ms);
 
+/*
+ * Whether a header line is a status line ("HTTP/1.1 503 …"): it starts a
+ * response, and the header lines of an interim (1xx) one before it are
+ * not the answer's.
+ */
+bool		tp_http_is_status_line(const char *line, size_t len);
+
 /* 429, 502, 503, 504: the server asks us to come back later. */
 bool		tp_http_status_is_retryable(long status);
 

@@ -125,6 +125,15 @@ on_header(char *data, size_t size, size_t n, void *userdata)
 	size_t		name_len;
 	size_t		value_len;
 
+	if (tp_http_is_status_line(data, len))
+	{
+		/* a 103 Early Hints' Retry-After is not the final answer's */
+		r->retry_after_ms = -1;
+		r->grpc_status = -1;
+		r->grpc_message[0] = '\0';
+		r->grpc_retry_delay_ms = -1;
+		return len;
+	}
 	if (colon == NULL)
 		return len;
 	name_len = colon - data;

@@ -517,7 +517,10 @@ on_header(char *data, size_t size, size_t n, void *userdata)
 	static const char name[] = "retry-after:";
 	char		value[128];
 
-	if (len > sizeof(name) - 1 && len - (sizeof(name) - 1) < sizeof(value) &&
+	/* a 103 Early Hints' Retry-After is not the final answer's */
+	if (tp_http_is_status_line(data, len))
+		a->retry_after_ms = -1;
+	else if (len > sizeof(name) - 1 && len - (sizeof(name) - 1) < sizeof(value) &&
 		strncasecmp(data, name, sizeof(name) - 1) == 0)
 	{
 		memcpy(value, data + sizeof(name) - 1, len - (sizeof(name) - 1));

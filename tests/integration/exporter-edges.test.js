@@ -2,7 +2,8 @@
 // Edges of the traceprof exporter background worker (commit ba9b30c):
 //
 //  1. Retry-After counts only on answers that are retried: a 200 carrying
-//     Retry-After does not hold the next spans back;
+//     Retry-After does not hold the next spans back, nor does an interim
+//     103's before a 503 (1b);
 //  2. a reload (pg_reload_conf) keeps a collector's Retry-After while the
 //     endpoint and protocol stay the same; a new endpoint is tried at once;
 //     the profile uploader keeps more samples than one upload takes in
@@ -147,6 +148,34 @@ test('1. a 200 that carries Retry-After: 600 does not hold back the next spans (
 	assert.ok(next.time > answered.endTime, 'the second span went in a later request');
 	await drained();
 	assert.equal(requestsWith(receiver, first.traceId).length, 1, 'the first span, taken with a 200, is not sent again');
+});
+
+test('1b. a 503 after a 103 Early Hints carrying Retry-After: 600 is retried after the backoff, by the exporter and the uploader', async (t) => {
+	// Old behaviour caught: the interim answer's Retry-After was taken as
+	// the 503's, beyond the budget, so export (and upload) held for 10 minutes.
+	await drained();
+	receiver.enqueue({ status: 503, interim: { 'retry-after': '600' } });
+	const traced = await tracedSelect('after_early_hints');
+	await waitFor('the span sent again after the 503', () => requestsWith(receiver, traced.traceId).length >= 2);
+	const [refused, retried] = requestsWith(receiver, traced.traceId);
+	assert.equal(refused.behaviour.status, 503);
+	assert.ok(retried.time - refused.endTime < 5000, 'within the backoff, not the 103\'s Retry-After');
+
+	const ingest = await startIngest();
+	t.after(async () => {
+		await reconfigure({ 'traceprof.pyroscope_url': null, 'traceprof.upload_interval': null });
+		await ingest.close();
+	});
+	await reconfigure({ 'traceprof.pyroscope_url': ingest.url, 'traceprof.upload_interval': '200' });
+	ingest.enqueue({ status: 503, interim: { 'retry-after': '600' } });
+	const client = await connect(cluster, 'app');
+	try {
+		await client.query(`SET traceprof.traceparent = '${newContext().header}'`);
+		await client.query('SELECT sum(g::numeric * g) FROM generate_series(1, 1500000) AS g');
+	} finally {
+		await client.end();
+	}
+	await ingest.waitFor((requests) => requests.length >= 2, 15000);
 });
 
 test('2. a reload without a change keeps a 429\'s Retry-After (no request for its duration); a new endpoint is tried at once', async (t) => {

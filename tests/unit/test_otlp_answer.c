@@ -121,6 +121,44 @@ TEST(answers_are_classified_as_before)
 	CHECK_STR(err, "http://collector.invalid:4318/v1/traces: HTTP status 413: <h1>413 Request Entity Too Large</h1>");
 }
 
+/*
+ * libcurl hands over an interim answer's header lines too: a 103 Early
+ * Hints' Retry-After held export for ten minutes after the 503 that
+ * followed it, which asked for no delay.
+ */
+TEST(an_interim_answers_retry_after_is_not_the_final_ones)
+{
+	tp_otlp_target target = {.protocol = TP_OTLP_HTTP_PROTOBUF,
+	.url = "http://collector.invalid:4318/v1/traces"};
+	const char *lines[] = {"HTTP/1.1 103 Early Hints\r\n", "Retry-After: 600\r\n", "\r\n",
+	"HTTP/1.1 503 Service Unavailable\r\n", "\r\n"};
+	size_t		lens[5];
+	bool		retry = false;
+	long		retry_after_ms = 0;
+	char		err[1024];
+
+	for (int i = 0; i < 5; i++)
+		lens[i] = strlen(lines[i]);
+	CHECK(tp_otlp_read_answer(&target, 503, lines, lens, 5, NULL, 0,
+							  &retry, &retry_after_ms, err, sizeof(err)) == TP_EXPORT_FAILED);
+	CHECK(retry);
+	CHECK(retry_after_ms == -1);
+
+	/*
+	 * Over gRPC, a 103's grpc-status is not the answer's either: an answer
+	 * without one is no delivery.
+	 */
+	{
+		const char *h2[] = {"HTTP/2 103\r\n", "grpc-status: 0\r\n", "\r\n", "HTTP/2 200\r\n", "\r\n"};
+
+		for (int i = 0; i < 5; i++)
+			lens[i] = strlen(h2[i]);
+		target.protocol = TP_OTLP_GRPC;
+		CHECK(tp_otlp_read_answer(&target, 200, h2, lens, 5, NULL, 0,
+								  &retry, &retry_after_ms, err, sizeof(err)) != TP_EXPORT_OK);
+	}
+}
+
 /* A gRPC answer's status trailer, as the only header line. */
 static tp_export_result
 grpc_answer(const char *status_line, bool *retry, char *err, size_t errlen)
@@ -231,6 +269,7 @@ main(void)
 	RUN(a_partial_success_message_is_one_line);
 	RUN(a_quoted_query_string_is_scrubbed_before_the_cut);
 	RUN(answers_are_classified_as_before);
+	RUN(an_interim_answers_retry_after_is_not_the_final_ones);
 	RUN(a_grpc_status_that_is_no_number_is_internal);
 	RUN(long_header_lines_are_read);
 	RUN(a_negative_rejected_count_is_reported_as_invalid);

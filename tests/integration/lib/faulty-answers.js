@@ -8,6 +8,8 @@
 //   {hang: true}      accept the request, never answer
 //   {trickle: true}   200 with a long body sent one byte a second, never ending
 //   {cutBody: true}   200 whose body stops short of its Content-Length (the connection closes)
+//   {interim: {h: v}} first an interim 103 Early Hints with these header fields, then the
+//                     rest of the behaviour (not a fault by itself)
 
 /**
  * Answer req/res per behaviour b if b is a fault; returns false when it is
@@ -15,6 +17,10 @@
  * responses, server.timers the trickle intervals, so close() can end them.
  */
 function answerFault(server, req, res, b) {
+	if (b.interim) {
+		const fields = Object.entries(b.interim).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+		req.socket.write(`HTTP/1.1 103 Early Hints\r\n${fields}\r\n`);
+	}
 	if (b.destroy) {
 		req.socket.destroy();
 		return true;
