@@ -200,6 +200,14 @@ tp_http_post_setup(CURL *curl, const tp_http_post *post)
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
 					 post->timeout_ms < CONNECT_TIMEOUT_MS ? post->timeout_ms : CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);	/* no SIGALRM in our hosts */
+#if LIBCURL_VERSION_NUM >= 0x075700
+	/*
+	 * A lookup still under way at the timeout or a cancel is left to its
+	 * thread: libcurl otherwise waits for getaddrinfo(), which a DNS server
+	 * that does not answer holds for 10 s and more.
+	 */
+	curl_easy_setopt(curl, CURLOPT_QUICK_EXIT, 1L);
+#endif
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, post->error_buffer);
 	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, post->on_header);
 	curl_easy_setopt(curl, CURLOPT_HEADERDATA, post->userdata);

@@ -646,11 +646,13 @@ rounds_values(unsigned oid, int typmod)
 }
 
 bool
-ld_db_check_columns(ld_db *db, const char *qtable, const char *shown)
+ld_db_check_columns(ld_db *db, const char *qtable, const char *shown, bool *missing)
 {
 	const char *params[1] = {qtable};
 	PGresult   *res;
 	int			n;
+
+	*missing = false;
 
 	/*
 	 * The base type under any domains (a domain may be over another), and
@@ -662,7 +664,7 @@ ld_db_check_columns(ld_db *db, const char *qtable, const char *shown)
 					   "  SELECT a.attname, a.atttypid AS typid, a.atttypmod AS typmod, "
 					   "         format_type(a.atttypid, a.atttypmod) AS shown "
 					   "  FROM pg_attribute a "
-					   "  WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped "
+					   "  WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped "
 					   "  UNION ALL "
 					   "  SELECT c.attname, t.typbasetype, "
 					   "         CASE WHEN c.typmod >= 0 THEN c.typmod ELSE t.typtypmod END, c.shown "
@@ -678,6 +680,7 @@ ld_db_check_columns(ld_db *db, const char *qtable, const char *shown)
 		return false;
 	}
 	n = PQntuples(res);
+	*missing = n == 0;
 	for (size_t c = 0; c < sizeof(expected_columns) / sizeof(expected_columns[0]); c++)
 	{
 		const expected_column *e = &expected_columns[c];
@@ -835,7 +838,9 @@ ld_db_rollback(ld_db *db)
 {
 	char		error[sizeof(db->error)];
 
-	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK)
+	/* A failed COMMIT has ended the transaction: a ROLLBACK would be warned of. */
+	if (db->conn == NULL || PQstatus(db->conn) != CONNECTION_OK ||
+		PQtransactionStatus(db->conn) == PQTRANS_IDLE)
 		return;
 	memcpy(error, db->error, sizeof(error));	/* the failure being reported */
 	PQclear(exec_params(db, "ROLLBACK", 0, NULL));

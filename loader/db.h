@@ -65,9 +65,11 @@ bool		ld_db_create_table(ld_db *db, const char *qtable);
 
 /*
  * Check that the table has the columns the binary tuples fill, with types
- * that accept them (binary COPY does not convert between types).
+ * that accept them (binary COPY does not convert between types).  On
+ * failure, *missing tells a table that does not exist (or has no column
+ * at all) from one that does not fit.
  */
-bool		ld_db_check_columns(ld_db *db, const char *qtable, const char *shown);
+bool		ld_db_check_columns(ld_db *db, const char *qtable, const char *shown, bool *missing);
 
 /* Send COPY ... FROM STDIN (FORMAT binary); the server awaits data. */
 bool		ld_db_copy_start(ld_db *db, const char *qtable);

@@ -178,21 +178,41 @@ input_failure(loader *ld, tp_span *span)
 	return fail(ld, input_error_code(ld), span, "%s", ld->in.message);
 }
 
+/*
+ * Whether an error the server raised at a record of the COPY is about that
+ * record: not a cancel, a timeout or a shutdown (57), the connection (08),
+ * resources (53), a deadlock or serialization failure (40), a lock not
+ * available (55), a system or internal error (58, XX), which come at
+ * whatever record the COPY had reached.
+ */
+static bool
+blames_the_record(const char *sqlstate)
+{
+	static const char *const not_the_records[] = {"57", "08", "53", "40", "55", "58", "XX"};
+
+	for (size_t i = 0; i < sizeof(not_the_records) / sizeof(not_the_records[0]); i++)
+		if (strncmp(sqlstate, not_the_records[i], 2) == 0)
+			return false;
+	return true;
+}
+
 /* The server refused the COPY data (or the connection broke). */
 static int
 copy_failure(loader *ld)
 {
 	tp_span    *span = ld->copy_span;
-	uint64_t	batch_start = ld->rows_committed;	/* records before this batch */
+	uint64_t	record = ld->rows_committed + ld->db.error_row;	/* in the whole file */
 
 	ld->copy_span = NULL;
 	ld_db_rollback(&ld->db);
-	if (ld->db.error_row > 0)
-		return fail(ld, LD_EXIT_DATABASE, span, "%s: record %llu: rejected by the server: %s",
-					ld->opt.file, (unsigned long long) (batch_start + ld->db.error_row),
-					ld->db.error);
-	return fail(ld, LD_EXIT_DATABASE, span, "COPY into %s failed: %s",
-				ld->opt.table, ld->db.error);
+	if (ld->db.error_row == 0)
+		return fail(ld, LD_EXIT_DATABASE, span, "COPY into %s failed: %s",
+					ld->opt.table, ld->db.error);
+	if (!blames_the_record(ld->db.error_sqlstate))
+		return fail(ld, LD_EXIT_DATABASE, span, "COPY into %s failed at record %llu: %s",
+					ld->opt.table, (unsigned long long) record, ld->db.error);
+	return fail(ld, LD_EXIT_DATABASE, span, "%s: record %llu: rejected by the server: %s",
+				ld->opt.file, (unsigned long long) record, ld->db.error);
 }
 
 /*
@@ -267,14 +287,28 @@ begin_batch(loader *ld)
 	}
 	if (ld->batch_no == 1)
 	{
-		if (!ld_db_create_table(&ld->db, ld->opt.qtable))
+		bool		missing;
+		bool		fits;
+
+		/*
+		 * Created only when missing: a role may load into a table of a
+		 * schema it cannot create in, and CREATE TABLE IF NOT EXISTS checks
+		 * that right first.  Checked again once made, by us or meanwhile
+		 * by another session.
+		 */
+		fits = ld_db_check_columns(&ld->db, ld->opt.qtable, ld->opt.table, &missing);
+		if (!fits && missing)
 		{
-			ld_db_rollback(&ld->db);
-			ld->copy_span = NULL;
-			return fail(ld, LD_EXIT_DATABASE, span, "cannot create table %s: %s",
-						ld->opt.table, ld->db.error);
+			if (!ld_db_create_table(&ld->db, ld->opt.qtable))
+			{
+				ld_db_rollback(&ld->db);
+				ld->copy_span = NULL;
+				return fail(ld, LD_EXIT_DATABASE, span, "cannot create table %s: %s",
+							ld->opt.table, ld->db.error);
+			}
+			fits = ld_db_check_columns(&ld->db, ld->opt.qtable, ld->opt.table, &missing);
 		}
-		if (!ld_db_check_columns(&ld->db, ld->opt.qtable, ld->opt.table))
+		if (!fits)
 		{
 			ld_db_rollback(&ld->db);
 			ld->copy_span = NULL;

@@ -17,7 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * More secret values than this (libpq takes the last of repeated keys)
+ * and the whole connection string counts as secret.
+ */
 #define MAX_SPANS 16
+#define TOO_MANY_SPANS (MAX_SPANS + 1)
 
 /* Shorter common runs with a secret are not taken to reveal it. */
 #define MIN_REVEALING_RUN 4
@@ -31,12 +36,16 @@ typedef struct span
 static void
 add_span(span *spans, int *n, size_t start, size_t end)
 {
-	if (*n < MAX_SPANS && end > start)
+	if (end <= start || *n == TOO_MANY_SPANS)
+		return;
+	if (*n == MAX_SPANS)
 	{
-		spans[*n].start = start;
-		spans[*n].end = end;
-		(*n)++;
+		*n = TOO_MANY_SPANS;
+		return;
 	}
+	spans[*n].start = start;
+	spans[*n].end = end;
+	(*n)++;
 }
 
 /* Sort by start and merge overlapping spans, so masking copies in order. */
@@ -212,7 +221,9 @@ nested_uri_secrets(const char *s, const char *value, const char *end, span *span
 		return;
 	}
 	k = uri_secrets(copy, copy + prefix, inner);
-	for (int i = 0; i < k; i++)
+	if (k == TOO_MANY_SPANS)
+		*n = TOO_MANY_SPANS;
+	for (int i = 0; i < k && k != TOO_MANY_SPANS; i++)
 		add_span(spans, n, (size_t) (value - s) + inner[i].start, (size_t) (value - s) + inner[i].end);
 	free(copy);
 }
@@ -284,7 +295,7 @@ find_secrets(const char *s, span *spans)
 		n = uri_secrets(s, s + prefix, spans);
 	else
 		n = keyword_secrets(s, spans);
-	return merge_spans(spans, n);
+	return n == TOO_MANY_SPANS ? -1 : merge_spans(spans, n);
 }
 
 void
@@ -297,6 +308,11 @@ ld_mask_conninfo(const char *conninfo, char *out, size_t outlen)
 
 	if (outlen == 0)
 		return;
+	if (n < 0)
+	{
+		snprintf(out, outlen, "(a connection string of more than %d secret values)", MAX_SPANS);
+		return;
+	}
 	for (int i = 0; i <= n; i++)
 	{
 		size_t		stop = i < n ? spans[i].start : strlen(conninfo);
@@ -344,6 +360,8 @@ ld_conninfo_reveals(const char *conninfo, const char *text)
 	span		spans[MAX_SPANS];
 	int			n = find_secrets(conninfo, spans);
 
+	if (n < 0)
+		return true;
 	for (int i = 0; i < n; i++)
 		if (shows_secret(text, strlen(text), conninfo + spans[i].start,
 						 spans[i].end - spans[i].start))
@@ -445,6 +463,12 @@ ld_scrub_message(const char *conninfo, char *msg, size_t msgsize)
 
 	if (n == 0)
 		return;
+	if (n < 0)
+	{
+		snprintf(msg, msgsize, "(message not shown: the connection string has more than %d secret values)",
+				 MAX_SPANS);
+		return;
+	}
 	masked = malloc(size);
 	if (masked != NULL)
 	{

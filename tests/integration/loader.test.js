@@ -337,6 +337,69 @@ test('an existing table whose columns cannot take the records unchanged is refus
 	}
 });
 
+test('a role that may only INSERT into an existing table (no CREATE on its schema) loads into it', async () => {
+	// CREATE TABLE IF NOT EXISTS checks the schema's CREATE right before it
+	// looks for the table: the loader failed with "permission denied for
+	// schema public" for a role psql's COPY served.
+	await cluster.psql(`CREATE ROLE inserter LOGIN PASSWORD 'ins-secret';
+		CREATE TABLE insert_only (id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
+			amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
+			tags text[] NOT NULL, attributes jsonb NOT NULL);
+		GRANT SELECT, INSERT ON insert_only TO inserter;`);
+	assert.equal(await cluster.psql("SELECT has_schema_privilege('inserter', 'public', 'CREATE')"), 'f');
+	const file = path.join(dir, 'insert-only.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	const res = await load([cluster.url('inserter', 'ins-secret'), file, '--table', 'insert_only']);
+	assert.equal(res.code, 0, describe(res));
+	assert.equal(await cluster.psql('SELECT count(*) FROM insert_only'), String(GOOD.length));
+	// A table it would have to create is refused by the server, as before.
+	const refused = await load([cluster.url('inserter', 'ins-secret'), file, '--table', 'not_made']);
+	assert.equal(refused.code, 4, describe(refused));
+	assert.match(refused.stderr, /^loader: error: cannot create table not_made: permission denied for schema public/m, describe(refused));
+});
+
+test('a COPY cancelled or timed out at some record: the message blames the COPY, not the record', async () => {
+	// copy_failure() blamed the record the COPY had reached whatever the
+	// error: "record 3: rejected by the server: canceling statement due
+	// to statement timeout" sent the user to a record that was fine.
+	await cluster.psql(`CREATE TABLE slow_rows (id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
+			amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
+			tags text[] NOT NULL, attributes jsonb NOT NULL);
+		ALTER TABLE slow_rows OWNER TO app;
+		CREATE FUNCTION slow_rows_wait() RETURNS trigger LANGUAGE plpgsql AS
+			$$ BEGIN IF NEW.id = ${JSON.parse(GOOD[2]).id} THEN PERFORM pg_sleep(5); END IF; RETURN NEW; END $$;
+		CREATE TRIGGER slow_rows_wait BEFORE INSERT ON slow_rows FOR EACH ROW EXECUTE FUNCTION slow_rows_wait();`);
+	const file = path.join(dir, 'slow-rows.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	const url = `${cluster.url()}&options=${encodeURIComponent('-c statement_timeout=500')}`;
+	const res = await load([url, file, '--table', 'slow_rows']);
+	assert.equal(res.code, 4, describe(res));
+	assert.match(res.stderr, /^loader: error: COPY into slow_rows failed at record 3: canceling statement due to statement timeout/m,
+		describe(res));
+	assert.doesNotMatch(res.stderr, /rejected/, describe(res));
+	assert.equal(await cluster.psql('SELECT count(*) FROM slow_rows'), '0');
+});
+
+test('COMMIT refused by a deferred constraint: one error, no warning about a ROLLBACK with no transaction', async () => {
+	// The loader sent ROLLBACK after the failed COMMIT had ended the
+	// transaction, and printed the server's "there is no transaction in progress".
+	await cluster.psql(`CREATE TABLE refused_commit (id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
+			amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
+			tags text[] NOT NULL, attributes jsonb NOT NULL);
+		ALTER TABLE refused_commit OWNER TO app;
+		CREATE FUNCTION refused_commit_check() RETURNS trigger LANGUAGE plpgsql AS
+			$$ BEGIN RAISE EXCEPTION 'record % refused at commit', NEW.id; END $$;
+		CREATE CONSTRAINT TRIGGER refused_commit_check AFTER INSERT ON refused_commit DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW WHEN (NEW.id = ${JSON.parse(GOOD[1]).id}) EXECUTE FUNCTION refused_commit_check();`);
+	const file = path.join(dir, 'refused-commit.json');
+	fs.writeFileSync(file, serialize(GOOD));
+	const res = await load([cluster.url(), file, '--table', 'refused_commit']);
+	assert.equal(res.code, 4, describe(res));
+	assert.match(res.stderr, /^loader: error: COMMIT failed: record \d+ refused at commit/m, describe(res));
+	assert.doesNotMatch(res.stderr, /warning/, describe(res));
+	assert.equal(await cluster.psql('SELECT count(*) FROM refused_commit'), '0');
+});
+
 test('wrong password: exit 4, says so, never prints the password', async () => {
 	const password = 'Wr0ng-Passw0rd-7f3a';
 	const file = path.join(dir, 'pw.json');

@@ -1,6 +1,7 @@
 /*
  * test_url_mask.c - passwords never reach the loader's messages.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "unit.h"
@@ -23,6 +24,30 @@ scrub(const char *conninfo, const char *msg)
 	strcpy(out, msg);
 	ld_scrub_message(conninfo, out, sizeof(out));
 	return out;
+}
+
+/*
+ * Past 16 secret pieces, libpq still takes the last password: it was
+ * shown.  Now such a string counts as secret whole.
+ */
+TEST(many_passwords_hide_the_last_too)
+{
+	char		conninfo[1024] = "host=h dbname=db";
+	char		msg[512] = "password authentication failed: REALSECRET99";
+
+	for (int i = 1; i <= 20; i++)
+		snprintf(conninfo + strlen(conninfo), sizeof(conninfo) - strlen(conninfo), " password=decoy%d", i);
+	strcat(conninfo, " password=REALSECRET99 sslmode=disable");
+	CHECK_STR(mask(conninfo), "(a connection string of more than 16 secret values)");
+	CHECK(strstr(scrub(conninfo, msg), "REALSECRET99") == NULL);
+	CHECK(ld_conninfo_reveals(conninfo, "h"));
+	/* 16 are masked one by one */
+	strcpy(conninfo, "host=h");
+	for (int i = 1; i <= 16; i++)
+		snprintf(conninfo + strlen(conninfo), sizeof(conninfo) - strlen(conninfo), " password=p%d", i);
+	CHECK(strncmp(mask(conninfo), "host=h password=*** password=***", 32) == 0);
+	CHECK(strstr(mask(conninfo), "p16") == NULL);
+	CHECK(!ld_conninfo_reveals(conninfo, "h"));
 }
 
 TEST(uri_forms)
@@ -146,6 +171,7 @@ int
 main(void)
 {
 	RUN(uri_forms);
+	RUN(many_passwords_hide_the_last_too);
 	RUN(keyword_forms);
 	RUN(uri_inside_a_keyword_value);
 	RUN(scrubbing);
