@@ -28,6 +28,7 @@
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
@@ -661,6 +662,31 @@ remove_all(HTAB *table)
 		hash_search(table, entry, HASH_REMOVE, NULL);
 }
 
+static tp_symbols *
+load_symbols(void)
+{
+	elog(DEBUG1, "traceprof: reading the symbols of process %d", MyProcPid);
+	return tp_symbols_load();
+}
+
+/*
+ * The postmaster's symbols, with the tables of the server, the C library
+ * and this library parsed (a lookup parses its module), for backends and
+ * workers to inherit.
+ */
+static void
+preload_symbols(void)
+{
+	const uintptr_t in_modules[] = {
+		(uintptr_t) PostgresMain, (uintptr_t) malloc, (uintptr_t) preload_symbols,
+	};
+	tp_symbol	symbol;
+
+	symbols = load_symbols();
+	for (size_t i = 0; i < lengthof(in_modules); i++)
+		(void) tp_symbols_lookup(symbols, in_modules[i], false, &symbol);
+}
+
 /* Move the sampler's samples, named, into the sample store. */
 static void
 store_samples(void)
@@ -672,11 +698,12 @@ store_samples(void)
 	tp_sampler_get_stats(&stats);
 	if (stats.waiting == 0 && stats.dropped == dropped_reported)
 		return;
-	if (symbols == NULL)
+	if (pc_cache == NULL)
 	{
 		HASHCTL		info;
 
-		symbols = tp_symbols_load();
+		if (symbols == NULL)	/* not inherited: loaded after the postmaster started */
+			symbols = load_symbols();
 		memset(&info, 0, sizeof(info));
 		info.keysize = offsetof(PcEntry, name_id);
 		info.entrysize = sizeof(PcEntry);
@@ -737,11 +764,19 @@ profiler_shmem_startup(void)
 
 	/*
 	 * In the postmaster, every preload library loaded: what a backend's
-	 * sampler must read of the process (~0.7 ms), read once here and
-	 * inherited by fork, not in each backend's first traced statement.
+	 * sampler must read of the process (~0.7 ms), and the symbols of the
+	 * modules nearly every sample lands in (~50 ms), read once here and
+	 * inherited by fork.  Not in each backend's first sampled statement,
+	 * nor at the end of every parallel worker that took a sample, where
+	 * the leader, and its query, waited for them.  Modules loaded later
+	 * (PL/Perl, LLVM) are read by each process that samples in them.
 	 */
 	if (!IsUnderPostmaster)
+	{
 		tp_sampler_prepare();
+		if (symbols == NULL)
+			preload_symbols();
+	}
 	if (found)
 		return;
 	for (int i = 0; i < leader_entry_count(); i++)
