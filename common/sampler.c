@@ -508,11 +508,38 @@ tp_sampler_wake(void)
 		arm_if_disarmed();
 }
 
+/*
+ * Our signal blocked by code the host ran (a PL/Perl function's
+ * sigprocmask) and left so: the timer's expiries pile up as overruns of one
+ * pending signal, which would weigh them all in whatever span is labelled
+ * when the mask is lifted, and until then nothing is sampled.  They are
+ * counted as lost, and the signal unblocked.
+ */
+static void
+unblock_our_signal(void)
+{
+	sigset_t	mask;
+	sigset_t	ours;
+	siginfo_t	info;
+	const struct timespec now = {0, 0};
+
+	if (pthread_sigmask(SIG_SETMASK, NULL, &mask) != 0 || !sigismember(&mask, TP_SAMPLER_SIGNAL))
+		return;
+	sigemptyset(&ours);
+	sigaddset(&ours, TP_SAMPLER_SIGNAL);
+	if (sigtimedwait(&ours, &info, &now) == TP_SAMPLER_SIGNAL)
+		atomic_fetch_add_explicit(&stat_dropped, 1 + (info.si_overrun > 0 ? (unsigned long) info.si_overrun : 0),
+								  memory_order_relaxed);
+	pthread_sigmask(SIG_UNBLOCK, &ours, NULL);
+}
+
 void
 tp_sampler_keep_handler(void)
 {
 	struct sigaction now;
 
+	if (handler_installed)
+		unblock_our_signal();
 	if (!handler_installed || sigaction(TP_SAMPLER_SIGNAL, NULL, &now) != 0 ||
 		((now.sa_flags & SA_SIGINFO) != 0 && now.sa_sigaction == sample_handler))
 		return;

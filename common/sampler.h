@@ -122,8 +122,9 @@ void		tp_sampler_resume(void);
 void		tp_sampler_wake(void);
 
 /*
- * Put our signal handler back if code in the process replaced it (a
- * system call: call it now and then, not at every statement).
+ * Put our signal handler back if code in the process replaced it, and
+ * unblock our signal if it blocked it, counting what it held back as
+ * dropped (system calls: call it now and then, not at every statement).
  */
 void		tp_sampler_keep_handler(void);
 

@@ -107,6 +107,11 @@ static int	started_capacity;
 static uint64 dropped_reported;	/* periods lost to sampler ring overflows, counted */
 static tp_symbols *symbols;
 static HTAB *pc_cache;
+/*
+ * Addresses named, kept until this many (~3 MB): a backend sampled for
+ * long in an interpreter (PL/Perl) meets ever more of its addresses.
+ */
+#define PC_CACHE_MAX_ENTRIES 65536
 static uint64 pc_cache_generation;	/* executor_names generation it reflects */
 static tp_jit_code *jit_code;	/* created when a frame is in no module */
 
@@ -722,11 +727,13 @@ store_samples(void)
 	if (symbols != NULL)
 		resolve_call_paths();
 	/*
-	 * Names learned from plans since, modules changed, or JIT code loaded
-	 * (maybe where other JIT code was): forget the frames named before.
+	 * Names learned from plans since, modules changed, JIT code loaded
+	 * (maybe where other JIT code was), or too many: forget the frames
+	 * named before.
 	 */
 	if (pc_cache != NULL && (refresh_jit_code() || symbols_changed ||
-							 pc_cache_generation != executor_names_generation()))
+							 pc_cache_generation != executor_names_generation() ||
+							 hash_get_num_entries(pc_cache) > PC_CACHE_MAX_ENTRIES))
 	{
 		remove_all(pc_cache);
 		pc_cache_generation = executor_names_generation();

@@ -804,6 +804,46 @@ TEST(our_signal_reset_to_default_ends_nothing)
 }
 
 /*
+ * Our signal blocked by the host's code (PL/Perl's sigprocmask) and left
+ * so: the periods it held back were delivered as one sample weighing them
+ * all, in whatever span was labelled when the mask was lifted.  Now
+ * tp_sampler_keep_handler() counts them as dropped and unblocks it.
+ */
+TEST(our_signal_left_blocked_is_unblocked_its_periods_dropped)
+{
+	tp_sampler_stats before;
+	tp_sampler_stats after;
+	sigset_t	ours;
+	sigset_t	mask;
+	collected	c = {0};
+	uint32_t	heaviest = 0;
+
+	sigemptyset(&ours);
+	sigaddset(&ours, TP_SAMPLER_SIGNAL);
+	CHECK(start(250, TP_SAMPLER_CPU, 256));
+	pthread_sigmask(SIG_BLOCK, &ours, NULL);
+	tp_sampler_get_stats(&before);
+	chain_1(0.2);				/* ~50 periods, held back */
+	tp_sampler_keep_handler();
+	pthread_sigmask(SIG_SETMASK, NULL, &mask);
+	CHECK(!sigismember(&mask, TP_SAMPLER_SIGNAL));
+	chain_1(0.1);
+	tp_sampler_pause();
+	tp_sampler_get_stats(&after);
+	tp_sampler_drain(collect, &c);
+	for (size_t i = 0; i < c.count; i++)
+		heaviest = c.items[i].weight > heaviest ? c.items[i].weight : heaviest;
+	printf("  blocked for ~50 periods: dropped %llu, then %llu samples, the heaviest weighing %u\n",
+		   (unsigned long long) (after.dropped - before.dropped),
+		   (unsigned long long) (after.samples - before.samples), heaviest);
+	CHECK(after.dropped - before.dropped >= 25);
+	CHECK(after.samples - before.samples >= 10);
+	CHECK(heaviest <= 3);
+	tp_sampler_stop();
+	collected_free(&c);
+}
+
+/*
  * An idle host (a session waiting for its client) stops the wall timer at
  * its first expiry: no signal wakes it again until tp_sampler_wake().
  * Before, an idle session with profile = all got 250 signals a second.
@@ -1703,6 +1743,7 @@ main(void)
 	RUN(stop_restores_the_previous_handler);
 	RUN(sigprof_is_left_to_others);
 	RUN(our_signal_reset_to_default_ends_nothing);
+	RUN_RETRY(our_signal_left_blocked_is_unblocked_its_periods_dropped, 3);
 	RUN_RETRY(an_idle_host_stops_the_wall_timer, 3);
 	RUN_RETRY(an_idle_host_leaves_the_cpu_timer_running, 3);
 	RUN_RETRY(interrupted_syscalls_restart, 3);
