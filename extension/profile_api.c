@@ -105,25 +105,31 @@ echo_arg(text *arg)
 	return psprintf("\"%.*s...\" (%d bytes)", bytes, data, len);
 }
 
-static void
-parse_filter(FunctionCallInfo fcinfo, int span_arg, SampleFilter *filter)
+void
+trace_id_arg(FunctionCallInfo fcinfo, int argno, uint8 *trace_id)
 {
 	text	   *trace;
 
-	if (PG_ARGISNULL(0))
+	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("trace_id must not be NULL"),
 				 errhint("A trace_id is 32 lowercase hex digits, as traceprof.spans shows it.")));
-	trace = PG_GETARG_TEXT_PP(0);
-	memset(filter, 0, sizeof(*filter));
+	trace = PG_GETARG_TEXT_PP(argno);
 	if (VARSIZE_ANY_EXHDR(trace) != TP_TRACE_ID_HEX ||
-		!tp_hex_decode(VARDATA_ANY(trace), filter->trace_id, TP_TRACE_ID_BYTES) ||
-		tp_id_is_zero(filter->trace_id, TP_TRACE_ID_BYTES))
+		!tp_hex_decode(VARDATA_ANY(trace), trace_id, TP_TRACE_ID_BYTES) ||
+		tp_id_is_zero(trace_id, TP_TRACE_ID_BYTES))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid trace_id %s", echo_arg(trace)),
 				 errhint("A trace_id is 32 lowercase hex digits, not all zero.")));
+}
+
+static void
+parse_filter(FunctionCallInfo fcinfo, int span_arg, SampleFilter *filter)
+{
+	memset(filter, 0, sizeof(*filter));
+	trace_id_arg(fcinfo, 0, filter->trace_id);
 	if (!PG_ARGISNULL(span_arg))
 	{
 		text	   *span = PG_GETARG_TEXT_PP(span_arg);

@@ -256,6 +256,7 @@ span_store_count_unmade(void)
 
 typedef struct SpanVisit
 {
+	const uint8 *trace_id;		/* only this trace's spans; NULL: all */
 	SpanVisitor visit;
 	void	   *arg;
 	TraceprofSpan *span;		/* unpacked here */
@@ -273,9 +274,15 @@ static bool
 visit_span(const void *record, Size len, uint64 next, void *arg)
 {
 	SpanVisit  *v = arg;
-	MemoryContext caller = MemoryContextSwitchTo(v->per_span);
+	MemoryContext caller;
 	bool		more = true;
 
+	/* A packed span begins with its trace id: another trace's is not unpacked. */
+	StaticAssertStmt(offsetof(TraceprofSpan, trace_id) == 0, "a packed span begins with its trace id");
+	if (v->trace_id != NULL &&
+		(len < TP_TRACE_ID_BYTES || memcmp(record, v->trace_id, TP_TRACE_ID_BYTES) != 0))
+		return true;
+	caller = MemoryContextSwitchTo(v->per_span);
 	if (span_unpack(record, len, v->span, GetDatabaseEncoding()))
 		more = v->visit(v->span, v->arg);
 	MemoryContextSwitchTo(caller);
@@ -284,9 +291,9 @@ visit_span(const void *record, Size len, uint64 next, void *arg)
 }
 
 void
-span_store_scan_retained(SpanVisitor visit, void *arg)
+span_store_scan_retained(const uint8 *trace_id, SpanVisitor visit, void *arg)
 {
-	SpanVisit	v = {visit, arg, palloc(TraceprofSpanSize()), NULL};
+	SpanVisit	v = {trace_id, visit, arg, palloc(TraceprofSpanSize()), NULL};
 	void	   *buf = palloc(TraceprofSpanSize());
 
 	v.per_span = AllocSetContextCreate(CurrentMemoryContext, "traceprof span",

@@ -184,19 +184,29 @@ emit_span_row(const TraceprofSpan *r, void *arg)
 	return true;
 }
 
+/*
+ * traceprof.spans_internal() (the view traceprof.spans), and
+ * traceprof.trace_spans(trace_id): one trace's spans, found by the id a
+ * packed span begins with, so that the others are not unpacked (their
+ * texts normalized and converted) only for a WHERE to drop their rows.
+ */
 Datum
 traceprof_spans(PG_FUNCTION_ARGS)
 {
 	SpanScan	state;
+	uint8		trace_id[TP_TRACE_ID_BYTES];
+	bool		one_trace = PG_NARGS() > 0;
 
 	require_loaded();
+	if (one_trace)
+		trace_id_arg(fcinfo, 0, trace_id);
 	InitMaterializedSRF(fcinfo, 0);
 	state.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	require_result_columns(state.rsinfo->setDesc, SPANS_COLUMNS, "spans_internal");
 	state.userid = GetUserId();
 	state.see_all = superuser() || has_privs_of_role(state.userid, ROLE_PG_READ_ALL_STATS);
 	state.see_settings = superuser() || has_privs_of_role(state.userid, ROLE_PG_READ_ALL_SETTINGS);
-	span_store_scan_retained(emit_span_row, &state);
+	span_store_scan_retained(one_trace ? trace_id : NULL, emit_span_row, &state);
 	return (Datum) 0;
 }
 

@@ -221,7 +221,8 @@ extern void span_pack(const TraceprofSpan *span, TraceprofSpan *out);
 extern bool span_unpack_texts(const char *in, Size len, TraceprofSpan *out);
 extern void span_store_count_malformed(void);
 extern void span_store_count_unmade(void);
-extern void span_store_scan_retained(SpanVisitor visit, void *arg);
+/* The retained spans, oldest first; those of trace_id only, unless it is NULL. */
+extern void span_store_scan_retained(const uint8 *trace_id, SpanVisitor visit, void *arg);
 /* Up to max spans not yet exported, into spans (TraceprofSpanSize() bytes each). */
 extern uint64 span_store_read_unexported(char *spans, uint64 *ends, int max, int *count);
 extern void span_store_mark_exported(uint64 upto, int count);
@@ -244,6 +245,9 @@ extern void span_encoding_prepare(void);
 
 /* sql_api.c: the views' functions */
 extern void require_result_columns(TupleDesc desc, int columns, const char *function);
+
+/* profile_api.c: argument argno as a trace id, or an ERROR naming it (NULL too) */
+extern void trace_id_arg(FunctionCallInfo fcinfo, int argno, uint8 *trace_id);
 
 /* statement_spans.c: hooks that open and close spans */
 extern void statement_spans_install_hooks(void);

@@ -87,11 +87,11 @@ PSQL_DB=app psql_app -c "SELECT count(*) AS rows, sum(amount) AS total_amount, m
 step "trace $trace: client spans and the server spans under them"
 node "$root/scripts/demo/span-tree.js" "$out/spans.jsonl" "$trace" | tee "$out/trace.txt"
 
-step "the same server spans, read from SQL (traceprof.spans)"
+step "the same server spans, read from SQL (traceprof.trace_spans)"
 PSQL_DB=app psql_app -c "SELECT name, kind, round(duration_ms::numeric, 2) AS ms, round(cpu_time_ms::numeric, 2) AS cpu_ms,
        attributes->>'db.response.returned_rows' AS rows, attributes->>'traceprof.rows_affected' AS rows_written,
        attributes->>'traceprof.wal_bytes' AS wal_bytes
-  FROM traceprof.spans WHERE trace_id = '$trace' ORDER BY start_time"
+  FROM traceprof.trace_spans('$trace') ORDER BY start_time"
 PSQL_DB=app psql_app -c "SELECT spans_created, spans_exported, spans_dropped, export_failures, samples_stored, samples_exported, upload_failures FROM traceprof.stats"
 
 step "where PostgreSQL spent the CPU of trace $trace (traceprof.profile_top)"

@@ -54,6 +54,32 @@ CREATE VIEW traceprof.spans AS SELECT * FROM traceprof.spans_internal();
 COMMENT ON VIEW traceprof.spans IS
     'Finished spans of traced statements (the last traceprof.max_spans)';
 
+CREATE FUNCTION traceprof.trace_spans(
+    trace_id text,
+    OUT trace_id text,
+    OUT span_id text,
+    OUT parent_span_id text,
+    OUT trace_state text,
+    OUT name text,
+    OUT kind text,
+    OUT start_time timestamptz,
+    OUT end_time timestamptz,
+    OUT duration_ms float8,
+    OUT cpu_time_ms float8,
+    OUT status text,
+    OUT status_message text,
+    OUT backend_pid int4,
+    OUT username text,
+    OUT dbname text,
+    OUT query text,
+    OUT attributes jsonb)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'traceprof_spans'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION traceprof.trace_spans(text) IS
+    'The rows of traceprof.spans of one trace, oldest first, without reading the other traces'' spans';
+
 CREATE FUNCTION traceprof.stats_internal(
     OUT spans_created int8,
     OUT spans_dropped int8,
@@ -142,7 +168,7 @@ COMMENT ON FUNCTION traceprof.reset() IS
 -- By name, not left to the default: a database whose default privileges
 -- keep EXECUTE from PUBLIC would lock every other role out of the views.
 REVOKE ALL ON FUNCTION traceprof.reset() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION traceprof.spans_internal(), traceprof.stats_internal(),
+GRANT EXECUTE ON FUNCTION traceprof.spans_internal(), traceprof.trace_spans(text), traceprof.stats_internal(),
     traceprof.profile(text, text), traceprof.profile_top(text, int, text),
     traceprof.flamegraph(text, text), traceprof.flamegraph_diff(text, text) TO PUBLIC;
 GRANT USAGE ON SCHEMA traceprof TO PUBLIC;

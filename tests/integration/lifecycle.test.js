@@ -33,6 +33,7 @@ const MEMBERS = [
 	'function traceprof.reset()',
 	'function traceprof.spans_internal()',
 	'function traceprof.stats_internal()',
+	'function traceprof.trace_spans(text)',
 	'schema traceprof',
 	'view traceprof.spans',
 	'view traceprof.stats',

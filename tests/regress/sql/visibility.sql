@@ -47,9 +47,24 @@ SET traceprof.traceparent = '';
 SET ROLE traceprof_bob;
 SELECT username = session_user AS login_role, name, query, status_message
   FROM traceprof.spans WHERE trace_id = '5bf92f3577b34da6a3ce929d0e0e4736' ORDER BY start_time;
+-- traceprof.trace_spans(trace_id): the view's rows of that trace, by the same rules
+SELECT name, query, status_message FROM traceprof.trace_spans('5bf92f3577b34da6a3ce929d0e0e4736');
+SELECT count(*) AS rows_not_in_both FROM (
+  (SELECT * FROM traceprof.spans WHERE trace_id = '5bf92f3577b34da6a3ce929d0e0e4736'
+   EXCEPT ALL SELECT * FROM traceprof.trace_spans('5bf92f3577b34da6a3ce929d0e0e4736'))
+  UNION ALL
+  (SELECT * FROM traceprof.trace_spans('5bf92f3577b34da6a3ce929d0e0e4736')
+   EXCEPT ALL SELECT * FROM traceprof.spans WHERE trace_id = '5bf92f3577b34da6a3ce929d0e0e4736')) d;
 RESET ROLE;
 SELECT username = session_user AS login_role, name, query, status_message
   FROM traceprof.spans WHERE trace_id = '5bf92f3577b34da6a3ce929d0e0e4736' ORDER BY start_time;
+SELECT name, query, status_message FROM traceprof.trace_spans('5bf92f3577b34da6a3ce929d0e0e4736');
+SELECT count(*) AS spans_of_all_traces, count(*) FILTER (WHERE trace_id = '5bf92f3577b34da6a3ce929d0e0e4736') AS of_this_one
+  FROM traceprof.spans;
+SELECT count(*) AS of_a_trace_without_spans FROM traceprof.trace_spans('00000000000000000000000000000001');
+SELECT * FROM traceprof.trace_spans('5BF92F3577B34DA6A3CE929D0E0E4736X');
+SELECT * FROM traceprof.trace_spans('00000000000000000000000000000000');
+SELECT * FROM traceprof.trace_spans(NULL);
 DROP TABLE traceprof_fk, traceprof_pk;
 
 RESET compute_query_id;
