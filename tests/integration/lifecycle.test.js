@@ -378,7 +378,7 @@ describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 		const rows = (await appAdmin.query(
 			"SELECT p.oid::regprocedure::text AS f, has_function_privilege('public', p.oid, 'EXECUTE') AS public_may " +
 			"FROM pg_proc p WHERE p.pronamespace = 'traceprof'::regnamespace ORDER BY 1")).rows;
-		assert.equal(rows.length, 7);
+		assert.equal(rows.length, 8);
 		for (const r of rows)
 			assert.equal(r.public_may, r.f !== 'traceprof.reset()', `${r.f}: PUBLIC may execute: ${r.public_may}`);
 		// Counted from here: created after CREATE EXTENSION.
@@ -393,6 +393,8 @@ describe('lifecycle (a preloaded cluster, and one without the preload)', () => {
 				[ctx.traceId])).rows;
 			assert.deepEqual(seen, [{ username: 'lc_late', query: 'SELECT $1 AS late_marker' },
 				{ username: 'app', query: '<insufficient privilege>' }]);
+			assert.deepEqual((await late.query("SELECT username, query FROM traceprof.trace_spans($1) WHERE kind = 'server' ORDER BY start_time",
+				[ctx.traceId])).rows, seen, 'trace_spans() shows what the view shows');
 			await assertRejectsWith(late.query('SELECT traceprof.reset()'), '42501', /permission denied for function reset/);
 			await late.query('SELECT * FROM traceprof.stats');
 			await late.query('SELECT * FROM traceprof.profile_top($1)', [ctx.traceId]);
