@@ -13,7 +13,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 
-const { newContext, startTraced, connect } = require('./lib/traced');
+const { newContext, startTraced, connect, traced } = require('./lib/traced');
 
 const PERL_WORK = `CREATE FUNCTION perl_work(n int, k int) RETURNS bigint LANGUAGE plperl AS $$
 	my ($n, $k) = @_; my %h; my $s = 0;
@@ -55,4 +55,29 @@ test('a backend sampled at 250 Hz in PL/Perl for 600 calls: its memory stops gro
 		"SELECT count(*)::int AS n FROM traceprof.profile($1) WHERE stack LIKE '%Perl\\_%' ESCAPE '\\'", [ctx.traceId])).rows[0].n;
 	assert.ok(perlFrames > 0, 'stacks through libperl\'s functions');
 	assert.ok(Math.min(...grown) <= 64, `VmData grew by ${grown[0]} kB and ${grown[1]} kB over two runs of 300 profiled calls`);
+});
+
+test('a PL/Perl function waiting in SQL it runs through SPI: its wall-mode samples reach main through libperl', async (t) => {
+	// Server -> plperl.so -> libperl (no frame pointers) -> plperl.so ->
+	// SPI -> ... -> epoll_wait: only libunwind follows the chain through
+	// libperl.  A build that handed the walk to frame pointers at the first
+	// server frame out of libc lost everything outside libperl: 375 of 376
+	// samples began at Perl_pp_entersub (helper-102's review).
+	const cluster = await startTraced({ 'traceprof.sample_hz': '250', 'traceprof.profile_mode': 'wall' });
+	t.after(() => cluster.stop());
+	const client = await connect(cluster);
+	t.after(() => client.end());
+	await client.query('CREATE EXTENSION plperl');
+	await client.query(`CREATE FUNCTION perl_spi_sleep(s float8) RETURNS int LANGUAGE plperl AS $$
+		my ($s) = @_; spi_exec_query("SELECT pg_sleep($s)"); return 1; $$`);
+	const ctx = newContext();
+	await traced(client, ctx, 'SELECT perl_spi_sleep(0.8)');
+	const rows = (await client.query('SELECT stack, samples FROM traceprof.profile($1)', [ctx.traceId])).rows
+		.map((r) => ({ stack: r.stack, samples: Number(r.samples) }));
+	const all = rows.reduce((n, r) => n + r.samples, 0);
+	const rooted = rows.filter((r) => r.stack.startsWith('main;')).reduce((n, r) => n + r.samples, 0);
+	const show = rows.map((r) => `  ${r.samples} ${r.stack}`).join('\n');
+	assert.ok(all >= 50, `wall samples of the 0.8 s wait (${all}):\n${show}`);
+	assert.ok(rows.some((r) => /Perl_.*plperl_spi_exec.*pg_sleep/.test(r.stack)), `stacks through libperl into SPI:\n${show}`);
+	assert.ok(rooted >= 0.97 * all, `${rooted} of ${all} samples rooted at main:\n${show}`);
 });

@@ -235,37 +235,6 @@ TEST(no_libunwind_after_an_unload_until_the_map_is_read_again)
 	CHECK(system(cmd) == 0);
 }
 
-/*
- * libunwind takes a stack only through the frames without frame pointers
- * (libc's, under a sample): once back in code that keeps them, the
- * frame-pointer walk goes on from there.  Each libunwind step masks and
- * unmasks signals around its cache, two system calls: a sample in libc's
- * epoll_wait under 18 frames of the server's took 36.
- */
-static tp_code_map live;
-
-TEST(libunwind_hands_framed_callers_to_the_frame_pointer_walk)
-{
-	ucontext_t	uc;
-	uintptr_t	pcs[64];
-	bool		truncated;
-	bool		rest_in_jit;
-	tp_stack_regs rest;
-	int			depth;
-
-	tp_code_map_read(&live);
-	tp_dwarf_register_tables(&live);
-	/* This test's own frame (this program keeps frame pointers) is the first. */
-	getcontext(&uc);
-	depth = tp_dwarf_unwind(&uc, &live, pcs, 64, &truncated, &rest, &rest_in_jit);
-	CHECK(depth == 1);
-	CHECK(rest.pc == (uintptr_t) __builtin_return_address(0));
-	CHECK(rest.fp == *(uintptr_t *) __builtin_frame_address(0));
-	CHECK(!rest_in_jit);
-	fake_map(&map, 0, 0);
-	tp_dwarf_register_tables(&map);
-}
-
 int
 main(void)
 {
@@ -278,6 +247,5 @@ main(void)
 	RUN(slots_of_unloaded_objects_are_reused);
 	RUN(no_reuse_while_a_handler_may_read);
 	RUN(no_libunwind_after_an_unload_until_the_map_is_read_again);
-	RUN(libunwind_hands_framed_callers_to_the_frame_pointer_walk);
 	return unit_summary();
 }
