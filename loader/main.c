@@ -262,6 +262,46 @@ connect_phase(loader *ld)
 	return LD_EXIT_OK;
 }
 
+/*
+ * The table for the first batch, in its transaction: created only when
+ * missing (a role may load into a table of a schema it cannot create in,
+ * and CREATE TABLE IF NOT EXISTS checks that right first), its columns
+ * checked.  A loader that created the same table meanwhile, not yet
+ * committed, makes our CREATE wait for it, then fail as a duplicate: the
+ * transaction starts again once, and finds the table.
+ */
+static int
+prepare_table(loader *ld, tp_span *span, bool may_retry)
+{
+	bool		missing;
+	bool		fits = ld_db_check_columns(&ld->db, ld->opt.qtable, ld->opt.table, &missing);
+
+	if (!fits && missing)
+	{
+		if (!ld_db_create_table(&ld->db, ld->opt.qtable))
+		{
+			bool		raced = strcmp(ld->db.error_sqlstate, "23505") == 0 ||
+				strcmp(ld->db.error_sqlstate, "42P07") == 0;
+
+			ld_db_rollback(&ld->db);
+			if (raced && may_retry && ld_db_exec(&ld->db, "BEGIN"))
+				return prepare_table(ld, span, false);
+			ld->copy_span = NULL;
+			return fail(ld, LD_EXIT_DATABASE, span, "cannot create table %s: %s",
+						ld->opt.table, ld->db.error);
+		}
+		fits = ld_db_check_columns(&ld->db, ld->opt.qtable, ld->opt.table, &missing);
+	}
+	if (!fits)
+	{
+		ld_db_rollback(&ld->db);
+		ld->copy_span = NULL;
+		return fail(ld, LD_EXIT_DATABASE, span, "cannot load into %s: %s",
+					ld->opt.table, ld->db.error);
+	}
+	return LD_EXIT_OK;
+}
+
 /* Server side of a batch: BEGIN, (CREATE TABLE, column check), COPY. */
 static int
 begin_batch(loader *ld)
@@ -287,34 +327,10 @@ begin_batch(loader *ld)
 	}
 	if (ld->batch_no == 1)
 	{
-		bool		missing;
-		bool		fits;
+		int			rc = prepare_table(ld, span, true);
 
-		/*
-		 * Created only when missing: a role may load into a table of a
-		 * schema it cannot create in, and CREATE TABLE IF NOT EXISTS checks
-		 * that right first.  Checked again once made, by us or meanwhile
-		 * by another session.
-		 */
-		fits = ld_db_check_columns(&ld->db, ld->opt.qtable, ld->opt.table, &missing);
-		if (!fits && missing)
-		{
-			if (!ld_db_create_table(&ld->db, ld->opt.qtable))
-			{
-				ld_db_rollback(&ld->db);
-				ld->copy_span = NULL;
-				return fail(ld, LD_EXIT_DATABASE, span, "cannot create table %s: %s",
-							ld->opt.table, ld->db.error);
-			}
-			fits = ld_db_check_columns(&ld->db, ld->opt.qtable, ld->opt.table, &missing);
-		}
-		if (!fits)
-		{
-			ld_db_rollback(&ld->db);
-			ld->copy_span = NULL;
-			return fail(ld, LD_EXIT_DATABASE, span, "cannot load into %s: %s",
-						ld->opt.table, ld->db.error);
-		}
+		if (rc != LD_EXIT_OK)
+			return rc;
 	}
 	if (!ld_db_copy_start(&ld->db, ld->opt.qtable))
 	{

@@ -358,6 +358,26 @@ test('a role that may only INSERT into an existing table (no CREATE on its schem
 	assert.match(refused.stderr, /^loader: error: cannot create table not_made: permission denied for schema public/m, describe(refused));
 });
 
+test('two loaders creating the same missing table at once: the second waits for the first, then loads into its table', async () => {
+	// The second's CREATE TABLE waited for the first's uncommitted one, then
+	// failed: "cannot create table: duplicate key value violates unique
+	// constraint pg_type_typname_nsp_index" (helper-102's review).
+	const big = path.join(dir, 'race-big.json');
+	const gen = await run(GENERATOR, ['150000', big, '--seed', '21']);
+	assert.equal(gen.code, 0, describe(gen));
+	const small = path.join(dir, 'race-small.json');
+	fs.writeFileSync(small, serialize(sampleRecords(5, 10000000)));
+	const first = load([cluster.url(), big, '--table', 'raced']);
+	await waitFor(async () => (await cluster.psql(
+		"SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND query LIKE 'COPY%'")) === '1',
+	20000, 'the first loader is in its COPY, after its CREATE TABLE');
+	const second = await load([cluster.url(), small, '--table', 'raced']);
+	const res = await first;
+	assert.equal(res.code, 0, describe(res));
+	assert.equal(second.code, 0, describe(second));
+	assert.equal(await cluster.psql('SELECT count(*) FROM raced'), '150005');
+});
+
 test('a COPY cancelled or timed out at some record: the message blames the COPY, not the record', async () => {
 	// copy_failure() blamed the record the COPY had reached whatever the
 	// error: "record 3: rejected by the server: canceling statement due
