@@ -262,9 +262,28 @@ tp_dwarf_table_stats(tp_dwarf_stats *stats)
 	stats->stale_skips = atomic_load_explicit(&stale_skips, memory_order_relaxed);
 }
 
+#if defined(__x86_64__)
+/* The frame the cursor is at, for a frame-pointer walk to go on from. */
+static bool
+hand_off(unw_cursor_t *cursor, unw_word_t ip, tp_stack_regs *rest)
+{
+	unw_word_t	sp;
+	unw_word_t	fp;
+
+	if (unw_get_reg(cursor, UNW_REG_SP, &sp) != 0 ||
+		unw_get_reg(cursor, UNW_X86_64_RBP, &fp) != 0)
+		return false;
+	rest->pc = (uintptr_t) ip;
+	rest->sp = (uintptr_t) sp;
+	rest->fp = (uintptr_t) fp;
+	return true;
+}
+#endif
+
 int
 tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
-				bool *truncated, tp_stack_regs *rest, bool *rest_in_jit)
+				bool *truncated, tp_stack_regs *rest, bool *rest_in_jit,
+				bool hand_off_framed)
 {
 	unw_cursor_t cursor;
 	int			depth = 0;
@@ -310,19 +329,13 @@ tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
 		 */
 		if (segment < 0 && tp_code_map_outside(map, (uintptr_t) ip))
 		{
-			unw_word_t	sp;
-			unw_word_t	fp;
-
-			if (unw_get_reg(&cursor, UNW_REG_SP, &sp) == 0 &&
-				unw_get_reg(&cursor, UNW_X86_64_RBP, &fp) == 0)
-			{
-				rest->pc = (uintptr_t) ip;
-				rest->sp = (uintptr_t) sp;
-				rest->fp = (uintptr_t) fp;
+			if (hand_off(&cursor, ip, rest))
 				*rest_in_jit = tp_code_map_current(map);
-			}
 			break;
 		}
+		if (hand_off_framed && depth > 0 && tp_code_map_framed(map, (uintptr_t) ip) &&
+			hand_off(&cursor, ip, rest))
+			break;
 #endif
 		if (depth == max)
 		{

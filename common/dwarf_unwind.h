@@ -31,10 +31,19 @@
  * current), tp_stack_walk_code if the frame may be in an object loaded
  * since.  It stops after a frame whose object's table map has not
  * registered (tp_dwarf_register_tables).
+ *
+ * With hand_off_framed it also stops at the first frame after pcs[0] in
+ * code that keeps frame pointers (tp_code_map_framed), leaving it in *rest
+ * the same way (*rest_in_jit false): a libunwind step costs two system
+ * calls (Debian's build locks its cache, masking signals), a frame-pointer
+ * step a few loads.  The frame-pointer walk from there is right only when
+ * it stays in such code up to the thread's root: server code called from
+ * code without frame pointers (PL/Perl's SPI) cuts the chain; unwind
+ * again without the hand-off then.
  */
 int			tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs,
 							int max, bool *truncated, tp_stack_regs *rest,
-							bool *rest_in_jit);
+							bool *rest_in_jit, bool hand_off_framed);
 
 /*
  * Keep the unwind tables of map's objects where libunwind's lookups (our

@@ -51,6 +51,7 @@ static atomic_ulong ring_head;	/* samples ever stored; only the handler writes *
 static atomic_ulong ring_tail;	/* samples ever drained; only drain writes */
 static atomic_ulong stat_dropped;
 static atomic_ulong stat_truncated;
+static atomic_ulong stat_handed_off;
 static atomic_int active;		/* record samples; off while paused */
 static atomic_int armed;		/* the timer runs; the handler may clear it */
 static tp_stack_bounds stack_bounds;
@@ -80,6 +81,13 @@ static bool atfork_registered;
 static bool prepared;			/* the process was read, by prepared_in */
 static pthread_t prepared_in;	/* whose stack bounds were read */
 static uint64_t process_reads;
+
+/*
+ * The return address into the C library's start of the thread that read
+ * the process (main's caller; a backend inherits the postmaster's), 0 if
+ * unknown: a frame-pointer walk that ends there reached the root.
+ */
+static uintptr_t root_return;
 static timer_t timer;			/* also read by the handler */
 static struct timespec period;
 static struct sigaction previous_action;
@@ -87,6 +95,56 @@ static tp_leaf_repair *leaf_repair;	/* NULL: no repair (out of memory) */
 static const volatile uint32_t *_Atomic wait_source;	/* read by the handler */
 static const volatile int *_Atomic idle_source;	/* and this, with idle_states */
 static _Atomic uint32_t idle_states;
+
+/*
+ * Did a frame-pointer walk libunwind handed over (pcs[0..n), pcs[0] in code
+ * that keeps frame pointers) stay in such code up to the thread's root, or
+ * to the depth allowed?  Code without frame pointers further out (libperl
+ * between the server's SPI and PL/Perl's call handler) leaves its return
+ * address in the chain, and cuts it there.
+ */
+static bool
+reached_root(const tp_code_map *map, const uintptr_t *pcs, int n, bool truncated)
+{
+	for (int i = 1; i < n; i++)
+		if (!tp_code_map_framed(map, pcs[i]))
+			return !truncated && i == n - 1 && pcs[i] == root_return && root_return != 0;
+	return truncated;
+}
+
+/*
+ * The stack of a sample interrupted in code without frame pointers:
+ * libunwind from the signal's context, then the frame-pointer walks where
+ * it stops (JIT code, an object loaded since, or with hand_off_framed the
+ * first frame back in code that keeps frame pointers).  Returns the depth.
+ */
+static int
+unwind_frameless(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
+				 bool *truncated, uint64_t *inserted, bool hand_off_framed)
+{
+	tp_stack_regs rest;
+	bool		rest_in_jit;
+	int			depth = tp_dwarf_unwind(ucontext, map, pcs, max, truncated, &rest,
+										&rest_in_jit, hand_off_framed);
+
+	*inserted = 0;
+	if (rest.pc != 0 && depth < max)
+	{
+		uint64_t	walked_inserted = 0;
+		int			above = depth;	/* < max <= 64 */
+
+		depth += (rest_in_jit ? tp_stack_walk_jit : tp_stack_walk_code)
+			(&rest, &stack_bounds, map, pcs + above, max - above, truncated, &walked_inserted);
+		if (hand_off_framed && !rest_in_jit && tp_code_map_framed(map, rest.pc))
+		{
+			if (!reached_root(map, pcs + above, depth - above, *truncated))
+				return unwind_frameless(ucontext, map, pcs, max, truncated, inserted, false);
+			atomic_fetch_add_explicit(&stat_handed_off, 1, memory_order_relaxed);
+		}
+		*inserted = walked_inserted << above;
+	}
+	return depth;
+}
 
 static void
 sample_handler(int signo, siginfo_t *info, void *ucontext)
@@ -196,29 +254,8 @@ sample_handler(int signo, siginfo_t *info, void *ucontext)
 
 		/* Interrupted in code without frame pointers: its chain is broken. */
 		if (!tp_code_map_framed(map, regs.pc))
-		{
-			tp_stack_regs rest;
-			bool		rest_in_jit;
-			int			depth = tp_dwarf_unwind(ucontext, map, sample->pcs,
-												max_frames, &truncated, &rest,
-												&rest_in_jit);
-
-			/*
-			 * libunwind stopped outside the objects it knows: at JIT code,
-			 * whose caller is on the stack, or in an object loaded since.
-			 */
-			if (rest.pc != 0 && depth < max_frames)
-			{
-				uint64_t	inserted = 0;
-				int			above = depth;	/* < max_frames <= 64 */
-
-				depth += (rest_in_jit ? tp_stack_walk_jit : tp_stack_walk_code)
-					(&rest, &stack_bounds, map, sample->pcs + above,
-					 max_frames - above, &truncated, &inserted);
-				top->inserted = inserted << above;
-			}
-			sample->depth = (uint32_t) depth;
-		}
+			sample->depth = (uint32_t) unwind_frameless(ucontext, map, sample->pcs, max_frames,
+														&truncated, &top->inserted, true);
 		if (sample->depth <= 1)
 		{
 			top->inserted = 0;
@@ -258,6 +295,7 @@ after_fork_child(void)
 	atomic_store_explicit(&ring_tail, 0, memory_order_relaxed);
 	atomic_store_explicit(&stat_dropped, 0, memory_order_relaxed);
 	atomic_store_explicit(&stat_truncated, 0, memory_order_relaxed);
+	atomic_store_explicit(&stat_handed_off, 0, memory_order_relaxed);
 }
 
 static void
@@ -334,6 +372,26 @@ release(void)
 
 static void refresh_code_map(void);
 
+#define ROOT_WALK_FRAMES 512
+
+/* This thread's root_return: where a frame-pointer walk from here ends. */
+__attribute__((noinline)) static uintptr_t
+find_root_return(const tp_code_map *map)
+{
+	uintptr_t	pcs[ROOT_WALK_FRAMES];
+	tp_stack_regs regs;
+	bool		truncated;
+	int			n;
+
+	regs.pc = (uintptr_t) &find_root_return;
+	regs.fp = (uintptr_t) __builtin_frame_address(0);
+	regs.sp = (uintptr_t) &regs;
+	n = tp_stack_walk(&regs, &stack_bounds, pcs, ROOT_WALK_FRAMES, &truncated);
+	if (truncated || n < 2 || pcs[n - 1] - map->libc_start >= map->libc_end - map->libc_start)
+		return 0;
+	return pcs[n - 1];
+}
+
 /* The stack's bounds, the loaded objects and their unwind tables. */
 static void
 read_process(void)
@@ -341,6 +399,7 @@ read_process(void)
 	process_reads++;
 	tp_stack_bounds_current(&stack_bounds); /* none: PCs only */
 	tp_code_map_read(&code_maps[0]);
+	root_return = find_root_return(&code_maps[0]);
 	tp_dwarf_register_tables(&code_maps[0]);
 	atomic_store_explicit(&code_map_current, 0, memory_order_relaxed);
 }
@@ -414,6 +473,7 @@ tp_sampler_start(int hz, tp_sampler_clock clock, size_t capacity,
 	atomic_store_explicit(&ring_tail, 0, memory_order_relaxed);
 	atomic_store_explicit(&stat_dropped, 0, memory_order_relaxed);
 	atomic_store_explicit(&stat_truncated, 0, memory_order_relaxed);
+	atomic_store_explicit(&stat_handed_off, 0, memory_order_relaxed);
 	atomic_store_explicit(&active, 0, memory_order_relaxed);
 	/*
 	 * The objects loaded since the last read are added; the stack bounds
@@ -748,5 +808,6 @@ tp_sampler_get_stats(tp_sampler_stats *stats)
 	stats->waiting = stats->samples - atomic_load_explicit(&ring_tail, memory_order_relaxed);
 	stats->dropped = atomic_load_explicit(&stat_dropped, memory_order_relaxed);
 	stats->truncated = atomic_load_explicit(&stat_truncated, memory_order_relaxed);
+	stats->handed_off = atomic_load_explicit(&stat_handed_off, memory_order_relaxed);
 	stats->process_reads = process_reads;
 }

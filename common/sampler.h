@@ -79,6 +79,9 @@ typedef struct tp_sampler_stats
 								 * deeper than sample.depth's limit */
 	uint64_t	process_reads;	/* of the stack bounds, objects and tables,
 								 * in this process and its parents */
+	uint64_t	handed_off;		/* stacks libunwind took out of code without
+								 * frame pointers, and frame pointers took
+								 * from there to the root */
 } tp_sampler_stats;
 
 /*

@@ -196,7 +196,7 @@ TEST(no_libunwind_after_an_unload_until_the_map_is_read_again)
 	CHECK(stale.known_objects > 0);
 	CHECK(tp_code_map_same_objects(&stale));
 	getcontext(&uc);
-	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit) >= 1);
+	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit, false) >= 1);
 
 	dlclose(handle);
 	CHECK(!tp_code_map_same_objects(&stale));
@@ -209,7 +209,7 @@ TEST(no_libunwind_after_an_unload_until_the_map_is_read_again)
 	CHECK(!tp_code_map_same_objects(&stale));
 	tp_dwarf_table_stats(&before);
 	getcontext(&uc);
-	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit) == 0);
+	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit, false) == 0);
 	tp_dwarf_table_stats(&after);
 	CHECK(after.stale_skips == before.stale_skips + 1);
 
@@ -218,14 +218,14 @@ TEST(no_libunwind_after_an_unload_until_the_map_is_read_again)
 	tp_dwarf_register_tables(&stale);
 	CHECK(tp_code_map_same_objects(&stale));
 	getcontext(&uc);
-	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit) >= 1);
+	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit, false) >= 1);
 
 	/* An object loaded since (a backend's first JIT loading libLLVM) takes nothing away. */
 	handle_a = dlopen(lib_a, RTLD_NOW | RTLD_LOCAL);
 	CHECK(handle_a != NULL);
 	CHECK(tp_code_map_same_objects(&stale));
 	getcontext(&uc);
-	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit) >= 1);
+	CHECK(tp_dwarf_unwind(&uc, &stale, pcs, 64, &truncated, &rest, &rest_in_jit, false) >= 1);
 	if (handle_a != NULL)
 		dlclose(handle_a);
 	dlclose(handle);

@@ -663,6 +663,68 @@ TEST(wall_mode_samples_sleep_cpu_mode_does_not)
 	CHECK(cpu <= 2);
 }
 
+FRAMED static void
+sleep_in_chain_2(double seconds)
+{
+	sleep_seconds(seconds);
+	sink++;
+}
+
+FRAMED static void
+sleep_in_chain_1(double seconds)
+{
+	sleep_in_chain_2(seconds);
+	sink++;
+}
+
+/* Do frames named names[0..n) appear in the stack, one after the other? */
+static bool
+has_frames(const tp_sample *sample, const char *const *names, int n)
+{
+	for (uint32_t i = 0; i + n <= sample->depth; i++)
+	{
+		int			k = 0;
+
+		while (k < n && strcmp(frame_name(sample, i + k), names[k]) == 0)
+			k++;
+		if (k == n)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Samples in libc's nanosleep (no frame pointers) under this program's
+ * frames: libunwind takes libc's frames, each step two system calls with
+ * Debian's build; from the first frame back in this program the
+ * frame-pointer walk takes the rest, which reaches main (handed_off).
+ */
+TEST(libunwind_hands_a_framed_rest_to_frame_pointers)
+{
+	static const char *const names[] = {"sleep_in_chain_2", "sleep_in_chain_1"};
+	collected	c = {0};
+	tp_sampler_stats stats;
+	size_t		whole = 0;
+
+	CHECK(start(250, TP_SAMPLER_WALL, 1024));
+	sleep_in_chain_1(0.3);
+	tp_sampler_pause();
+	tp_sampler_drain(collect, &c);
+	tp_sampler_get_stats(&stats);
+	tp_sampler_stop();
+	for (size_t i = 0; i < c.count; i++)
+		whole += has_frames(&c.items[i], names, 2) && c.items[i].depth >= 2 &&
+			strcmp(frame_name(&c.items[i], c.items[i].depth - 2), "main") == 0;	/* then libc's start */
+	printf("  %zu samples asleep: %zu with the chain up to main, %llu handed to frame pointers\n",
+		   c.count, whole, (unsigned long long) stats.handed_off);
+	if (c.count > 0 && whole < c.count)
+		print_stack(&c.items[0]);
+	CHECK(c.count >= 30);
+	CHECK(whole >= 0.9 * c.count);
+	CHECK(stats.handed_off >= 0.9 * c.count);
+	collected_free(&c);
+}
+
 TEST(hz_is_clamped)
 {
 	collected	c = {0};
@@ -1739,6 +1801,7 @@ main(void)
 	RUN_RETRY(pause_takes_no_samples, 3);
 	RUN_RETRY(pause_resume_keeps_the_period, 3);
 	RUN_RETRY(wall_mode_samples_sleep_cpu_mode_does_not, 3);
+	RUN_RETRY(libunwind_hands_a_framed_rest_to_frame_pointers, 3);
 	RUN_RETRY(hz_is_clamped, 3);
 	RUN(stop_restores_the_previous_handler);
 	RUN(sigprof_is_left_to_others);
