@@ -32,6 +32,7 @@
 #include "access/xact.h"
 #include "commands/dbcommands.h"
 #include "commands/prepare.h"
+#include "common/hashfn.h"
 #include "common/pg_prng.h"
 #include "executor/executor.h"
 #include "executor/instrument.h"
@@ -1223,22 +1224,42 @@ remember_constants_if_traced(ParseState *pstate, Query *query, JumbleState *jsta
 
 /*
  * The last utility statement parse analysis saw, with its query id: its
- * PlannedStmt shares the statement node (pg_plan_queries).
+ * PlannedStmt shares the statement node (pg_plan_queries), or a copy of it
+ * in a cached plan (every PL/pgSQL statement's, from its first run): the
+ * same kind of node at the same place of a text that hashes alike.  The
+ * node is never read: it may be freed by the time another statement runs.
  */
 static struct
 {
 	const Node *stmt;
+	NodeTag		tag;
 	int			location;
 	int			len;
+	uint32		text_hash;
 	uint64		query_id;
 }			utility_parsed;
 
+/* A statement's text in its query string (len 0: to its end). */
+static uint32
+statement_text_hash(const char *source, int location, int len)
+{
+	if (source == NULL || location < 0)
+		return 0;
+	if (len <= 0)
+		len = strlen(source + location);
+	return hash_bytes((const unsigned char *) source + location, len);
+}
+
 /* A utility statement's query id, as parse analysis computed it. */
 static uint64
-utility_query_id(const PlannedStmt *pstmt)
+utility_query_id(const PlannedStmt *pstmt, const char *query_string)
 {
-	if (pstmt->queryId != 0 || pstmt->utilityStmt != utility_parsed.stmt ||
+	if (pstmt->queryId != 0 || utility_parsed.stmt == NULL ||
 		pstmt->stmt_location != utility_parsed.location || pstmt->stmt_len != utility_parsed.len)
+		return pstmt->queryId;
+	if (pstmt->utilityStmt != utility_parsed.stmt &&
+		(nodeTag(pstmt->utilityStmt) != utility_parsed.tag ||
+		 statement_text_hash(query_string, pstmt->stmt_location, pstmt->stmt_len) != utility_parsed.text_hash))
 		return pstmt->queryId;
 	utility_parsed.stmt = NULL;	/* taken: a later statement at its address is another */
 	return utility_parsed.query_id;
@@ -1266,8 +1287,11 @@ traceprof_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jsta
 	{
 		/* pg_stat_statements zeroes a utility PlannedStmt's id before our hook sees it. */
 		utility_parsed.stmt = query->utilityStmt;
+		utility_parsed.tag = nodeTag(query->utilityStmt);
 		utility_parsed.location = query->stmt_location;
 		utility_parsed.len = query->stmt_len;
+		utility_parsed.text_hash = statement_text_hash(pstate->p_sourcetext, query->stmt_location,
+														query->stmt_len);
 		utility_parsed.query_id = query->queryId;
 	}
 	/* Out of line: without compute_query_id, the statement's path stops here. */
@@ -2202,7 +2226,7 @@ general_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	}
 	else if (!transparent && (top_level || traceprof_track == TRACK_ALL))
 		span = open_statement_span(top_level, query_string, pstmt->stmt_location, pstmt->stmt_len,
-								   stmt, utility_query_id(pstmt));
+								   stmt, utility_query_id(pstmt, query_string));
 	if (!transparent && top_level)
 		statement_labels(span);
 	if (top_level && context == PROCESS_UTILITY_TOPLEVEL && profiler_is_sampling() &&

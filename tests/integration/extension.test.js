@@ -2503,8 +2503,14 @@ describe('hooks chained under other extensions (own cluster)', () => {
 			await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
 			const statements = ['CREATE TABLE ids_11b (x int)', 'VACUUM ids_11b', 'BEGIN', 'SELECT 1 AS inside', 'COMMIT',
 				'DROP TABLE ids_11b'];
+			await client.query(`CREATE TABLE ids_11b_pl (x int);
+				CREATE PROCEDURE ids_11b_util() LANGUAGE plpgsql AS $$ BEGIN TRUNCATE ids_11b_pl; ANALYZE ids_11b_pl; END $$`);
 			for (const sql of statements)
 				await client.query(sql);
+			// PL/pgSQL runs its statements from cached plans built from a copy
+			// of the parsed statement: matched by kind, place and text, not
+			// by the node's address (helper-103's review: no id before).
+			await client.query('CALL ids_11b_util()');
 			await client.query('RESET traceprof.traceparent');
 			const spans = (await client.query("SELECT query, attributes->>'traceprof.query_id' AS id FROM traceprof.spans " +
 				"WHERE trace_id = $1 AND kind = 'server' ORDER BY start_time", [ctx.traceId])).rows;
@@ -2515,6 +2521,14 @@ describe('hooks chained under other extensions (own cluster)', () => {
 				assert.ok(span, `a span for ${sql}: ${JSON.stringify(spans)}`);
 				assert.ok(pgss.has(sql), `pg_stat_statements has ${sql}: ${JSON.stringify([...pgss.keys()])}`);
 				assert.equal(span.id, pgss.get(sql), `${sql}: the span's query id is pg_stat_statements' queryid`);
+			}
+			const nested = (await client.query("SELECT query, attributes->>'traceprof.query_id' AS id FROM traceprof.spans " +
+				"WHERE trace_id = $1 AND kind = 'internal' AND query IN ('TRUNCATE ids_11b_pl', 'ANALYZE ids_11b_pl')",
+			[ctx.traceId])).rows;
+			assert.equal(nested.length, 2, `the procedure's two statements: ${JSON.stringify(nested)}`);
+			for (const span of nested) {
+				assert.ok(pgss.has(span.query), `pg_stat_statements has ${span.query}`);
+				assert.equal(span.id, pgss.get(span.query), `${span.query} in PL/pgSQL: the span's query id is pg_stat_statements' queryid`);
 			}
 		} finally {
 			await client.end();
