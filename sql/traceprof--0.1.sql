@@ -54,26 +54,9 @@ CREATE VIEW traceprof.spans AS SELECT * FROM traceprof.spans_internal();
 COMMENT ON VIEW traceprof.spans IS
     'Finished spans of traced statements (the last traceprof.max_spans)';
 
-CREATE FUNCTION traceprof.trace_spans(
-    trace_id text,
-    OUT trace_id text,
-    OUT span_id text,
-    OUT parent_span_id text,
-    OUT trace_state text,
-    OUT name text,
-    OUT kind text,
-    OUT start_time timestamptz,
-    OUT end_time timestamptz,
-    OUT duration_ms float8,
-    OUT cpu_time_ms float8,
-    OUT status text,
-    OUT status_message text,
-    OUT backend_pid int4,
-    OUT username text,
-    OUT dbname text,
-    OUT query text,
-    OUT attributes jsonb)
-RETURNS SETOF record
+-- Rows of the view's type: the same columns, declared once.
+CREATE FUNCTION traceprof.trace_spans(trace_id text)
+RETURNS SETOF traceprof.spans
 AS 'MODULE_PATHNAME', 'traceprof_spans'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 

@@ -128,6 +128,17 @@ async function reconfigure(settings) {
 	});
 }
 
+/** A CPU-heavy traced statement in a fresh session of the app role: samples to upload. */
+async function profiledStatement() {
+	const client = await connect(cluster, 'app');
+	try {
+		await client.query(`SET traceprof.traceparent = '${newContext().header}'`);
+		await client.query('SELECT sum(g::numeric * g) FROM generate_series(1, 1500000) AS g');
+	} finally {
+		await client.end();
+	}
+}
+
 /** The SQL_ASCII database 4b and 4c use, created once. */
 let asciiDb = null;
 const asciiDatabase = () => (asciiDb ??= monitor.query(
@@ -168,13 +179,7 @@ test('1b. a 503 after a 103 Early Hints carrying Retry-After: 600 is retried aft
 	});
 	await reconfigure({ 'traceprof.pyroscope_url': ingest.url, 'traceprof.upload_interval': '200' });
 	ingest.enqueue({ status: 503, interim: { 'retry-after': '600' } });
-	const client = await connect(cluster, 'app');
-	try {
-		await client.query(`SET traceprof.traceparent = '${newContext().header}'`);
-		await client.query('SELECT sum(g::numeric * g) FROM generate_series(1, 1500000) AS g');
-	} finally {
-		await client.end();
-	}
+	await profiledStatement();
 	await ingest.waitFor((requests) => requests.length >= 2, 15000);
 });
 
@@ -245,19 +250,10 @@ test('2b. the profile uploader too: a reload without a change keeps a 429\'s Ret
 		await assert.rejects(monitor.query(`ALTER SYSTEM SET traceprof.pyroscope_url = '${bad}'`),
 			(e) => e.code === '22023' && /no query string/.test(e.detail), bad);
 	await reconfigure({ 'traceprof.pyroscope_url': ingest.url, 'traceprof.upload_interval': '200' });
-	const profiled = async () => {
-		const client = await connect(cluster, 'app');
-		try {
-			await client.query(`SET traceprof.traceparent = '${newContext().header}'`);
-			await client.query('SELECT sum(g::numeric * g) FROM generate_series(1, 1500000) AS g');
-		} finally {
-			await client.end();
-		}
-	};
 	ingest.enqueue({ status: 429, headers: { 'retry-after': '600' } });
-	await profiled();
+	await profiledStatement();
 	await ingest.waitFor((requests) => requests.length >= 1, 15000);
-	await profiled();	// more samples wait behind the Retry-After
+	await profiledStatement();	// more samples wait behind the Retry-After
 	await monitor.query('SELECT pg_reload_conf()');
 	await sleep(QUIET_WINDOW_MS);
 	assert.equal(ingest.requests.length, 1,

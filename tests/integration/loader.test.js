@@ -113,6 +113,11 @@ test('awkward but valid records load exactly (escapes, non-ASCII, BOM, whitespac
 //   loader: error: FILE: record N (line L, column C, byte offset O): what
 // (lines and columns from 1, columns in bytes, offsets from 0).
 const GOOD = sampleRecords(5).map((r) => JSON.stringify(r));
+
+/** The columns the loader creates, for tables a test makes itself. */
+const ORDERS_DDL = `(id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
+	amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
+	tags text[] NOT NULL, attributes jsonb NOT NULL)`;
 const rec4 = () => JSON.parse(GOOD[3]);
 function rec4With(mutate) {
 	const r = rec4();
@@ -342,9 +347,7 @@ test('a role that may only INSERT into an existing table (no CREATE on its schem
 	// looks for the table: the loader failed with "permission denied for
 	// schema public" for a role psql's COPY served.
 	await cluster.psql(`CREATE ROLE inserter LOGIN PASSWORD 'ins-secret';
-		CREATE TABLE insert_only (id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
-			amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
-			tags text[] NOT NULL, attributes jsonb NOT NULL);
+		CREATE TABLE insert_only ${ORDERS_DDL};
 		GRANT SELECT, INSERT ON insert_only TO inserter;`);
 	assert.equal(await cluster.psql("SELECT has_schema_privilege('inserter', 'public', 'CREATE')"), 'f');
 	const file = path.join(dir, 'insert-only.json');
@@ -382,9 +385,7 @@ test('a COPY cancelled or timed out at some record: the message blames the COPY,
 	// copy_failure() blamed the record the COPY had reached whatever the
 	// error: "record 3: rejected by the server: canceling statement due
 	// to statement timeout" sent the user to a record that was fine.
-	await cluster.psql(`CREATE TABLE slow_rows (id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
-			amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
-			tags text[] NOT NULL, attributes jsonb NOT NULL);
+	await cluster.psql(`CREATE TABLE slow_rows ${ORDERS_DDL};
 		ALTER TABLE slow_rows OWNER TO app;
 		CREATE FUNCTION slow_rows_wait() RETURNS trigger LANGUAGE plpgsql AS
 			$$ BEGIN IF NEW.id = ${JSON.parse(GOOD[2]).id} THEN PERFORM pg_sleep(5); END IF; RETURN NEW; END $$;
@@ -403,9 +404,7 @@ test('a COPY cancelled or timed out at some record: the message blames the COPY,
 test('COMMIT refused by a deferred constraint: one error, no warning about a ROLLBACK with no transaction', async () => {
 	// The loader sent ROLLBACK after the failed COMMIT had ended the
 	// transaction, and printed the server's "there is no transaction in progress".
-	await cluster.psql(`CREATE TABLE refused_commit (id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
-			amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
-			tags text[] NOT NULL, attributes jsonb NOT NULL);
+	await cluster.psql(`CREATE TABLE refused_commit ${ORDERS_DDL};
 		ALTER TABLE refused_commit OWNER TO app;
 		CREATE FUNCTION refused_commit_check() RETURNS trigger LANGUAGE plpgsql AS
 			$$ BEGIN RAISE EXCEPTION 'record % refused at commit', NEW.id; END $$;
