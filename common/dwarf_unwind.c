@@ -319,6 +319,12 @@ tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
 
 		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0)
 			break;
+		/* A frame beyond max, whoever walks it: the stack is cut. */
+		if (depth == max)
+		{
+			*truncated = true;
+			break;
+		}
 		segment = tp_code_map_find(map, (uintptr_t) ip);
 #if defined(__x86_64__)
 		/*
@@ -337,11 +343,6 @@ tp_dwarf_unwind(void *ucontext, const tp_code_map *map, uintptr_t *pcs, int max,
 			hand_off(&cursor, ip, rest))
 			break;
 #endif
-		if (depth == max)
-		{
-			*truncated = true;
-			break;
-		}
 		pcs[depth++] = (uintptr_t) ip;
 		/* Stepping looks ip's table up: only in a registered one (see tables). */
 		if (segment < 0 || !map->unwinds[segment])

@@ -235,6 +235,49 @@ TEST(no_libunwind_after_an_unload_until_the_map_is_read_again)
 	CHECK(system(cmd) == 0);
 }
 
+/*
+ * With the hand-off, libunwind stops at the first frame after the first in
+ * code that keeps frame pointers (this program's) and leaves it to the
+ * frame-pointer walk; a frame beyond max stops it first, as cut: the
+ * hand-off came first, and a stack of exactly max frameless frames under
+ * server code lost its "cut" mark (helper-104's review).
+ */
+static tp_code_map live;
+
+TEST(libunwind_hands_framed_frames_on_and_marks_a_cut_stack)
+{
+	ucontext_t	uc;
+	uintptr_t	pcs[64];
+	bool		truncated;
+	bool		rest_in_jit;
+	tp_stack_regs rest;
+	int			depth;
+
+	tp_code_map_read(&live);
+	tp_dwarf_register_tables(&live);
+	getcontext(&uc);
+	depth = tp_dwarf_unwind(&uc, &live, pcs, 64, &truncated, &rest, &rest_in_jit, true);
+	CHECK(depth == 1);
+	CHECK(!truncated);
+	CHECK(rest.pc == (uintptr_t) __builtin_return_address(0));
+	CHECK(rest.fp == *(uintptr_t *) __builtin_frame_address(0));
+	CHECK(!rest_in_jit);
+
+	getcontext(&uc);
+	depth = tp_dwarf_unwind(&uc, &live, pcs, 1, &truncated, &rest, &rest_in_jit, true);
+	CHECK(depth == 1);
+	CHECK(truncated);
+	CHECK(rest.pc == 0);
+
+	/* Without the hand-off libunwind takes it all, up to main. */
+	getcontext(&uc);
+	depth = tp_dwarf_unwind(&uc, &live, pcs, 64, &truncated, &rest, &rest_in_jit, false);
+	CHECK(depth >= 2);
+	CHECK(rest.pc == 0);
+	fake_map(&map, 0, 0);
+	tp_dwarf_register_tables(&map);
+}
+
 int
 main(void)
 {
@@ -247,5 +290,6 @@ main(void)
 	RUN(slots_of_unloaded_objects_are_reused);
 	RUN(no_reuse_while_a_handler_may_read);
 	RUN(no_libunwind_after_an_unload_until_the_map_is_read_again);
+	RUN(libunwind_hands_framed_frames_on_and_marks_a_cut_stack);
 	return unit_summary();
 }
