@@ -233,6 +233,11 @@ describe_root(tp_span *root)
 	if (url != NULL)
 		tp_span_set_string(root, "pyroscope.profile.url", url);
 	free(url);
+	/*
+	 * The reference tools' default tag, which the link's query filters by
+	 * (a service key of the user's wins).
+	 */
+	tp_pyroscope_add_tag(&self.cfg.tags, "service", self.cfg.application_name);
 	if (self.cfg.trace_correlation)
 	{
 		tp_pyroscope_add_tag(&self.cfg.tags, "trace_id", self.trace_id);
@@ -354,6 +359,9 @@ tp_self_profiler_start(tp_span *root, const char *default_application,
 	profile_out = out_path(profile_out);
 	tp_pyroscope_config_from_env(&self.cfg, default_application);
 	self.uploading = self.cfg.enabled;
+	if (!self.cfg.enabled && self.cfg.trace_correlation && profile_out == NULL)
+		tp_warn("PYROSCOPE_TRACE_CORRELATION is on but PYROSCOPE_ENABLE is not: no profile is taken "
+				"or uploaded (set PYROSCOPE_ENABLE=true)");
 	if (profile_out != NULL)
 		self.profile_out = strdup(profile_out);
 	if (!self.uploading && self.profile_out == NULL)

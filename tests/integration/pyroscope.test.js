@@ -272,7 +272,7 @@ test('checklist, generator: uploads tagged with the exported root span, span-lab
 	assert.equal(printedTraceId(g.res, 'generator'), root.traceId);
 	const up = checkUploads(ingest, {
 		app: GEN_APP,
-		tags: [['trace_id', root.traceId], ['root_span_id', root.spanId]],
+		tags: [['service', GEN_APP], ['trace_id', root.traceId], ['root_span_id', root.spanId]],
 		trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g,
 	});
 	assert.equal(ingest.requests.length, 1, 'one upload at the end (default interval 10 s)');
@@ -307,7 +307,7 @@ async function sanitizedRun(ingest, otlp, env, warned, app) {
 	assert.equal(w.length, 1, describe(g.res));
 	assert.match(w[0], warned);
 	const root = rootSpan(otlp, 'generator.run');
-	checkUploads(ingest, { app, tags: [], trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g });
+	checkUploads(ingest, { app, tags: [['service', app]], trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g });
 	return { g, root };
 }
 
@@ -320,7 +320,7 @@ test('checklist, generator: PYROSCOPE_APPLICATION_NAME names the series and the 
 	assert.deepEqual(unexpectedLines(g.res, 'generator'), [], 'no warnings');
 	const root = rootSpan(otlp, 'generator.run');
 	checkUploads(ingest, {
-		app, tags: [['trace_id', root.traceId], ['root_span_id', root.spanId]],
+		app, tags: [['service', app], ['trace_id', root.traceId], ['root_span_id', root.spanId]],
 		trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g,
 	});
 	assert.match(ingest.requests[0].url, /[?&]name=team-a\.gen%2Fbatch_1%7B/, 'the name is percent-encoded');
@@ -344,7 +344,7 @@ test('checklist, generator: without PYROSCOPE_APPLICATION_NAME the series is nam
 	const root = rootSpan(otlp, 'generator.run');
 	assert.equal(root.resource.attributes['service.name'], 'generator-otel');
 	checkUploads(ingest, {
-		app: 'generator-otel', tags: [['trace_id', root.traceId], ['root_span_id', root.spanId]],
+		app: 'generator-otel', tags: [['service', 'generator-otel'], ['trace_id', root.traceId], ['root_span_id', root.spanId]],
 		trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g,
 	});
 	assert.equal(root.attributes['pyroscope.profile.url'], checkLink(g.res, 'generator', ingest.url, 'generator-otel', root.traceId));
@@ -372,7 +372,7 @@ test('checklist, loader: uploads tagged with loader.run, span-labelled pprof, pr
 	assert.equal(printedTraceId(res, 'loader'), root.traceId);
 	const up = checkUploads(ingest, {
 		app: LOADER_APP,
-		tags: [['trace_id', root.traceId], ['root_span_id', root.spanId]],
+		tags: [['service', LOADER_APP], ['trace_id', root.traceId], ['root_span_id', root.spanId]],
 		trace: root.traceId, span: root.spanId, spanName: 'loader.run', t0, t1,
 	});
 	assert.equal(ingest.requests.length, 1, 'one upload at the end');
@@ -398,13 +398,15 @@ test('without PYROSCOPE_TRACE_CORRELATION no trace_id/root_span_id tags (samples
 	assert.equal(g.res.code, 0, describe(g.res));
 	assert.deepEqual(unexpectedLines(g.res, 'generator'), [], 'no warnings');
 	const root = rootSpan(otlp, 'generator.run');
-	checkUploads(ingest, { app: GEN_APP, tags: [], trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g });
-	assert.equal(ingest.requests[0].query.name, `${GEN_APP}{}`);
+	checkUploads(ingest, { app: GEN_APP, tags: [['service', GEN_APP]], trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g });
+	assert.equal(ingest.requests[0].query.name, `${GEN_APP}{service=${GEN_APP}}`);
 	assert.equal(root.attributes['pyroscope.profile.id'], root.spanId);
 	checkLink(g.res, 'generator', ingest.url, GEN_APP, root.traceId);
 });
 
-test('without PYROSCOPE_ENABLE nothing is uploaded at all (unset, false, or not a boolean)', async (t) => {
+test('without PYROSCOPE_ENABLE nothing is uploaded at all (unset, false, or not a boolean), and PYROSCOPE_TRACE_CORRELATION says so', async (t) => {
+	// The reference's correlation command sets no PYROSCOPE_ENABLE: it
+	// profiled nothing, silently (helper-105's review).
 	const { ingest, otlp } = await servers(t);
 	const cases = [
 		[undefined, 0],
@@ -424,9 +426,10 @@ test('without PYROSCOPE_ENABLE nothing is uploaded at all (unset, false, or not 
 		const what = `PYROSCOPE_ENABLE=${value}`;
 		assert.equal(g.res.code, 0, `${what}: ${describe(g.res)}`);
 		const w = warnings(g.res, 'generator');
-		assert.equal(w.length, nwarn, `${what}: ${describe(g.res)}`);
+		assert.equal(w.length, nwarn + 1, `${what}: ${describe(g.res)}`);
 		if (nwarn)
 			assert.match(w[0], /PYROSCOPE_ENABLE="enabled" is not a boolean/);
+		assert.match(w[nwarn], /PYROSCOPE_TRACE_CORRELATION is on but PYROSCOPE_ENABLE is not: no profile is taken or uploaded \(set PYROSCOPE_ENABLE=true\)/);
 		assert.deepEqual(unexpectedLines(g.res, 'generator'), w, `${what}: nothing else on stderr`);
 		assert.ok(!/profiles of trace/.test(g.res.stderr), `${what}: no Pyroscope link`);
 		const root = rootSpan(otlp, 'generator.run');
@@ -478,7 +481,7 @@ test('PYROSCOPE_TAGS: a user-set trace_id tag is not overwritten', async (t) => 
 	// The series keeps the user's value; the samples still carry the real trace.
 	checkUploads(ingest, {
 		app: GEN_APP,
-		tags: [['trace_id', 'from-user'], ['env', 'dev'], ['root_span_id', root.spanId]],
+		tags: [['trace_id', 'from-user'], ['env', 'dev'], ['service', GEN_APP], ['root_span_id', root.spanId]],
 		trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g,
 	});
 	checkLink(g.res, 'generator', ingest.url, GEN_APP, root.traceId);
@@ -507,7 +510,7 @@ test('malformed PYROSCOPE_TAGS: one clear warning per bad member, the run goes o
 	const root = rootSpan(otlp, 'generator.run');
 	checkUploads(ingest, {
 		app: GEN_APP,
-		tags: [['env', 'dev'], ['region', 'eu'], ['trace_id', root.traceId], ['root_span_id', root.spanId]],
+		tags: [['env', 'dev'], ['region', 'eu'], ['service', GEN_APP], ['trace_id', root.traceId], ['root_span_id', root.spanId]],
 		trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g,
 	});
 });
@@ -863,7 +866,7 @@ test('a failing generator run (OUT cannot be renamed into place) still exits 1 a
 	const root = rootSpan(otlp, 'generator.run');
 	assert.equal(root.status.code, StatusCode.ERROR);
 	const up = checkUploads(ingest, {
-		app: GEN_APP, tags: [['trace_id', root.traceId], ['root_span_id', root.spanId]],
+		app: GEN_APP, tags: [['service', GEN_APP], ['trace_id', root.traceId], ['root_span_id', root.spanId]],
 		trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g,
 	});
 	assert.ok(up.total > 0);
@@ -882,7 +885,7 @@ test('PYROSCOPE_UPLOAD_INTERVAL=300: several uploads, windows forward and contig
 	assert.deepEqual(unexpectedLines(g.res, 'generator'), [], 'no warnings');
 	const root = rootSpan(otlp, 'generator.run');
 	const up = checkUploads(ingest, {
-		app: GEN_APP, tags: [['trace_id', root.traceId], ['root_span_id', root.spanId]],
+		app: GEN_APP, tags: [['service', GEN_APP], ['trace_id', root.traceId], ['root_span_id', root.spanId]],
 		trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g,
 	});
 	const n = up.uploads.length;
@@ -1023,5 +1026,5 @@ test('an unwritable --profile-out path: a warning, not a failure', async (t) => 
 	assert.ok(!fs.existsSync(path.dirname(target)));
 	// Uploading is independent of the local file.
 	const root = rootSpan(otlp, 'generator.run');
-	checkUploads(ingest, { app: GEN_APP, tags: [], trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g });
+	checkUploads(ingest, { app: GEN_APP, tags: [['service', GEN_APP]], trace: root.traceId, span: root.spanId, spanName: 'generator.run', ...g });
 });
