@@ -4,9 +4,9 @@
  *
  * The flow: read and check the first record (so a missing, empty or broken
  * file fails before any connection), connect, then per batch (one batch
- * for the whole file by default): BEGIN, CREATE TABLE IF NOT EXISTS and a
- * column check (first batch only), COPY, stream the tuples, end the COPY,
- * COMMIT.  Any failure ends the COPY with an error (so the server discards
+ * for the whole file by default): BEGIN, a column check and, for a table
+ * that is missing, CREATE TABLE IF NOT EXISTS (first batch only), COPY,
+ * stream the tuples, end the COPY, COMMIT.  Any failure ends the COPY with an error (so the server discards
  * it), rolls back, prints one message and exits with the code --help lists.
  */
 #include <errno.h>
@@ -302,7 +302,7 @@ prepare_table(loader *ld, tp_span *span, bool may_retry)
 	return LD_EXIT_OK;
 }
 
-/* Server side of a batch: BEGIN, (CREATE TABLE, column check), COPY. */
+/* Server side of a batch: BEGIN, (column check, CREATE TABLE), COPY. */
 static int
 begin_batch(loader *ld)
 {
