@@ -1258,7 +1258,7 @@ utility_query_id(const PlannedStmt *pstmt, const char *query_string)
 		pstmt->stmt_location != utility_parsed.location || pstmt->stmt_len != utility_parsed.len)
 		return pstmt->queryId;
 	if (pstmt->utilityStmt != utility_parsed.stmt &&
-		(nodeTag(pstmt->utilityStmt) != utility_parsed.tag ||
+		(pstmt->stmt_location < 0 || nodeTag(pstmt->utilityStmt) != utility_parsed.tag ||
 		 statement_text_hash(query_string, pstmt->stmt_location, pstmt->stmt_len) != utility_parsed.text_hash))
 		return pstmt->queryId;
 	utility_parsed.stmt = NULL;	/* taken: a later statement at its address is another */
