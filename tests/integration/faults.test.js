@@ -26,6 +26,7 @@ const { startFaultyEndpoints, unexpectedLines, checkTelemetryWarnings } = requir
 const { startReceiver } = require('./lib/receiver');
 const { startIngest } = require('./lib/ingest');
 const { decodePprof } = require('./lib/pprof');
+const { ORDERS_DDL } = require('./lib/records');
 
 // Enough CPU for the 100 Hz self-profiler to take samples (else nothing is
 // uploaded), small enough to keep the file well under 90 s on 2 cores.
@@ -144,10 +145,7 @@ async function assertLoaded(table, records) {
 
 test('a. loader SIGKILLed mid-COPY: zero rows committed; the next run loads exactly N', async (t) => {
 	const table = 'killed_mid_copy';
-	await cluster.psql(`CREATE TABLE ${table} (
-		id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
-		amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
-		tags text[] NOT NULL, attributes jsonb NOT NULL);
+	await cluster.psql(`CREATE TABLE ${table} ${ORDERS_DDL};
 		ALTER TABLE ${table} OWNER TO app;`);
 	const pg = await appClient(t);
 	const progress = async () => (await pg.query(
@@ -189,10 +187,7 @@ test('a. the loader\'s backend terminated mid-COPY: exit 4, one error line (libp
 	// means ..." must read as one line, folded as every other libpq
 	// message: not "unexpectedly  This" (newline and tab made spaces).
 	const table = 'backend_gone_mid_copy';
-	await cluster.psql(`CREATE TABLE ${table} (
-		id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
-		amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
-		tags text[] NOT NULL, attributes jsonb NOT NULL);
+	await cluster.psql(`CREATE TABLE ${table} ${ORDERS_DDL};
 		ALTER TABLE ${table} OWNER TO app;`);
 	const pg = await appClient(t);
 

@@ -17,7 +17,7 @@ const { startCluster, freePort } = require('./lib/cluster');
 const { startReceiver } = require('./lib/receiver');
 const { decodeTraces } = require('./lib/otlp');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
-const { sampleRecords, serialize } = require('./lib/records');
+const { sampleRecords, serialize, ORDERS_DDL } = require('./lib/records');
 const { tableState } = require('./lib/loadcheck');
 const { waitFor: waitForWhat } = require('./lib/traced');
 
@@ -53,10 +53,7 @@ function smallFile() {
 test('SIGINT: exit 130 and the open transaction is rolled back', async () => {
 	const file = path.join(dir, 'interrupt.json');
 	fs.writeFileSync(file, serialize(sampleRecords(2000)));
-	await cluster.psql(`CREATE TABLE interrupted (
-		id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
-		amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
-		tags text[] NOT NULL, attributes jsonb NOT NULL);
+	await cluster.psql(`CREATE TABLE interrupted ${ORDERS_DDL};
 		ALTER TABLE interrupted OWNER TO app;`);
 	// Hold a lock so the loader waits inside its transaction.
 	const holder = cluster.psql('BEGIN; LOCK TABLE interrupted IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(4); COMMIT;');
@@ -277,9 +274,6 @@ function openStalledFifo(name, text) {
 	return { fifo, close: () => fs.closeSync(fd) };
 }
 
-const ORDERS_DDL = `(id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
-	amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
-	tags text[] NOT NULL, attributes jsonb NOT NULL)`;
 
 async function createOneRowTable(table) {
 	await cluster.psql(`CREATE TABLE ${table} ${ORDERS_DDL}; ALTER TABLE ${table} OWNER TO app;

@@ -14,7 +14,7 @@ const { startCluster, freePort } = require('./lib/cluster');
 const { startReceiver } = require('./lib/receiver');
 const { decodeTraces } = require('./lib/otlp');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
-const { sampleRecords, serialize } = require('./lib/records');
+const { sampleRecords, serialize, ORDERS_DDL } = require('./lib/records');
 const { tableState, compareChecksums, compareRows, tableShape } = require('./lib/loadcheck');
 
 const N = 50000;
@@ -114,10 +114,6 @@ test('awkward but valid records load exactly (escapes, non-ASCII, BOM, whitespac
 // (lines and columns from 1, columns in bytes, offsets from 0).
 const GOOD = sampleRecords(5).map((r) => JSON.stringify(r));
 
-/** The columns the loader creates, for tables a test makes itself. */
-const ORDERS_DDL = `(id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
-	amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
-	tags text[] NOT NULL, attributes jsonb NOT NULL)`;
 const rec4 = () => JSON.parse(GOOD[3]);
 function rec4With(mutate) {
 	const r = rec4();
@@ -281,10 +277,7 @@ test('duplicate id: the server rejects it, exit 4, zero rows', async () => {
 });
 
 test('a conflict with existing rows leaves the table as it was', async () => {
-	await cluster.psql(`CREATE TABLE existing (
-		id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
-		amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
-		tags text[] NOT NULL, attributes jsonb NOT NULL);
+	await cluster.psql(`CREATE TABLE existing ${ORDERS_DDL};
 		ALTER TABLE existing OWNER TO app;
 		INSERT INTO existing VALUES (5, 1, 'keep me', 1.00, 'EUR', now(), '{}', '{}');`);
 	const file = path.join(dir, 'conflict.json');

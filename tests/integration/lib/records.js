@@ -328,5 +328,11 @@ function serialize(records, format = 'json') {
 	return texts.length ? '[\n' + texts.join(',\n') + '\n]\n' : '[]\n';
 }
 
+/** The columns the loader creates, for tables a test makes itself: `CREATE TABLE t ${ORDERS_DDL}`. */
+const ORDERS_DDL = `(id bigint PRIMARY KEY, customer_id bigint NOT NULL, customer_name text NOT NULL,
+	amount numeric(12,2) NOT NULL, currency text NOT NULL, created_at timestamptz NOT NULL,
+	tags text[] NOT NULL, attributes jsonb NOT NULL)`;
+
 module.exports.sampleRecords = sampleRecords;
 module.exports.serialize = serialize;
+module.exports.ORDERS_DDL = ORDERS_DDL;
