@@ -58,7 +58,8 @@ typedef struct PcEntry
  * chain_names.h): the postmaster's path to a backend (Debian's build
  * inlines BackendStartup and BackendRun into ServerLoop), and the
  * executor's top levels.  ExecutorRun tail-calls its hook (standard_,
- * traceprof_, pgss_ExecutorRun...), so it may have no frame of its own.
+ * traceprof_, pgss_ExecutorRun...), so it may have no frame of its own;
+ * a traced statement's is traceprof_traced_ExecutorRun, named to match.
  */
 static const tp_chain_rule postgres_chains[] = {
 	{"PostmasterMain", "PostgresMain", 1, {"ServerLoop"}},

@@ -22,7 +22,7 @@
  * under way is what tells that abort from an error's.  And, with track =
  * all, the planning of a nested statement under a traced one: its span
  * opens at ExecutorStart, so planning that fails would leave it none
- * (plan_nested).
+ * (traceprof_nested_planner).
  */
 #include "postgres.h"
 
@@ -1496,8 +1496,8 @@ nested_planning_failed(const NestedPlanning *planning, const Query *parse,
  * few; the untraced and top-level paths are as before.
  */
 static pg_noinline PlannedStmt *
-plan_nested(Query *parse, const char *query_string, int cursor_options,
-			ParamListInfo bound_params)
+traceprof_nested_planner(Query *parse, const char *query_string, int cursor_options,
+						 ParamListInfo bound_params)
 {
 	NestedPlanning planning;
 	PlannedStmt *volatile result = NULL;
@@ -1526,8 +1526,8 @@ plan_nested(Query *parse, const char *query_string, int cursor_options,
  * deciding is planner_decides(), as the hook found it.
  */
 static pg_noinline PlannedStmt *
-plan_with_spans(Query *parse, const char *query_string, int cursor_options,
-				ParamListInfo bound_params, bool deciding)
+traceprof_traced_planner(Query *parse, const char *query_string, int cursor_options,
+						 ParamListInfo bound_params, bool deciding)
 {
 	OpenSpan   *statement;
 	OpenSpan   *planning = NULL;
@@ -1543,7 +1543,7 @@ plan_with_spans(Query *parse, const char *query_string, int cursor_options,
 		 * get a span of its own.
 		 */
 		if (unlikely(traceprof_track == TRACK_ALL) && !at_top_level() && parse->canSetTag)
-			return plan_nested(parse, query_string, cursor_options, bound_params);
+			return traceprof_nested_planner(parse, query_string, cursor_options, bound_params);
 		watching = watch_errors(&watch);
 		result = call_planner(parse, query_string, cursor_options, bound_params);
 		unwatch_errors(&watch, watching);
@@ -1576,9 +1576,10 @@ plan_with_spans(Query *parse, const char *query_string, int cursor_options,
 /*
  * With no span open, a statement that cannot be traced (no session context,
  * no sampling, no comment ending it) takes a short path here, doing what
- * plan_with_spans would then do.  That is the common case of a server that
- * traces only its traced callers, and deciding's code out of it was a third
- * of the instruction-cache misses the extension cost an untraced select.
+ * traceprof_traced_planner would then do.  That is the common case of a
+ * server that traces only its traced callers, and deciding's code out of it
+ * was a third of the instruction-cache misses the extension cost an
+ * untraced select.
  */
 static PlannedStmt *
 traceprof_planner(Query *parse, const char *query_string, int cursor_options,
@@ -1592,7 +1593,8 @@ traceprof_planner(Query *parse, const char *query_string, int cursor_options,
 
 	if (unlikely(open_count > 0) ||
 		(deciding && unlikely(may_be_traced(query_string, parse->stmt_location, parse->stmt_len))))
-		return plan_with_spans(parse, query_string, cursor_options, bound_params, deciding);
+		return traceprof_traced_planner(parse, query_string, cursor_options, bound_params,
+										deciding);
 	if (deciding)
 		decided_in_message = GetCurrentStatementStartTimestamp();
 	result = call_planner(parse, query_string, cursor_options, bound_params);
@@ -1740,7 +1742,7 @@ call_ExecutorStart(QueryDesc *query_desc, int eflags)
 
 /* The ExecutorStart hook when a span is open or may open (traceprof_ExecutorStart). */
 static pg_noinline void
-start_with_spans(QueryDesc *query_desc, int eflags)
+traceprof_traced_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
 	PlannedStmt *stmt = query_desc->plannedstmt;
 	OpenSpan   *span = NULL;
@@ -1796,8 +1798,8 @@ start_with_spans(QueryDesc *query_desc, int eflags)
 
 /*
  * With no span open: true when the statement about to start cannot get one,
- * having done what start_with_spans then does; false, with nothing done,
- * when it may.  Nested, there is no span to nest under; a planned statement
+ * having done what traceprof_traced_ExecutorStart then does; false, with
+ * nothing done, when it may.  Nested, there is no span to nest under; a planned statement
  * was decided by its planning, untraced since nothing is open; a cached plan
  * is decided here, as choose_parent would.
  */
@@ -1833,7 +1835,7 @@ traceprof_ExecutorStart(QueryDesc *query_desc, int eflags)
 {
 	settle_engagement();
 	if (unlikely(open_count > 0) || !starts_untraced(query_desc))
-		start_with_spans(query_desc, eflags);
+		traceprof_traced_ExecutorStart(query_desc, eflags);
 	else
 		call_ExecutorStart(query_desc, eflags);
 	if (profiler_is_sampling())
@@ -1958,10 +1960,17 @@ run_labels(const OpenSpan *span)
 		label_samples(span);
 }
 
-/* The ExecutorRun hook with spans open (traceprof_ExecutorRun). */
+/*
+ * The ExecutorRun hook with spans open (traceprof_ExecutorRun).  Samples'
+ * stacks show this frame between PortalRun and standard_ExecutorRun: its
+ * name ends like the hook's, which the profiler's rules for the static
+ * frames above it expect (backend_profiler.c), and starts with ours, as do
+ * the other hooks' traced paths, so that flame graphs tell it from
+ * PostgreSQL's.
+ */
 static pg_noinline void
-run_with_spans(QueryDesc *query_desc, ScanDirection direction, uint64 count,
-			   bool execute_once)
+traceprof_traced_ExecutorRun(QueryDesc *query_desc, ScanDirection direction,
+							 uint64 count, bool execute_once)
 {
 	ErrorContextCallback watch;
 	bool		watching = watch_errors(&watch);
@@ -1989,7 +1998,7 @@ traceprof_ExecutorRun(QueryDesc *query_desc, ScanDirection direction, uint64 cou
 	settle_engagement();
 	if (unlikely(open_count > 0))
 	{
-		run_with_spans(query_desc, direction, count, execute_once);
+		traceprof_traced_ExecutorRun(query_desc, direction, count, execute_once);
 		return;
 	}
 	if (nesting_level == 0)
@@ -2023,7 +2032,7 @@ call_ExecutorEnd(QueryDesc *query_desc)
 
 /* ExecutorEnd of a query whose span (at owner) then closes. */
 static pg_noinline void
-end_with_span(int owner, QueryDesc *query_desc)
+traceprof_traced_ExecutorEnd(int owner, QueryDesc *query_desc)
 {
 	ErrorContextCallback watch;
 	bool		watching = watch_errors(&watch);
@@ -2049,7 +2058,7 @@ traceprof_ExecutorEnd(QueryDesc *query_desc)
 	if (owner < 0)
 		call_ExecutorEnd(query_desc);
 	else
-		end_with_span(owner, query_desc);
+		traceprof_traced_ExecutorEnd(owner, query_desc);
 	statement_done();
 	if (nesting_level == 0 && open_count == 0)
 		profiler_flush();
@@ -2185,10 +2194,10 @@ call_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
  * the frame the profiler's call path rules look for (backend_profiler.c).
  */
 static pg_noinline void
-general_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
-					   bool read_only_tree, ProcessUtilityContext context,
-					   ParamListInfo params, QueryEnvironment *query_env,
-					   DestReceiver *dest, QueryCompletion *qc)
+traceprof_traced_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
+								bool read_only_tree, ProcessUtilityContext context,
+								ParamListInfo params, QueryEnvironment *query_env,
+								DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *stmt = pstmt->utilityStmt;
 	OpenSpan   *span = NULL;
@@ -2277,12 +2286,13 @@ general_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 
 /*
  * A client's BEGIN, COMMIT, SAVEPOINT... that nothing traces: two of every
- * OLTP transaction, for which general_ProcessUtility touched ~26 instruction
+ * OLTP transaction, for which the general path touched ~26 instruction
  * cache lines each, a sixth of what the idle library added to a TPC-B
  * transaction.  They run no statement below them (the transaction ends
  * after ProcessUtility returns, in finish_xact_command, where deferred
  * triggers run; a procedure's COMMIT never comes here): no nesting to
- * count and nothing to catch; the rest is what general_ProcessUtility would do.
+ * count and nothing to catch; the rest is what
+ * traceprof_traced_ProcessUtility would do.
  */
 static inline bool
 is_untraced_transaction_stmt(const PlannedStmt *pstmt, const char *query_string)
@@ -2301,8 +2311,8 @@ traceprof_ProcessUtility(PlannedStmt *pstmt, const char *query_string,
 	settle_engagement();
 	if (!is_untraced_transaction_stmt(pstmt, query_string))
 	{
-		general_ProcessUtility(pstmt, query_string, read_only_tree, context,
-							   params, query_env, dest, qc);
+		traceprof_traced_ProcessUtility(pstmt, query_string, read_only_tree, context,
+										params, query_env, dest, qc);
 		return;
 	}
 	decided_in_message = GetCurrentStatementStartTimestamp();

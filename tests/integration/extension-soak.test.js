@@ -117,7 +117,7 @@ test('executor node functions are named from the running plan: hash join, sort, 
 	assert.ok(share > 0 && share <= 100, `traceprof.stats reports the share of named frames: ${share}`);
 });
 
-test('static callers named from the hook\'s own stack: simple and extended protocol, utility via PortalRunMulti and FillPortalStore', async (t) => {
+test('static callers named from the hook\'s own stack and the executor\'s shapes: simple and extended protocol, a SELECT\'s and a write\'s portal, utility via PortalRunMulti and FillPortalStore', async (t) => {
 	const cluster = await startTraced({ 'traceprof.sample_hz': '250', max_parallel_workers_per_gather: '0', jit: 'off' });
 	t.after(() => cluster.stop());
 	const client = await connect(cluster);
@@ -128,6 +128,7 @@ test('static callers named from the hook\'s own stack: simple and extended proto
 	await client.query(heavy);	// simple protocol
 	await client.query(`${heavy} WHERE g > $1`, [0]);	// parameters: Parse, Bind, Execute
 	await client.query(`CREATE TABLE made AS ${heavy}`);	// a utility in a multi-query portal
+	await client.query(`INSERT INTO made ${heavy}`);	// a write: PortalRunMulti, ProcessQuery
 	await client.query(`EXPLAIN ANALYZE ${heavy}`);	// a utility whose rows fill the portal's store
 	const stacks = (await client.query('SELECT stack FROM traceprof.profile($1)', [trace])).rows.map((r) => `;${r.stack};`);
 	// Debian's build inlines exec_execute_message into PostgresMain: the
@@ -137,6 +138,13 @@ test('static callers named from the hook\'s own stack: simple and extended proto
 		assert.ok(stacks.some((s) => s.includes(path)), `a stack shows ${path}\n${stacks.join('\n')}`);
 	assert.ok(!stacks.some((s) => /;PostgresMain;postgres\+0x[0-9a-f]+;PortalRun;/.test(s)),
 		`no unnamed frame is left between PostgresMain and PortalRun:\n${stacks.join('\n')}`);
+	// The executor's static frames, named by their shape around the traced
+	// ExecutorRun hook (whose frame a traced statement's samples always have).
+	for (const path of [';PortalRun;PortalRunSelect;traceprof_traced_ExecutorRun;standard_ExecutorRun;',
+		';PortalRun;PortalRunMulti;ProcessQuery;traceprof_traced_ExecutorRun;standard_ExecutorRun;'])
+		assert.ok(stacks.some((s) => s.includes(path)), `a stack shows ${path}\n${stacks.join('\n')}`);
+	assert.ok(!stacks.some((s) => /;PortalRun;(postgres\+0x[0-9a-f]+;)+[A-Za-z_]*ExecutorRun;/.test(s)),
+		`no unnamed frame is left between PortalRun and ExecutorRun:\n${stacks.join('\n')}`);
 });
 
 test('JIT code is named from PostgreSQL\'s jitdump file with jit_profiling_support, "[unknown] (no module)" without', async (t) => {
