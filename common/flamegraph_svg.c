@@ -526,8 +526,7 @@ put_subtitle(const svg_writer *w, const tp_flame_layout *l)
 
 	if (l->total == 0)
 	{
-		fputs("no ", out);
-		put_xml(w, w->unit);
+		fputs("no samples", out);
 		return;
 	}
 	if (w->diff)

@@ -52,6 +52,7 @@ typedef struct SampleFilter
 	bool		see_all;		/* superuser or pg_read_all_stats */
 	HTAB	   *groups;
 	int64		total;
+	int64		hidden;			/* samples of the trace (span) from others' statements */
 } SampleFilter;
 
 typedef struct StackKey
@@ -158,11 +159,30 @@ visible(const SampleFilter *filter, const TraceprofSample *sample)
 }
 
 static bool
-matches(const SampleFilter *filter, const TraceprofSample *sample)
+matches(SampleFilter *filter, const TraceprofSample *sample)
 {
-	return memcmp(sample->trace_id, filter->trace_id, TP_TRACE_ID_BYTES) == 0 &&
-		(!filter->by_span || memcmp(sample->span_id, filter->span_id, TP_SPAN_ID_BYTES) == 0) &&
-		visible(filter, sample);
+	if (memcmp(sample->trace_id, filter->trace_id, TP_TRACE_ID_BYTES) != 0 ||
+		(filter->by_span && memcmp(sample->span_id, filter->span_id, TP_SPAN_ID_BYTES) != 0))
+		return false;
+	if (visible(filter, sample))
+		return true;
+	filter->hidden++;
+	return false;
+}
+
+/*
+ * An empty answer would read as "nothing was sampled" (or a mistyped id)
+ * when the samples are there but other roles': say so.
+ */
+static void
+notice_if_all_hidden(const SampleFilter *filter, bool any_shown)
+{
+	if (any_shown || filter->hidden == 0)
+		return;
+	ereport(NOTICE,
+			(errmsg("the %lld samples of this %s were taken in other roles' statements",
+					(long long) filter->hidden, filter->by_span ? "span" : "trace"),
+			 errdetail("Only superusers and members of pg_read_all_stats see other roles' samples.")));
 }
 
 static bool
@@ -256,6 +276,7 @@ traceprof_profile_stacks(PG_FUNCTION_ARGS)
 	filter.groups = hash_create("traceprof stacks", 256, &info, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	sample_store_scan(group_stack, &filter);
 	ngroups = hash_get_num_entries(filter.groups);
+	notice_if_all_hidden(&filter, ngroups > 0);
 	sorted = palloc(sizeof(StackGroup *) * Max(ngroups, 1));
 	ngroups = 0;
 	hash_seq_init(&scan, filter.groups);
@@ -390,6 +411,7 @@ traceprof_profile_top(PG_FUNCTION_ARGS)
 	info.hcxt = CurrentMemoryContext;
 	filter.groups = hash_create("traceprof functions", 256, &info, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	sample_store_scan(count_functions, &filter);
+	notice_if_all_hidden(&filter, filter.total > 0);
 
 	nfunctions = hash_get_num_entries(filter.groups);
 	sorted = palloc(sizeof(FunctionCount *) * Max(nfunctions, 1));
@@ -463,6 +485,7 @@ collect_target(const TraceprofSample *sample, void *arg)
 
 	if (!matches(collect->filter, sample) || sample->depth == 0)
 		return true;
+	collect->filter->total++;
 	add_to_flame(collect, sample);
 	if (collect->span_names != NULL)
 		hash_search(collect->span_names, &sample->span_name_id, HASH_ENTER, &found);
@@ -553,6 +576,7 @@ draw_flame_graphs(FlameCollect *target, FlameCollect *baseline, const char *titl
 		tp_flame_stacks_set_ascii(target->stacks, GetDatabaseEncoding() != PG_UTF8 ||
 								  pg_get_client_encoding() != PG_UTF8);
 		sample_store_scan(collect_target, target);
+		notice_if_all_hidden(target->filter, target->filter->total > 0);
 		if (baseline != NULL)
 			sample_store_scan(collect_baseline, baseline);
 		if (target->failed || (baseline != NULL && baseline->failed))

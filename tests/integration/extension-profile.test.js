@@ -466,20 +466,26 @@ describe('profiles in SQL (one cluster)', () => {
 		}
 		const seen = async (role) => {
 			const c = await connect(cluster, role);
+			const notices = [];
+			c.on('notice', (n) => notices.push(n.message));
 			try {
 				const top = (await c.query('SELECT count(*) AS n FROM traceprof.profile_top($1)', [ctx.traceId])).rows[0];
 				const svg = (await c.query('SELECT traceprof.flamegraph($1) AS svg, traceprof.flamegraph_diff($1) AS diff',
 					[ctx.traceId])).rows[0];
-				return { samples: total(await profile(c, ctx.traceId)), top: Number(top.n),
+				const result = { samples: total(await profile(c, ctx.traceId)), top: Number(top.n),
 					flame: svg.svg.includes('numeric_mul'), diff: svg.diff.includes('numeric_mul') };
+				// An empty answer says why: the samples are other roles'.
+				const hidden = notices.filter((m) => /^the \d+ samples of this trace were taken in other roles' statements$/.test(m));
+				return { ...result, hidden: hidden.length, emptyTitle: svg.svg.includes('>no samples<') };
 			} finally {
 				await closeAll(c);
 			}
 		};
 		const other = await seen('prof_other');
-		assert.deepEqual(other, { samples: 0, top: 0, flame: false, diff: false }, 'another role sees none of them');
+		assert.deepEqual(other, { samples: 0, top: 0, flame: false, diff: false, hidden: 4, emptyTitle: true },
+			'another role sees none of them, and a NOTICE from each of the four functions says why');
 		const auditor = await seen('prof_auditor');
-		assert.ok(auditor.samples > 0 && auditor.top > 0 && auditor.flame && auditor.diff,
+		assert.ok(auditor.samples > 0 && auditor.top > 0 && auditor.flame && auditor.diff && auditor.hidden === 0,
 			`pg_read_all_stats sees them: ${JSON.stringify(auditor)}`);
 		assert.ok((await seen('postgres')).samples > 0, 'a superuser sees them');
 		await admin.query('DROP ROLE prof_owner, prof_other, prof_auditor');
