@@ -60,6 +60,7 @@ static struct
 	upload		pending;		/* pprof NULL: empty */
 	bool		stop;
 	bool		warned;
+	bool		uploaded;		/* a profile went: the link at the end leads to data */
 	uint64_t	exit_deadline_ns;	/* monotonic; 0 until finish sets it */
 }			self;
 
@@ -94,8 +95,9 @@ send_one(const upload *u, uint64_t exit_deadline_ns, tp_pyroscope_config *cfg)
 		if (left_ms < cfg->timeout_ms)
 			cfg->timeout_ms = left_ms;
 	}
-	if (!tp_pyroscope_ingest(cfg, u->pprof, u->len, u->from_ns, u->until_ns,
-							 err, sizeof(err)) && !self.warned)
+	if (tp_pyroscope_ingest(cfg, u->pprof, u->len, u->from_ns, u->until_ns, err, sizeof(err)))
+		self.uploaded = true;
+	else if (!self.warned)
 	{
 		/* One warning per run: a dead server must not flood the terminal. */
 		self.warned = true;
@@ -616,7 +618,7 @@ tp_self_profiler_finish(void)
 		pthread_cond_signal(&self.wake);
 		pthread_mutex_unlock(&self.lock);
 		pthread_join(self.thread, NULL);
-		if (url != NULL)
+		if (url != NULL && self.uploaded)
 			tp_info("profiles of trace %s: %s", self.trace_id, url);
 		free(url);
 	}

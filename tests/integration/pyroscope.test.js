@@ -616,6 +616,7 @@ test('server down (closed port): one warning however many uploads fail, exit 0, 
 	assert.equal(w.length, 1, `exactly one warning: ${describe(g.res)}`);
 	assert.match(w[0], new RegExp(`^generator: warning: profiles not uploaded to Pyroscope: http://127\\.0\\.0\\.1:${port}/ingest: \\S.*$`));
 	assert.deepEqual(unexpectedLines(g.res, 'generator'), w);
+	assert.ok(!/profiles of trace/.test(g.res.stderr), `no link to profiles that never arrived: ${g.res.stderr}`);
 	assert.notEqual(rootSpan(otlp, 'generator.run').status.code, StatusCode.ERROR);
 });
 
@@ -646,6 +647,7 @@ test('a 500 answer (not retried) or connections that keep dropping (retried with
 	assert.equal(w.length, 1, describe(g.res));
 	assert.match(w[0], /^generator: warning: profiles not uploaded to Pyroscope: http:\/\/127\.0\.0\.1:\d+\/ingest: HTTP status 500: internal error at ingest$/);
 	assert.deepEqual(unexpectedLines(g.res, 'generator'), w);
+	assert.ok(!/profiles of trace/.test(g.res.stderr), `no link to profiles that never arrived: ${g.res.stderr}`);
 
 	// A dropped connection is retried (as OTLP does) until the budget ends.
 	ingest.reset();
