@@ -475,6 +475,7 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 	}
 	free(from_env);
 	cfg->traces.grpc_setting = "OTEL_EXPORTER_OTLP_PROTOCOL=grpc";
+	cfg->traces.http_setting = "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf";
 	cfg->traces.timeout_ms = read_timeout();
 	cfg->traces.gzip = read_gzip();
 	cfg->traces.ca_file = env_copy("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE");

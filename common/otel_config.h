@@ -34,6 +34,7 @@ typedef struct tp_otlp_target
 	char	   *client_cert;	/* OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE (mutual TLS), or NULL */
 	char	   *client_key;		/* OTEL_EXPORTER_OTLP_CLIENT_KEY, or NULL */
 	const char *grpc_setting;	/* what the user sets to speak gRPC, for messages */
+	const char *http_setting;	/* ... and to speak OTLP/HTTP */
 	volatile sig_atomic_t *cancel;	/* non-zero aborts an export (shutdown) */
 	void	   *connection;		/* libcurl handle kept between exports, or NULL */
 	long		retry_not_before_ms;	/* monotonic: the last Retry-After's time, or 0 */

@@ -423,6 +423,20 @@ answer_looks_like_grpc(CURLcode rc, tp_otlp_protocol protocol)
 		(rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_WEIRD_SERVER_REPLY);
 }
 
+/*
+ * No HTTP/2 answer to a gRPC request: an HTTP/1.1 server closes the
+ * connection on the HTTP/2 preface ("Empty reply from server") or answers
+ * in HTTP/1.1, which is no HTTP/2 frame.  A collector's OTLP/HTTP port
+ * (4318) does so when the protocol is set to grpc.
+ */
+static bool
+answer_looks_like_http1(CURLcode rc, tp_otlp_protocol protocol)
+{
+	return protocol == TP_OTLP_GRPC &&
+		(rc == CURLE_GOT_NOTHING || rc == CURLE_HTTP2 || rc == CURLE_HTTP2_STREAM ||
+		 rc == CURLE_WEIRD_SERVER_REPLY);
+}
+
 static attempt_outcome
 classify_transport_error(CURLcode rc, const char *curl_message, const tp_otlp_target *target,
 						 char *err, size_t errlen)
@@ -435,6 +449,10 @@ classify_transport_error(CURLcode rc, const char *curl_message, const tp_otlp_ta
 	if (answer_looks_like_grpc(rc, target->protocol))
 		snprintf(err, errlen, "%s: %s (the endpoint does not answer in HTTP/1.1: it seems to speak gRPC; set %s)",
 				 shown, detail, target->grpc_setting ? target->grpc_setting : "the protocol to grpc");
+	else if (answer_looks_like_http1(rc, target->protocol))
+		snprintf(err, errlen, "%s: %s (no HTTP/2 answer: if the endpoint serves OTLP/HTTP, as a collector's "
+				 "port 4318 does, set %s)",
+				 shown, detail, target->http_setting ? target->http_setting : "the protocol to http/protobuf");
 	else
 		snprintf(err, errlen, "%s: %s", shown, detail);
 	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||

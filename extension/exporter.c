@@ -413,6 +413,7 @@ build_target(tp_otlp_target *target)
 	target->protocol = (tp_otlp_protocol) traceprof_otlp_protocol;
 	target->url = tp_otlp_traces_url(traceprof_otlp_endpoint, target->protocol, false);
 	target->grpc_setting = "traceprof.otlp_protocol = 'grpc'";
+	target->http_setting = "traceprof.otlp_protocol = 'http/protobuf'";
 	target->timeout_ms = traceprof_otlp_timeout_ms;
 	target->gzip = traceprof_otlp_compression == OTLP_COMPRESSION_GZIP;
 	if (traceprof_otlp_ca_file[0] != '\0')

@@ -379,6 +379,18 @@ test('3d. otlp_endpoint on a gRPC-only port with the default protocol: last_erro
 	assert.match(error, /set traceprof\.otlp_protocol = 'grpc'\)$/);
 });
 
+test('3e. otlp_protocol grpc against an HTTP/1.1 receiver: last_error says no HTTP/2 came back and names the http/protobuf setting', async (t) => {
+	t.after(() => reconfigure({ 'traceprof.otlp_protocol': 'http/protobuf' }));
+	await drained();
+	await reconfigure({ 'traceprof.otlp_protocol': 'grpc', 'traceprof.otlp_endpoint': `http://127.0.0.1:${receiver.httpPort}` });
+	await tracedSelect('grpc_to_http1');
+	const error = await waitFor('the failure in last_error', async () => {
+		const e = (await monitor.query('SELECT last_error FROM traceprof.stats')).rows[0].last_error;
+		return e && /no HTTP\/2 answer/.test(e) ? e : null;
+	});
+	assert.match(error, /set traceprof\.otlp_protocol = 'http\/protobuf'\)/);
+});
+
 test('4a. resource_attributes deployment.environment=caf%E9 (not UTF-8 once decoded): refused by ALTER SYSTEM', async (t) => {
 	// Old behaviour caught: ALTER SYSTEM accepted it, and every request then
 	// carried the byte 0xE9 in a resource attribute.

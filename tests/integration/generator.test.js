@@ -463,6 +463,23 @@ test('OTLP/HTTP (the default protocol) to a gRPC-only port: the warning says the
 	assert.doesNotMatch(grpc.stderr, /speak gRPC|not exported/, describe(grpc));
 });
 
+test('OTLP/gRPC to an HTTP/1.1-only port: the warning says no HTTP/2 came back and names the OTLP/HTTP protocol setting', async (t) => {
+	// A collector's 4318 is HTTP/1.1: it closes the connection on the
+	// HTTP/2 preface, and "Empty reply from server" alone said nothing of why.
+	const http = require('node:http');
+	const server = http.createServer((req, res) => res.end());
+	await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+	t.after(() => server.close());
+	const env = {
+		OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${server.address().port}`,
+		OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TIMEOUT: '2000',
+	};
+	const res = await generate(['5', '/dev/null'], { env });
+	assert.equal(res.code, 0, describe(res));
+	assert.match(res.stderr, /generator: warning: traces not exported: .*TraceService\/Export: .*\(no HTTP\/2 answer: if the endpoint serves OTLP\/HTTP, as a collector's port 4318 does, set OTEL_EXPORTER_OTLP_PROTOCOL=http\/protobuf\)/,
+		describe(res));
+});
+
 test('--profile-out that cannot be written whole: a warning with the real cause, no file, no temp file, exit 0', async (t) => {
 	const sub = makeTempDir('traceprof-gen-prof-full-');
 	t.after(() => removeTempDir(sub));
