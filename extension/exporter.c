@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -258,12 +259,17 @@ batch_clear(void)
 	batch.count = 0;
 }
 
-/* Resource attributes: service.name, then traceprof.resource_attributes. */
+/*
+ * Resource attributes: service.name, then traceprof.resource_attributes,
+ * then what those leave unset: host.name, so that the spans of servers
+ * sharing a service name can be told apart, and the SDK's name and version.
+ */
 static void
 build_resource(tp_kvlist *resource)
 {
 	tp_kvlist	extra = {0};
 	char		err[512];
+	char		host[256];
 
 	tp_kvlist_add(resource, "service.name", traceprof_service_name);
 	if (!tp_kvlist_parse(traceprof_resource_attributes, TP_KV_PERCENT_DECODE, &extra, err, sizeof(err)))
@@ -274,6 +280,11 @@ build_resource(tp_kvlist *resource)
 		if (tp_kvlist_get(resource, extra.items[i].key) == NULL)
 			tp_kvlist_add(resource, extra.items[i].key, extra.items[i].value);
 	tp_kvlist_free(&extra);
+	if (tp_kvlist_get(resource, "host.name") == NULL && gethostname(host, sizeof(host)) == 0)
+	{
+		host[sizeof(host) - 1] = '\0';
+		tp_kvlist_add(resource, "host.name", host);
+	}
 	if (tp_kvlist_get(resource, "telemetry.sdk.name") == NULL)
 		tp_kvlist_add(resource, "telemetry.sdk.name", "traceprof");
 	if (tp_kvlist_get(resource, "telemetry.sdk.version") == NULL)

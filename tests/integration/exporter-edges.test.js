@@ -468,6 +468,18 @@ test('4c. a role "caf\\xE9" in a UTF-8 database "d\\xE9mo" (names written raw fr
 	await drained();
 });
 
+test('4d. host.name on the resource: the server\'s by default, so that servers sharing a service name are told apart; traceprof.resource_attributes\' own wins', async (t) => {
+	t.after(() => reconfigure({ 'traceprof.resource_attributes': null }));
+	await drained();
+	let ctx = await tracedSelect('host_default');
+	let [span] = await waitForSpan(receiver, ctx.traceId);
+	assert.equal(span.resource.attributes['host.name'], require('node:os').hostname());
+	await reconfigure({ 'traceprof.resource_attributes': 'host.name=db-primary-1' });
+	ctx = await tracedSelect('host_set');
+	[span] = await waitForSpan(receiver, ctx.traceId);
+	assert.equal(span.resource.attributes['host.name'], 'db-primary-1');
+});
+
 test('5. shutdown with 25 spans pending, batch size 1, a collector answering 200 after 1 s each: done within 10 s, at most 3 requests', { timeout: 90000 }, async () => {
 	// Old behaviour caught: each batch of the last drain had its own 2 s, so
 	// the 25 batches took ~25 s (25 requests) before the server could stop.

@@ -152,6 +152,7 @@ async function checkWorkloadExport(receiver, table, run, serviceName) {
 		assert.equal(s.resource.attributes['service.name'], serviceName, 'service.name from traceprof.service_name');
 		for (const [k, v] of Object.entries(EXPECTED_RESOURCE))
 			assert.equal(s.resource.attributes[k], v, `resource attribute ${k} (percent-decoded)`);
+		assert.equal(s.resource.attributes['host.name'], require('node:os').hostname(), 'host.name: the server\'s');
 		assert.deepEqual(Object.keys(s.attributes).filter((k) => k.startsWith('__duplicate__')), [],
 			`no repeated attribute in ${summary(s)}`);
 		assert.doesNotMatch(jsonish(s.attributes), /secret/, `no literal value leaves the server: ${summary(s)}`);
