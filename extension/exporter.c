@@ -619,7 +619,8 @@ send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadli
 		out->dropped += count;
 		out->settled += count;
 		out->refused = true;
-		snprintf(warning, sizeof(warning), "%d spans rejected by the collector and dropped: %s", count, err);
+		snprintf(warning, sizeof(warning), "%d span%s rejected by the collector and dropped: %s",
+				 count, count == 1 ? "" : "s", err);
 		export_failed(err, warning,
 					  "Further rejections are counted in traceprof.stats without a warning until an export succeeds.");
 		return;
