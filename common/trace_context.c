@@ -68,9 +68,11 @@ tp_traceparent_parse(const char *text, size_t len, tp_span_context *out,
 	tp_span_context ctx;
 
 	/* Layout: vv-tttttttttttttttttttttttttttttttt-pppppppppppppppp-ff */
+	/* Not even a version: no traceparent at all, so say what one looks like. */
 	if (len < 2 || !tp_hex_decode(text, &version, 1))
 	{
-		*why = "version must be 2 lowercase hex digits";
+		*why = len == TP_TRACEPARENT_LEN ? "version must be 2 lowercase hex digits" :
+			"expected 55 characters: 00-<32 hex trace-id>-<16 hex parent-id>-<2 hex flags>";
 		return false;
 	}
 	if (version == 0xff)

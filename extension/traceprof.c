@@ -469,7 +469,7 @@ define_gucs(void)
 							&traceprof_backend_samples, 2048, 128, 65536, PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("traceprof.max_functions",
-							"Distinct frame names kept in shared memory.",
+							"Distinct frame and span names kept in shared memory.",
 							NULL, &traceprof_max_functions, 16384, 1024, 1048576, PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 	DefineCustomStringVariable("traceprof.pyroscope_url",

@@ -5,6 +5,7 @@ SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b
 SHOW traceprof.traceparent;
 -- each of these is rejected with what was expected
 SET traceprof.traceparent = 'garbage';
+SET traceprof.traceparent = 'zz-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 SET traceprof.traceparent = '00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01';
 SET traceprof.traceparent = '00-00000000000000000000000000000000-00f067aa0ba902b7-01';
 SET traceprof.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01';
