@@ -37,6 +37,9 @@ StaticAssertDecl(offsetof(RingSlot, data) == SHM_RING_SLOT_OVERHEAD, "slot heade
  * shared its first line with capacity and slot_data, and every writer's
  * read of those waited for the line another writer had just taken.
  */
+/* Positions passed while their writers copy, looked at again (settle_passed). */
+#define SHM_RING_PASSED_MAX 64
+
 typedef union
 {
 	pg_atomic_uint64 value;
@@ -64,10 +67,15 @@ struct ShmRing
 	 */
 	pg_atomic_uint64 extra_slots;
 	pg_atomic_uint64 base[4];
+	/* The most records a reader was shown in a generation (never_fewer). */
+	pg_atomic_uint64 written_shown;
 	pg_atomic_uint32 resetting; /* a reset is under way */
 	/* The exporter's alone: since when positions below stuck_end hold it up. */
 	TimestampTz stuck_since;	/* 0: not held up */
 	uint64		stuck_end;
+	/* ... and the positions it passed while their writers copied (settle_passed). */
+	int			npassed;
+	uint64		passed[SHM_RING_PASSED_MAX];
 	char		slots[FLEXIBLE_ARRAY_MEMBER] pg_attribute_aligned(PG_CACHE_LINE_SIZE);
 };
 
@@ -120,11 +128,13 @@ shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record)
 	pg_atomic_init_u64(&ring->dropped, 0);
 	pg_atomic_init_u64(&ring->exported, 0);
 	pg_atomic_init_u64(&ring->extra_slots, 0);
+	pg_atomic_init_u64(&ring->written_shown, 0);
 	for (int i = 0; i < RESET_BASES; i++)
 		pg_atomic_init_u64(&ring->base[i], 0);
 	pg_atomic_init_u32(&ring->resetting, 0);
 	ring->stuck_since = 0;
 	ring->stuck_end = 0;
+	ring->npassed = 0;
 	for (int i = 0; i < capacity; i++)
 	{
 		pg_atomic_init_u64(&slot_at(ring, i)->seq, 0);
@@ -199,8 +209,9 @@ take_slot(RingSlot *slot, uint64 position)
 /*
  * Count n positions of the record claimed at position as no record's first
  * (slots past its first, or a record given up), in the period of the reset
- * whose base is at or below position.  Rare: records longer than a slot,
- * and writers a lap behind.  A writer counts after its claim, so a reset
+ * whose base is at or below position.  Rare: records given up, and records
+ * longer than a slot whose early count a reset came across
+ * (settle_early_count).  It counts after the claim, so a reset
  * can come in between in either order (shm_ring_reset): if the reset read
  * the ring's end after this claim (its base is above position), but
  * started its period before this count, the record belongs to the period
@@ -223,6 +234,44 @@ count_extra_slots(ShmRing *ring, uint64 position, uint64 n)
 		;
 }
 
+/* Take n out of extra_slots again, if still in the generation of word (its value once added). */
+static void
+uncount_extra_slots(ShmRing *ring, uint64 word, uint64 n)
+{
+	uint64		gen = EXTRA_GEN(word);
+
+	word = pg_atomic_read_u64(&ring->extra_slots);
+	/* On failure, word is updated to the current value. */
+	while (EXTRA_GEN(word) == gen &&
+		   !pg_atomic_compare_exchange_u64(&ring->extra_slots, &word, word - n))
+		;
+}
+
+/*
+ * A record of several slots counts its slots past the first before it
+ * claims them (counted_in: extra_slots once they were added), so that a
+ * reader in between sees a record fewer for a moment, which never_fewer
+ * does not show, rather than several more, which it would have to keep
+ * showing.  The count went into the period under way then: right, unless
+ * a reset came, or is coming, in between.  Then it is taken out again (if
+ * still there) and made afresh as after a claim, by count_extra_slots,
+ * which puts it in the period the record belongs to.  The reset flags
+ * itself before it reads the ring's end; seen clear, a reset that starts
+ * later reads an end past this claim.  Out of line, so that a test can
+ * hold a writer here, right after its claim.
+ */
+static pg_noinline void
+settle_early_count(ShmRing *ring, uint64 counted_in, uint64 position, uint64 n)
+{
+	bool		resetting = pg_atomic_read_u32(&ring->resetting) != 0;
+
+	pg_read_barrier();
+	if (!resetting && EXTRA_GEN(pg_atomic_read_u64(&ring->extra_slots)) == EXTRA_GEN(counted_in))
+		return;
+	uncount_extra_slots(ring, counted_in, n);
+	count_extra_slots(ring, position, n);
+}
+
 /*
  * Claim nslots positions at *position and take their slots; false when the
  * record is dropped (counted): the ring keeps what is not exported and is
@@ -235,14 +284,21 @@ count_extra_slots(ShmRing *ring, uint64 position, uint64 n)
 static inline bool
 claim(ShmRing *ring, uint32 nslots, uint64 *position)
 {
+	uint64		counted_in = 0;
+
 	/* Fetch the line for writing at once: the CAS below needs it exclusive. */
 	__builtin_prefetch(&ring->next_write, 1);
+	/* Rare (long texts): see settle_early_count. */
+	if (unlikely(nslots > 1))
+		counted_in = pg_atomic_fetch_add_u64(&ring->extra_slots, nslots - 1) + nslots - 1;
 	*position = pg_atomic_read_u64(&ring->next_write.value);
 	for (;;)
 	{
 		if (pg_atomic_read_u32(&ring->keep_unexported) != 0 &&
 			!tp_ring_has_room(*position, nslots, pg_atomic_read_u64(&ring->exported_upto), ring->capacity))
 		{
+			if (unlikely(nslots > 1))
+				uncount_extra_slots(ring, counted_in, nslots - 1);
 			pg_atomic_fetch_add_u64(&ring->dropped, 1);
 			return false;
 		}
@@ -250,9 +306,8 @@ claim(ShmRing *ring, uint32 nslots, uint64 *position)
 		if (pg_atomic_compare_exchange_u64(&ring->next_write.value, position, *position + nslots))
 			break;
 	}
-	/* Rare (long texts), and before the copy: see publish. */
 	if (unlikely(nslots > 1))
-		count_extra_slots(ring, *position, nslots - 1);
+		settle_early_count(ring, counted_in, *position, nslots - 1);
 	for (uint32 i = 0; i < nslots; i++)
 	{
 		if (likely(take_slot(slot_at(ring, *position + i), *position + i)))
@@ -282,9 +337,10 @@ claim(ShmRing *ring, uint32 nslots, uint64 *position)
  * most of the cost of storing a span).  The slots are this writer's alone
  * (take_slot) but for the exporter's SEQ_SKIPPED, looked for first: a
  * record the exporter passed is dropped, not published where nobody reads
- * it.  (The exporter's mark landing between that look and the store is
- * the one way a record still goes unseen and uncounted: nanoseconds, after
- * the writer was held up for SHM_RING_WAIT_MS.)
+ * it.  The exporter's mark can still land between that look and the store
+ * (a writer held up there, after being held up for SHM_RING_WAIT_MS): the
+ * store then wipes it, and the exporter, which looks at such positions
+ * again, drops the record and counts it (settle_passed).
  */
 static inline void
 publish(ShmRing *ring, uint64 position, uint32 nslots, uint64 *pending)
@@ -294,6 +350,7 @@ publish(ShmRing *ring, uint64 position, uint32 nslots, uint64 *pending)
 	pg_write_barrier();
 	for (uint32 i = 0; i < nslots; i++)
 		passed |= (pg_atomic_read_u64(&slot_at(ring, position + i)->seq) & SEQ_SKIPPED) != 0;
+	/* Looked (span-ring.test.js holds a writer here, before the store). */
 	if (unlikely(passed))
 	{
 		/* Free for the next lap, readable by nobody, and not counted as written. */
@@ -402,8 +459,9 @@ read_record(ShmRing *ring, uint64 position, void *buf, uint64 *next)
 /*
  * The last reset's base (positions below it were reset away) and the end;
  * *extra gets the positions since the base that are no record's first.
+ * Returns the reset's generation.
  */
-static void
+static uint64
 read_period(ShmRing *ring, uint64 *base, uint64 *end, uint64 *extra)
 {
 	uint64		word = pg_atomic_read_u64(&ring->extra_slots);
@@ -423,6 +481,7 @@ read_period(ShmRing *ring, uint64 *base, uint64 *end, uint64 *extra)
 		word = again;
 	}
 	*extra = EXTRA_SLOTS(word);
+	return EXTRA_GEN(word);
 }
 
 void
@@ -522,8 +581,54 @@ pass_unpublished(ShmRing *ring, uint64 position, uint64 end)
 			mark = (position + 1) | SEQ_SKIPPED;	/* not taken yet */
 		/* On failure, seq is updated to the current value. */
 		if (pg_atomic_compare_exchange_u64(&slot->seq, &seq, mark))
+		{
+			if ((mark & SEQ_WRITING) != 0 && ring->npassed < SHM_RING_PASSED_MAX)
+				ring->passed[ring->npassed++] = position;
 			return UNPUBLISHED_PASSED;
+		}
 	}
+}
+
+/*
+ * A writer that looked for the exporter's mark just before the exporter
+ * passed its position, and was held up there until after it, stores over
+ * the mark (publish): its record is published where the exporter will not
+ * read it.  Each round the exporter looks at the positions it passed while
+ * their writers copied: a record published since is hidden again and
+ * counted as dropped, as its writer would have had it seen the mark.
+ * A position its writer still copies into is kept for the next round; any
+ * other outcome (the writer saw the mark, a later lap took the slot) needs
+ * nothing.  The head is read before the compare-and-swap, which succeeds
+ * only if nobody took the slot since.
+ */
+static void
+settle_passed(ShmRing *ring)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < ring->npassed; i++)
+	{
+		uint64		position = ring->passed[i];
+		RingSlot   *slot = slot_at(ring, position);
+		uint64		seq = pg_atomic_read_u64(&slot->seq);
+		bool		first;
+
+		if (seq == ((position + 1) | SEQ_WRITING | SEQ_SKIPPED))
+		{
+			ring->passed[kept++] = position;
+			continue;
+		}
+		if (seq != position + 1)
+			continue;
+		pg_read_barrier();
+		first = *(volatile uint64 *) &slot->head == position;
+		if (pg_atomic_compare_exchange_u64(&slot->seq, &seq, (position + 1) | SEQ_SKIPPED) && first)
+		{
+			count_extra_slots(ring, position, 1);
+			pg_atomic_fetch_add_u64(&ring->dropped, 1);
+		}
+	}
+	ring->npassed = kept;
 }
 
 uint64
@@ -533,6 +638,8 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 	uint64		position = pg_atomic_read_u64(&ring->exported_upto);
 	int			visited = 0;
 
+	if (unlikely(ring->npassed > 0))
+		settle_passed(ring);
 	while (position < end && visited < max)
 	{
 		uint64		next;
@@ -594,21 +701,54 @@ shm_ring_count_dropped(ShmRing *ring, uint64 count)
 	pg_atomic_fetch_add_u64(&ring->dropped, count);
 }
 
+/*
+ * The records written in generation gen, as readers are shown them: never
+ * fewer than a reader was shown before in the same generation.  The count
+ * runs ahead for a moment while a writer is between its claim and counting
+ * a long record's slots past the first, or gives a claimed record up, and
+ * a counter that goes down reads as a reset to whoever takes its rate.
+ * So it may stay a few records ahead, until as many more are written.  A
+ * reader of an older generation (a reset came in between) changes nothing.
+ */
+static uint64
+never_fewer(ShmRing *ring, uint64 gen, uint64 written)
+{
+	uint64		shown = pg_atomic_read_u64(&ring->written_shown);
+
+	written = Min(written, EXTRA_SLOTS(~UINT64CONST(0)));
+	for (;;)
+	{
+		uint64		shown_gen = EXTRA_GEN(shown);
+
+		if (shown_gen == gen && EXTRA_SLOTS(shown) >= written)
+			return EXTRA_SLOTS(shown);
+		/* Generations wrap at 16 bits: an older one is up to half the range behind. */
+		if (shown_gen != gen && (uint16) (gen - shown_gen) >= 0x8000)
+			return written;
+		/* On failure, shown is updated to the current value. */
+		if (pg_atomic_compare_exchange_u64(&ring->written_shown, &shown,
+										   (gen << EXTRA_GEN_SHIFT) | written))
+			return written;
+	}
+}
+
 void
 shm_ring_counts(ShmRing *ring, ShmRingCounts *counts)
 {
 	uint64		base;
 	uint64		end;
 	uint64		extra;
+	uint64		gen;
 	uint64		exported_upto = pg_atomic_read_u64(&ring->exported_upto);
 
 	/*
 	 * Every claimed position was written: no counter shared by all writers
-	 * but the rare one of records longer than a slot.  A writer between its
-	 * claim and its count adds slots for a moment (none below 0).
+	 * but the rare one of records longer than a slot.  Those count their
+	 * slots past the first before they claim them: a record fewer for a
+	 * moment (none below 0), which never_fewer does not show.
 	 */
-	read_period(ring, &base, &end, &extra);
-	counts->written = tp_ring_between(base + extra, end);
+	gen = read_period(ring, &base, &end, &extra);
+	counts->written = never_fewer(ring, gen, tp_ring_between(base + extra, end));
 	counts->dropped = pg_atomic_read_u64(&ring->dropped);
 	counts->exported = pg_atomic_read_u64(&ring->exported);
 	counts->pending = shm_ring_keeps_unexported(ring) ?

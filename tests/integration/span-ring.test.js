@@ -26,8 +26,8 @@
 //    the ring was full.
 //
 // 4. A traceprof.reset() that lands while a backend writes a span longer
-//    than a slot, between its claim of the positions and the count of the
-//    slots past the first (gdb holds it there): spans_created after the
+//    than a slot, between its claim of the positions and settling the count
+//    of the slots past the first (gdb holds it there): spans_created after the
 //    reset counts exactly the spans traceprof.spans shows.  Before the fix
 //    the held span's extra slots were subtracted from the new period:
 //    created was 2 short (the span takes 3 slots), or 0 instead of 1.
@@ -59,6 +59,17 @@
 //    never exported), and whether it counted as dropped depended on the
 //    exporter having recorded its progress yet.
 //
+// 9. The same, the backend held after it looked whether the exporter passed
+//    it and before it publishes: it publishes over the exporter's mark.
+//    The exporter takes the span back at its next round and counts it as
+//    dropped.  Before the fix it stayed shown, counted as created, and was
+//    neither exported nor counted as dropped.
+//
+// 10. spans_created read 200,000 times while four backends write spans of
+//    3 slots: it never goes down.  Before the fix a read between a claim
+//    and its count of the slots past the first counted those as spans, and
+//    the next read fewer (1 to 11 falls a run).
+//
 // A real PostgreSQL 15 cluster (shared_preload_libraries = 'traceprof',
 // max_spans at its minimum, 128) and gdb attached to one backend.
 
@@ -70,7 +81,7 @@ const { spawn } = require('node:child_process');
 
 const { newContext, waitFor, startTraced, connect } = require('./lib/traced');
 const { startReceiver } = require('./lib/receiver');
-const { requireExecutable } = require('./lib/paths');
+const { requireExecutable, ROOT } = require('./lib/paths');
 const { makeTempDir, removeTempDir } = require('./lib/tmp');
 
 const GDB = '/usr/bin/gdb';
@@ -144,14 +155,27 @@ function holdAtPublish(pid) {
 }
 
 /**
- * One traced span of held, held by gdb between taking its slot and
- * publishing it: its backend's pid, its context, gdb and the query.
+ * The line of publish() right after its writer looked for the exporter's
+ * mark, before it stores: a writer held there publishes over a mark set
+ * meanwhile.
  */
-async function holdASpan(held) {
+function afterLookingForTheMark() {
+	const lines = fs.readFileSync(path.join(ROOT, 'extension', 'shm_ring.c'), 'utf8').split('\n');
+	const marker = lines.findIndex((l) => l.includes('holds a writer here, before the store'));
+	assert.ok(marker >= 0, 'the comment before publish()\'s check in extension/shm_ring.c');
+	return `shm_ring.c:${marker + 2}`;
+}
+
+/**
+ * One traced span of held, held by gdb between taking its slot and
+ * publishing it (or at where): its backend's pid, its context, gdb and the
+ * query.
+ */
+async function holdASpan(held, where) {
 	const pid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
 	const ctx = newContext();
 	await held.query(`SET traceprof.traceparent = '${ctx.header}'`);
-	const gdb = holdAtPublish(pid);
+	const gdb = where ? holdAt(pid, where) : holdAtPublish(pid);
 	try {
 		await gdb.armed();
 		const heldQuery = held.query("SELECT 'held span' AS marker");
@@ -393,9 +417,9 @@ test('a reset while a backend claims a span of several slots: spans_created coun
 		const pid = (await held.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
 		await reader.query('SELECT traceprof.reset()');
 		await held.query(`SET traceprof.traceparent = '${newContext().header}'`);
-		// After the claim's compare-and-swap, before the slots past the
-		// first are counted.
-		gdb = holdAt(pid, 'count_extra_slots');
+		// After the claim's compare-and-swap (its slots past the first
+		// counted before it), before that count is settled.
+		gdb = holdAt(pid, 'settle_early_count');
 		await gdb.armed();
 		const heldQuery = held.query(LONG_SPAN_SQL);
 		heldQuery.catch(() => { /* reported by the await below */ });
@@ -412,6 +436,49 @@ test('a reset while a backend claims a span of several slots: spans_created coun
 		if (gdb)
 			await gdb.release().catch(() => {});
 		await Promise.all([held, others, reader].map((c) => c.end().catch(() => {})));
+	}
+});
+
+test('spans_created never goes down while backends write spans of several slots', async () => {
+	// Before, a reader between a writer's claim of its positions and its
+	// count of those past the first saw the span's slots as spans, and then
+	// fewer: a counter going down reads as a reset to whoever takes its rate.
+	const writers = await Promise.all([0, 1, 2, 3].map(() => connect(cluster)));
+	const reader = await connect(cluster);
+	let writing = true;
+	try {
+		for (const w of writers)
+			await w.query(`SET traceprof.traceparent = '${newContext().header}'`);
+		const loops = writers.map(async (w) => {
+			let n = 0;
+			while (writing) {
+				await w.query(LONG_SPAN_SQL);
+				n++;
+			}
+			return n;
+		});
+		// A statement of its own for each read: a function scan asked again
+		// in one statement keeps its first result.
+		const notices = [];
+		reader.on('notice', (n) => notices.push(n.message));
+		await reader.query(`DO $$
+			DECLARE prev bigint := 0; cur bigint; falls int := 0; rises int := 0;
+			BEGIN
+				FOR i IN 1..200000 LOOP
+					SELECT spans_created INTO cur FROM traceprof.stats;
+					IF cur < prev THEN falls := falls + 1; ELSIF cur > prev THEN rises := rises + 1; END IF;
+					prev := cur;
+				END LOOP;
+				RAISE NOTICE 'falls=% rises=%', falls, rises;
+			END $$`);
+		writing = false;
+		const written = (await Promise.all(loops)).reduce((a, b) => a + b, 0);
+		const [, falls, rises] = /^falls=(\d+) rises=(\d+)$/.exec(notices.at(-1) ?? '') ?? [];
+		assert.ok(Number(rises) > 1 && written > 0, `spans were written while it read: ${notices}, ${written} spans`);
+		assert.equal(Number(falls), 0, `spans_created went down ${falls} times in 200,000 reads (${written} spans written)`);
+	} finally {
+		writing = false;
+		await Promise.all([...writers, reader].map((c) => c.end().catch(() => {})));
 	}
 });
 
@@ -557,5 +624,44 @@ test('a span its writer publishes after the exporter gave up waiting is dropped 
 		await waitForDrained(admin);
 		assert.equal(receiver.spans().filter((s) => s.traceId === heldCtx.traceId).length, 0);
 		assert.equal(receiver.spans().filter((s) => s.traceId === ctx.traceId).length, SPANS);
+	});
+});
+
+test('a span its writer publishes over the exporter\'s mark (held between its look for the mark and its store) is dropped and counted at the exporter\'s next round', async (t) => {
+	// Before, the store wiped the mark: the span stayed in traceprof.spans,
+	// counted as created, never exported and never counted as dropped.
+	await exportScene(async (scene) => {
+		const { receiver, held, others, admin } = scene;
+		await exportTo(admin, receiver, others);
+		const hold = await holdASpan(held, afterLookingForTheMark());
+		const { ctx: heldCtx, heldQuery } = hold;
+		scene.gdb = hold.gdb;
+		const before = await ringCounts(admin);
+
+		const ctx = newContext();
+		const SPANS = 20;
+		await others.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		for (let i = 0; i < SPANS; i++)
+			await others.query(`SELECT ${i} AS after_held`);
+		await waitFor(`the ${SPANS} spans after the held one at the receiver (the exporter passed it)`,
+			() => receiver.spans().filter((s) => s.traceId === ctx.traceId).length === SPANS, 30000);
+
+		await scene.gdb.release();
+		scene.gdb = null;
+		await heldQuery;
+		const after = await waitFor('the span published over the mark counted as dropped', async () => {
+			const c = await ringCounts(admin);
+			return c.dropped === before.dropped + 1 ? c : null;
+		}, 10000);
+		// The spans stored; or the held one too, if a read of the stats saw it
+		// published before the exporter took it back: spans_created never
+		// goes down.
+		assert.ok([before.created + SPANS - 1, before.created + SPANS].includes(after.created),
+			`created ${after.created}: the ${SPANS} stored since ${before.created} (which counted the held span)`);
+		const shown = (await admin.query(
+			'SELECT count(*) AS n FROM traceprof.spans WHERE trace_id = $1', [heldCtx.traceId])).rows[0];
+		assert.equal(Number(shown.n), 0, 'a dropped span is not shown');
+		await waitForDrained(admin);
+		assert.equal(receiver.spans().filter((s) => s.traceId === heldCtx.traceId).length, 0);
 	});
 });
