@@ -774,6 +774,7 @@ typedef struct split
 	bool		keep_rest_allowed;	/* a caller that can send the rest later */
 	bool		keep_rest;		/* cancelled, the caller takes what is left */
 	size_t		rest_first;		/* then: samples [rest_first, n) were not sent */
+	char		first_refusal[512];	/* why the first part dropped was, "" if none */
 } split;
 
 static void send_part(request *req, split *sp, size_t first, size_t count,
@@ -847,7 +848,12 @@ send_part(request *req, split *sp, size_t first, size_t count, long deadline_ms,
 	if (outcome == ATTEMPT_DELIVERED)
 		sp->taken += tp_pprof_parts_weight(sp->parts, first, count);
 	else
+	{
 		sp->dropped += tp_pprof_parts_weight(sp->parts, first, count);
+		/* A later part taken leaves err empty: the refusal is quoted from here. */
+		if (sp->first_refusal[0] == '\0')
+			snprintf(sp->first_refusal, sizeof(sp->first_refusal), "%s", err);
+	}
 	if (outcome != ATTEMPT_DELIVERED && outcome != ATTEMPT_TOO_LARGE)
 		sp->stopped = true;		/* not the size: the next parts would fail alike */
 }
@@ -913,7 +919,7 @@ send_in_parts(request *req, tp_pprof_parts *parts, bool refused, long deadline_m
 		{
 			/* Not sent whole, the refusal to quote is a sample's. */
 			if (!refused)
-				snprintf(refusal, sizeof(refusal), "%s", err);
+				snprintf(refusal, sizeof(refusal), "%s", sp.first_refusal[0] ? sp.first_refusal : err);
 			snprintf(err, errlen, "%s (the profile went %s; samples refused even alone "
 					 "were dropped: %llu of %llu)", refusal,
 					 refused ? "again in parts" : "in parts under the size refused before",
