@@ -96,6 +96,8 @@ static void (*describe_destination) (StringInfo out);
 static bool reloaded;			/* since the worker last built its requests' settings */
 
 static bool failing = false;	/* inside a streak of failed exports */
+/* The last request failed (not refused): the collector cannot be reached. */
+static bool collector_unreachable = false;
 static char collector_warning[1024];	/* the last one logged, until a request has none */
 static bool pyroscope_failing = false;
 
@@ -628,6 +630,7 @@ send_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadli
 	out->stopped = true;
 	if (interrupted)
 		return;					/* the spans stay for the next round */
+	collector_unreachable = true;
 	snprintf(warning, sizeof(warning), "cannot export spans: %s", err);
 	export_failed(err, warning,
 				  "Spans stay in shared memory and are retried; when it fills, new spans are dropped and counted in traceprof.stats.");
@@ -676,6 +679,7 @@ export_one_batch(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz 
 		span_store_count_refused(outcome.dropped);
 	if (outcome.stopped)
 		return -1;
+	collector_unreachable = false;
 	if (outcome.dropped == 0)
 	{
 		if (failing)
@@ -1083,10 +1087,19 @@ start_worker(void (*describe) (StringInfo out))
 	tp_http_set_stop_check(request_must_stop);
 }
 
-/* Wait for the next round; true when the configuration was reloaded meanwhile. */
+/*
+ * Wait for the next round; true when the configuration was reloaded
+ * meanwhile.  A reload applied during the last round (a drain it ended)
+ * needs no wait: the next round starts at once.
+ */
 static bool
 wait_round(long timeout_ms)
 {
+	if (reloaded)
+	{
+		reloaded = false;
+		return true;
+	}
 	pgstat_report_activity(STATE_IDLE, NULL);
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 timeout_ms, PG_WAIT_EXTENSION);
@@ -1104,7 +1117,10 @@ wait_round(long timeout_ms)
 /*
  * Drain full batches; stop at the first failure until the next round, and
  * wait out a Retry-After the last export could not.  With a deadline (not
- * 0), every export's budget ends there too.
+ * 0), every export's budget ends there too.  A reload during a request
+ * ends the drain, so that the next batches go with the new settings: a
+ * backlog drained in full batches never came back to the round that
+ * applies them.
  */
 static void
 export_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadline)
@@ -1112,7 +1128,7 @@ export_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz dead
 	while (traceprof_exporting && !*target->cancel && tp_otlp_retry_wait_ms(target) == 0)
 	{
 		exit_if_orphaned();
-		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
+		if ((deadline != 0 && GetCurrentTimestamp() >= deadline) || reloaded)
 			return;
 		if (export_one_batch(resource, target, deadline) != batch_size())
 			return;
@@ -1122,7 +1138,8 @@ export_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz dead
 /*
  * At shutdown, what waits in the ring would be lost with shared memory:
  * the last drains within FINAL_EXPORT_MS in all (the postmaster waits for
- * us), unless the collector is known to be failing.
+ * us), unless the collector could not be reached at the last request (one
+ * that refused spans, answering, is tried).
  */
 #define FINAL_EXPORT_MS 2000
 #define FINAL_POLL_MS 10
@@ -1152,7 +1169,7 @@ export_remaining_spans(const tp_kvlist *resource, tp_otlp_target *target)
 		return;
 	target->cancel = &not_cancelled;
 	tp_http_set_stop_check(NULL);
-	while (!failing && tp_otlp_retry_wait_ms(target) == 0 && now < deadline)
+	while (!collector_unreachable && tp_otlp_retry_wait_ms(target) == 0 && now < deadline)
 	{
 		int			running;
 
@@ -1196,6 +1213,7 @@ rebuild_target(tp_otlp_target *target)
 	{
 		/* A new collector's first failure or warning is news: logged. */
 		failing = false;
+		collector_unreachable = false;
 		collector_warning[0] = '\0';
 	}
 	/* Sizes are learnt uncompressed: compression changes what passes. */
@@ -1247,10 +1265,17 @@ traceprof_exporter_main(Datum arg)
 	{
 		if (wait_round(traceprof_export_interval_ms))
 		{
+			uint64		abandoned;
+
 			tp_kvlist_free(&resource);
 			build_resource(&resource);
 			rebuild_target(&target);
-			span_store_set_exporting(traceprof_exporting);
+			abandoned = span_store_set_exporting(traceprof_exporting);
+			if (abandoned > 0)
+				ereport(LOG,
+						(errmsg("traceprof exporter: export switched off with %llu spans not exported",
+								(unsigned long long) abandoned),
+						 errdetail("They are counted in traceprof.stats.spans_dropped, and stay in traceprof.spans until overwritten.")));
 		}
 		export_spans(&resource, &target, 0);
 	}
@@ -1287,6 +1312,7 @@ traceprof_profile_uploader_main(Datum arg)
 			 */
 			long		not_before = pyroscope.retry_not_before_ms;
 			tp_size_limit size_limit = pyroscope.size_limit;
+			uint64		abandoned;
 			char	   *server = pstrdup(pyroscope.server_address ? pyroscope.server_address : "");
 
 			tp_pyroscope_config_free(&pyroscope);
@@ -1297,7 +1323,12 @@ traceprof_profile_uploader_main(Datum arg)
 				pyroscope.size_limit = size_limit;
 			}
 			pfree(server);
-			sample_store_set_uploading(pyroscope.enabled);
+			abandoned = sample_store_set_uploading(pyroscope.enabled);
+			if (abandoned > 0)
+				ereport(LOG,
+						(errmsg("traceprof profile uploader: uploads switched off with %llu samples not uploaded",
+								(unsigned long long) abandoned),
+						 errdetail("They are counted in traceprof.stats.samples_dropped, and stay for traceprof.profile() until overwritten.")));
 			if (!pyroscope.enabled && pending.held)
 				give_up_held_batch("profile uploads were switched off");
 		}
@@ -1313,13 +1344,16 @@ traceprof_profile_uploader_main(Datum arg)
 			/*
 			 * A Retry-After met on the way stops the drain: the next batch
 			 * would fail without being sent, and be dropped.  So does a
-			 * failed upload: the next would wait out a timeout too.
+			 * failed upload: the next would wait out a timeout too.  A
+			 * reload stops it too, and it goes on at once with the new
+			 * settings (see export_spans).
 			 */
-			while (!ShutdownRequestPending &&
+			while (!ShutdownRequestPending && !reloaded &&
 				   upload_samples(&pyroscope) > 0 && pending.more && !pyroscope_failing &&
 				   tp_pyroscope_retry_wait_ms(&pyroscope) == 0)
 				;
-			last_upload = GetCurrentTimestamp();
+			if (!reloaded)
+				last_upload = GetCurrentTimestamp();
 		}
 	}
 	/*

@@ -64,11 +64,11 @@ sample_store_named_share(void)
 }
 
 /* The uploader's: whether writers keep samples until they are uploaded. */
-void
+/* Returns the samples that waited for upload, if it was switched off (counted as dropped). */
+uint64
 sample_store_set_uploading(bool uploading)
 {
-	if (ring != NULL)
-		shm_ring_set_keep_unexported(ring, uploading);
+	return ring != NULL ? shm_ring_set_keep_unexported(ring, uploading) : 0;
 }
 
 void

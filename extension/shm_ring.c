@@ -152,14 +152,30 @@ shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_record)
  * before stays for SQL.  Exporting that lap first would leave writers, who
  * then keep what is not exported, a full ring to drop new records on; and
  * writers lapping each other gave some of its positions up.
+ * Switched off, what was waiting for export will never go: its records are
+ * counted as dropped (they stay for SQL until overwritten), and returned.
  */
-void
+uint64
 shm_ring_set_keep_unexported(ShmRing *ring, bool keep)
 {
 	if (!keep)
 	{
-		pg_atomic_write_u32(&ring->keep_unexported, 0);
-		return;
+		uint64		end;
+		uint64		waiting = 0;
+
+		if (pg_atomic_exchange_u32(&ring->keep_unexported, 0) == 0)
+			return 0;
+		end = pg_atomic_read_u64(&ring->next_write.value);
+		for (uint64 position = pg_atomic_read_u64(&ring->exported_upto); position < end; position++)
+		{
+			RingSlot   *slot = slot_at(ring, position);
+
+			if (pg_atomic_read_u64(&slot->seq) == position + 1 &&
+				*(volatile uint64 *) &slot->head == position)
+				waiting++;
+		}
+		pg_atomic_fetch_add_u64(&ring->dropped, waiting);
+		return waiting;
 	}
 	/* Only this process sets it: the end first, so writers that keep see room. */
 	if (pg_atomic_read_u32(&ring->keep_unexported) == 0)
@@ -168,6 +184,7 @@ shm_ring_set_keep_unexported(ShmRing *ring, bool keep)
 		pg_memory_barrier();
 		pg_atomic_write_u32(&ring->keep_unexported, 1);
 	}
+	return 0;
 }
 
 bool

@@ -34,7 +34,7 @@ extern void shm_ring_init(ShmRing *ring, int capacity, Size slot_data, Size max_
  * first): writers then drop new records rather than overwrite ones not
  * yet exported.
  */
-extern void shm_ring_set_keep_unexported(ShmRing *ring, bool keep);
+extern uint64 shm_ring_set_keep_unexported(ShmRing *ring, bool keep);
 extern bool shm_ring_keeps_unexported(ShmRing *ring);
 
 /*

@@ -422,10 +422,11 @@ span_store_upload_failed(const char *message)
 }
 
 /* The exporter's: whether writers keep spans until they are exported. */
-void
+/* Returns the spans that waited for export, if it was switched off (counted as dropped). */
+uint64
 span_store_set_exporting(bool exporting)
 {
-	shm_ring_set_keep_unexported(ring, exporting);
+	return shm_ring_set_keep_unexported(ring, exporting);
 }
 
 void

@@ -231,7 +231,7 @@ extern void span_store_count_refused(int count);
 /* A failed span export (OTLP) or profile upload (Pyroscope), and why. */
 extern void span_store_export_failed(const char *message);
 extern void span_store_upload_failed(const char *message);
-extern void span_store_set_exporting(bool exporting);
+extern uint64 span_store_set_exporting(bool exporting);
 extern void span_store_set_exporter_latch(Latch *latch);
 extern void span_store_get_stats(SpanStoreStats *stats);
 extern void span_store_reset(void);
@@ -327,7 +327,7 @@ typedef bool (*SampleVisitor) (const TraceprofSample *sample, void *arg);
 
 extern Size sample_store_shmem_size(void);
 extern void sample_store_shmem_startup(void);
-extern void sample_store_set_uploading(bool uploading);
+extern uint64 sample_store_set_uploading(bool uploading);
 extern void sample_store_write(const TraceprofSample *sample);
 extern void sample_store_count_lost(uint64 count);
 extern void sample_store_count_frames(uint64 named, uint64 total);

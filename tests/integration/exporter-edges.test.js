@@ -529,6 +529,89 @@ test('5. shutdown with 25 spans pending, batch size 1, a collector answering 200
 	await reconfigure({ 'traceprof.export_batch_size': null, 'traceprof.export_interval': String(EXPORT_INTERVAL_MS) });
 });
 
+/** N spans of one new trace, written by a session of their own; returns the trace's context. */
+async function writeSpans(n, alias) {
+	const ctx = newContext();
+	const client = await connect(cluster, 'app');
+	try {
+		await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		for (let i = 0; i < n; i++)
+			await client.query(`SELECT ${i} AS ${alias}`);
+	} finally {
+		await client.end();
+	}
+	return ctx;
+}
+
+test('5b. a shutdown after the collector refused a batch (400) still sends what waits: a refusal is no unreachable collector', { timeout: 90000 }, async () => {
+	// Before, any refusal (a 400, a partial success, a span too large alone)
+	// marked the exporter failing, and the last drain did not even try:
+	// the spans waiting at a fast shutdown were lost with a healthy collector.
+	await drained();
+	receiver.enqueue({ status: 400, body: 'bad batch' });
+	const refused = await tracedSelect('refused_before_shutdown');
+	await waitFor('the refusal counted', async () => (await stats()).spans_dropped > 0 &&
+		requestsWith(receiver, refused.traceId).length > 0);
+	await reconfigure({ 'traceprof.export_interval': '3600000' });
+	const N = 10;
+	const ctx = await writeSpans(N, 'pending_after_a_refusal');
+	assert.equal(requestsWith(receiver, ctx.traceId).length, 0, 'none was exported before the shutdown');
+
+	await monitor.end();
+	monitor = null;
+	await cluster.restart();
+	const got = receiver.spans().filter((sp) => sp.traceId === ctx.traceId).length;
+	assert.equal(got, N, `the last drain sent the ${N} spans waiting`);
+	monitor = await connect(cluster);
+	await reconfigure({ 'traceprof.export_interval': String(EXPORT_INTERVAL_MS) });
+});
+
+test('5c. a reload while a backlog drains in full batches applies at once: later requests carry the new service.name', { timeout: 90000 }, async (t) => {
+	// Before, the settings were rebuilt only between rounds, and a drain of
+	// full batches never ended one: a busy server kept the old resource,
+	// compression and timeout for as long as the backlog lasted.
+	t.after(async () => {
+		receiver.setDefault({});
+		await reconfigure({ 'traceprof.service_name': null, 'traceprof.export_batch_size': null,
+			'traceprof.export_interval': String(EXPORT_INTERVAL_MS) });
+	});
+	await drained();
+	await reconfigure({ 'traceprof.export_batch_size': '8', 'traceprof.export_interval': '3600000' });
+	const N = 240;
+	const ctx = await writeSpans(N, 'backlog');
+	receiver.setDefault({ delayMs: 100 });	// 30 batches: 3 s or more
+	await reconfigure({ 'traceprof.export_interval': String(EXPORT_INTERVAL_MS) });
+	await waitFor('the backlog\'s first request', () => requestsWith(receiver, ctx.traceId).length > 0);
+	await reconfigure({ 'traceprof.service_name': 'after_reload' });
+	await waitFor(`the ${N} spans at the receiver`,
+		() => receiver.spans().filter((sp) => sp.traceId === ctx.traceId).length >= N, 60000);
+	const services = requestsWith(receiver, ctx.traceId).map((r) => decodeTraces(r.body).spans[0].resource.attributes['service.name']);
+	assert.equal(services[0], 'postgresql', `the drain began with the old settings: ${services.join(' ')}`);
+	assert.equal(services.at(-1), 'after_reload', `the backlog's last requests go with the new ones: ${services.join(' ')}`);
+});
+
+test('5d. export switched off with spans waiting: counted as dropped, and a LOG line says how many', async (t) => {
+	// Before, they were neither exported nor counted: spans_created no
+	// longer added up to exported + dropped + pending.
+	t.after(() => reconfigure({ 'traceprof.otlp_endpoint': receiver.httpEndpoint,
+		'traceprof.export_interval': String(EXPORT_INTERVAL_MS) }));
+	await drained();
+	await reconfigure({ 'traceprof.export_interval': '3600000' });
+	const N = 12;
+	await writeSpans(N, 'waiting_when_switched_off');
+	const before = await stats();
+	assert.equal(before.spans_pending, N);
+	const logFrom = cluster.readLog().length;
+	await reconfigure({ 'traceprof.otlp_endpoint': '' });
+	const after = await waitFor('the waiting spans counted as dropped', async () => {
+		const s = await stats();
+		return s.spans_dropped === before.spans_dropped + N ? s : null;
+	});
+	assert.equal(after.spans_pending, 0);
+	await waitFor('the LOG line', () => cluster.readLog().slice(logFrom)
+		.includes(`traceprof exporter: export switched off with ${N} spans not exported`));
+});
+
 /**
  * A collector behind a body limit, as nginx's client_max_body_size: 413
  * (answered from Content-Length before the body is read, as nginx does)
