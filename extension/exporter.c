@@ -1095,15 +1095,13 @@ start_worker(void (*describe) (StringInfo out))
 static bool
 wait_round(long timeout_ms)
 {
-	if (reloaded)
-	{
-		reloaded = false;
-		return true;
-	}
 	pgstat_report_activity(STATE_IDLE, NULL);
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 timeout_ms, PG_WAIT_EXTENSION);
-	ResetLatch(MyLatch);
+	if (!reloaded)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 timeout_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
 	answer_requests();
 	interrupted = ShutdownRequestPending;
 	if (ConfigReloadPending)
@@ -1117,10 +1115,10 @@ wait_round(long timeout_ms)
 /*
  * Drain full batches; stop at the first failure until the next round, and
  * wait out a Retry-After the last export could not.  With a deadline (not
- * 0), every export's budget ends there too.  A reload during a request
- * ends the drain, so that the next batches go with the new settings: a
- * backlog drained in full batches never came back to the round that
- * applies them.
+ * 0), every export's budget ends there too.  In a round (no deadline), a
+ * reload during a request ends the drain, so that the next batches go with
+ * the new settings: a backlog drained in full batches never came back to
+ * the round that applies them.  The shutdown's drain goes on as it was.
  */
 static void
 export_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz deadline)
@@ -1128,7 +1126,7 @@ export_spans(const tp_kvlist *resource, tp_otlp_target *target, TimestampTz dead
 	while (traceprof_exporting && !*target->cancel && tp_otlp_retry_wait_ms(target) == 0)
 	{
 		exit_if_orphaned();
-		if ((deadline != 0 && GetCurrentTimestamp() >= deadline) || reloaded)
+		if (deadline != 0 ? GetCurrentTimestamp() >= deadline : reloaded)
 			return;
 		if (export_one_batch(resource, target, deadline) != batch_size())
 			return;
