@@ -1321,14 +1321,15 @@ traceprof_profile_uploader_main(Datum arg)
 				pyroscope.size_limit = size_limit;
 			}
 			pfree(server);
+			/* First: settled, the held batch is no longer waiting in the ring. */
+			if (!pyroscope.enabled && pending.held)
+				give_up_held_batch("profile uploads were switched off");
 			abandoned = sample_store_set_uploading(pyroscope.enabled);
 			if (abandoned > 0)
 				ereport(LOG,
 						(errmsg("traceprof profile uploader: uploads switched off with %llu samples not uploaded",
 								(unsigned long long) abandoned),
 						 errdetail("They are counted in traceprof.stats.samples_dropped, and stay for traceprof.profile() until overwritten.")));
-			if (!pyroscope.enabled && pending.held)
-				give_up_held_batch("profile uploads were switched off");
 		}
 
 		/*

@@ -165,6 +165,7 @@ shm_ring_set_keep_unexported(ShmRing *ring, bool keep)
 
 		if (pg_atomic_exchange_u32(&ring->keep_unexported, 0) == 0)
 			return 0;
+		ring->npassed = 0;		/* counted below if published, and never read */
 		end = pg_atomic_read_u64(&ring->next_write.value);
 		for (uint64 position = pg_atomic_read_u64(&ring->exported_upto); position < end; position++)
 		{
@@ -285,8 +286,9 @@ settle_early_count(ShmRing *ring, uint64 counted_in, uint64 position, uint64 n)
 	pg_read_barrier();
 	if (!resetting && EXTRA_GEN(pg_atomic_read_u64(&ring->extra_slots)) == EXTRA_GEN(counted_in))
 		return;
-	uncount_extra_slots(ring, counted_in, n);
+	/* In this order: a reader in between sees a record fewer, not n more. */
 	count_extra_slots(ring, position, n);
+	uncount_extra_slots(ring, counted_in, n);
 }
 
 /*
@@ -613,14 +615,17 @@ pass_unpublished(ShmRing *ring, uint64 position, uint64 end)
  * read it.  Each round the exporter looks at the positions it passed while
  * their writers copied: a record published since is hidden again and
  * counted as dropped, as its writer would have had it seen the mark.
- * A position its writer still copies into is kept for the next round; any
- * other outcome (the writer saw the mark, a later lap took the slot) needs
- * nothing.  The head is read before the compare-and-swap, which succeeds
- * only if nobody took the slot since.
+ * A position its writer still copies into is kept for the next round; one
+ * published at or past exported_upto (an export failed since) is read
+ * again by the exporter, as is any record there; any other outcome (the
+ * writer saw the mark, a later lap took the slot) needs nothing.  The head
+ * is read before the compare-and-swap, which succeeds only if nobody took
+ * the slot since.
  */
 static void
 settle_passed(ShmRing *ring)
 {
+	uint64		exported_upto = pg_atomic_read_u64(&ring->exported_upto);
 	int			kept = 0;
 
 	for (int i = 0; i < ring->npassed; i++)
@@ -635,7 +640,7 @@ settle_passed(ShmRing *ring)
 			ring->passed[kept++] = position;
 			continue;
 		}
-		if (seq != position + 1)
+		if (seq != position + 1 || position >= exported_upto)
 			continue;
 		pg_read_barrier();
 		first = *(volatile uint64 *) &slot->head == position;
@@ -646,6 +651,18 @@ settle_passed(ShmRing *ring)
 		}
 	}
 	ring->npassed = kept;
+}
+
+/* A passed position read after all (published before the exporter came back to it): not to settle. */
+static void
+forget_passed(ShmRing *ring, uint64 position)
+{
+	for (int i = 0; i < ring->npassed; i++)
+		if (ring->passed[i] == position)
+		{
+			ring->passed[i] = ring->passed[--ring->npassed];
+			return;
+		}
 }
 
 uint64
@@ -678,6 +695,8 @@ shm_ring_read_unexported(ShmRing *ring, void *buf, ShmRingVisitor visit, void *a
 		len = read_record(ring, position, buf, &next);
 		if (len >= 0)
 		{
+			if (unlikely(ring->npassed > 0))
+				forget_passed(ring, position);
 			if (!visit(buf, len, next, arg))
 				break;			/* left for the next read */
 			visited++;

@@ -70,6 +70,15 @@
 //    and its count of the slots past the first counted those as spans, and
 //    the next read fewer (1 to 11 falls a run).
 //
+// 11. A span of 3 slots claimed while a reset that published its period is
+//    still flagged counts its slots anew (gdb holds both): a reader in
+//    between sees it as one span at most (4 before the fix, kept so).
+//
+// 12. A span published over the exporter's mark while a failed export kept
+//    the exporter before it: exported once the collector is back, not
+//    taken back (before the fix: dropped; or, read meanwhile, counted as
+//    exported and as dropped).
+//
 // A real PostgreSQL 15 cluster (shared_preload_libraries = 'traceprof',
 // max_spans at its minimum, 128) and gdb attached to one backend.
 
@@ -109,12 +118,12 @@ after(async () => {
 
 /**
  * gdb attached to pid, stopped at the first time it reaches where (a
- * function, or file:line); it lets the backend go on once release() is
- * called.
+ * function, or file:line), after gdb commands then (e.g. finish: once the
+ * function returned); it lets the backend go on once release() is called.
  */
 let holds = 0;
 
-function holdAt(pid, where) {
+function holdAt(pid, where, then = []) {
 	const hold = ++holds;
 	const file = (name) => path.join(dir, `${name}-${hold}`);
 	const gdb = spawn(GDB, ['-p', String(pid), '-batch', '-nx',
@@ -123,6 +132,7 @@ function holdAt(pid, where) {
 		'-ex', `break ${where}`,
 		'-ex', `shell touch ${file('armed')}`,
 		'-ex', 'continue',
+		...then.flatMap((command) => ['-ex', command]),
 		'-ex', `shell touch ${file('held')}`,
 		'-ex', `shell while [ ! -e ${file('go')} ]; do sleep 0.05; done`,
 		'-ex', 'delete',
@@ -439,6 +449,49 @@ test('a reset while a backend claims a span of several slots: spans_created coun
 	}
 });
 
+test('a span of several slots claimed while a published reset is still flagged never counts as several spans', async () => {
+	// Such a writer counts its extra slots again for its own period
+	// (settle_early_count).  Before, it took its early count out before
+	// counting anew: a reader in between saw its 3 slots as 3 spans, and
+	// spans_created never goes down.
+	const writer = await connect(cluster);
+	const resetter = await connect(cluster);
+	const reader = await connect(cluster);
+	let holdReset;
+	let holdWriter;
+	try {
+		// Once start_period returned: the new period published, the reset still flagged.
+		holdReset = holdAt((await resetter.query('SELECT pg_backend_pid() AS pid')).rows[0].pid, 'start_period', ['finish']);
+		await holdReset.armed();
+		const resetQuery = resetter.query('SELECT traceprof.reset()');
+		resetQuery.catch(() => { /* reported by the await below */ });
+		await holdReset.held();
+		await writer.query(`SET traceprof.traceparent = '${newContext().header}'`);
+		holdWriter = holdAt((await writer.query('SELECT pg_backend_pid() AS pid')).rows[0].pid, 'count_extra_slots');
+		await holdWriter.armed();
+		const writeQuery = writer.query(LONG_SPAN_SQL);
+		writeQuery.catch(() => { /* reported by the await below */ });
+		await holdWriter.held();
+		const during = await createdAndShown(reader);
+		await holdWriter.release();
+		holdWriter = null;
+		await writeQuery;
+		await holdReset.release();
+		holdReset = null;
+		await resetQuery;
+		// The spans shown, and the held one at most (counted from its claim).
+		assert.ok(during.created <= during.shown + 1,
+			`spans_created ${during.created} with ${during.shown} spans shown while the span's count was settled`);
+		const { created, shown } = await createdAndShown(reader);
+		assert.equal(created, shown, 'spans_created counts the spans shown');
+	} finally {
+		for (const hold of [holdWriter, holdReset])
+			if (hold)
+				await hold.release().catch(() => {});
+		await Promise.all([writer, resetter, reader].map((c) => c.end().catch(() => {})));
+	}
+});
+
 test('spans_created never goes down while backends write spans of several slots', async () => {
 	// Before, a reader between a writer's claim of its positions and its
 	// count of those past the first saw the span's slots as spans, and then
@@ -668,5 +721,40 @@ test('a span its writer publishes over the exporter\'s mark (held between its lo
 		assert.equal(Number(shown.n), 0, 'a dropped span is not shown');
 		await waitForDrained(admin);
 		assert.equal(receiver.spans().filter((s) => s.traceId === heldCtx.traceId).length, 0);
+	});
+});
+
+test('a span published over the exporter\'s mark while an export failure kept the exporter before it is exported, not taken back', async (t) => {
+	// Before, the exporter took back every record published over its mark,
+	// also one it would still read (its progress stayed below it after a
+	// failed export): the span was dropped although it could go, or, read
+	// in the meantime, counted both as exported and as dropped.
+	await exportScene(async (scene) => {
+		const { receiver, held, others, admin } = scene;
+		await exportTo(admin, receiver, others);
+		const hold = await holdASpan(held, afterLookingForTheMark());
+		const { ctx: heldCtx, heldQuery } = hold;
+		scene.gdb = hold.gdb;
+		const failures = async () => Number((await admin.query('SELECT export_failures FROM traceprof.stats')).rows[0].export_failures);
+		const failed = await failures();
+		const before = await ringCounts(admin);
+
+		const ctx = newContext();
+		await others.query(`SET traceprof.traceparent = '${ctx.header}'`);
+		await others.query('SELECT 1 AS after_held');
+		await receiver.pause();
+		// The exporter passes the held position after 5 s, then fails to send the next span.
+		await waitFor('an export failure past the held position', async () => (await failures()) > failed, 30000);
+		await scene.gdb.release();
+		scene.gdb = null;
+		await heldQuery;
+		await receiver.resume();
+		await waitFor('the held span and the next at the receiver', () =>
+			receiver.spans().some((sp) => sp.traceId === heldCtx.traceId) &&
+			receiver.spans().some((sp) => sp.traceId === ctx.traceId), 30000);
+		await waitForDrained(admin);
+		const after = await ringCounts(admin);
+		assert.equal(after.dropped, before.dropped, 'nothing dropped');
+		assert.equal(receiver.spans().filter((sp) => sp.traceId === heldCtx.traceId).length, 1);
 	});
 });

@@ -113,3 +113,20 @@ test('the uploader stopped in the middle of a batch (pg_terminate_backend): rest
 		`the part taken counts as exported, the one cut off as dropped: ${JSON.stringify(now)}`);
 	assert.equal(now.exported + now.dropped, stored, 'every sample settled once');
 });
+
+test('uploads switched off in the middle of a batch: each sample counts once, as exported or dropped', async (t) => {
+	// The batch not yet settled still waited in the ring: switching uploads
+	// off counted its samples as given up, and giving the batch up counted
+	// them again (and those Pyroscope took as exported too).
+	const { capture, client, stored } = await twoPartBatch(t, { 'traceprof.otlp_timeout': '60s' },
+		{ status: 200 }, { hang: true });
+	await capture.waitFor((reqs) => reqs.length >= 2, 20000, 'the batch\'s second part (left hanging)');
+	await client.query("ALTER SYSTEM SET traceprof.pyroscope_url = ''");
+	await client.query('SELECT pg_reload_conf()');
+	const now = await settled(client, stored);
+	await sleep(500);	// anything counted twice would be by now
+	const after = await sampleStats(client);
+	assert.ok(after.exported > 0 && after.dropped > 0,
+		`the part taken counts as exported, the one cut off as dropped: ${JSON.stringify(after)}`);
+	assert.equal(after.exported + after.dropped, stored, `every sample settled once: ${JSON.stringify(now)}`);
+});
