@@ -94,6 +94,22 @@ len_field_size(unsigned field, size_t len)
  */
 #define SPAN_FIXED_LENGTHS 3
 
+/* OTLP's span flags: the W3C trace flags, then whether the parent is remote, when known. */
+#define SPAN_FLAGS_HAS_IS_REMOTE 0x100
+#define SPAN_FLAGS_IS_REMOTE 0x200
+
+static uint32_t
+span_flags(const tp_span *span)
+{
+	uint32_t	flags = span->context.flags;
+
+	if (span->parent_place != TP_PARENT_UNKNOWN)
+		flags |= SPAN_FLAGS_HAS_IS_REMOTE;
+	if (span->parent_place == TP_PARENT_REMOTE)
+		flags |= SPAN_FLAGS_IS_REMOTE;
+	return flags;
+}
+
 static size_t
 span_length_count(const tp_span *span)
 {
@@ -198,7 +214,7 @@ span_size(const tp_span *span, size_t *lens)
 	}
 	if (span->status != TP_STATUS_UNSET)
 		size += len_field_size(SPAN_STATUS, status_size(span, lens[1]));
-	if (span->context.flags != 0)
+	if (span_flags(span) != 0)
 		size += tag_size(SPAN_FLAGS) + 4;
 	return size;
 }
@@ -383,8 +399,8 @@ put_span(uint8_t *p, const tp_span *span, size_t size, const size_t *lens)
 			p = put_string(p, STATUS_MESSAGE, span->status_message, lens[1]);
 		p = put_varint(put_tag(p, STATUS_CODE, WIRE_VARINT), (uint64_t) span->status);
 	}
-	if (span->context.flags != 0)
-		p = put_fixed(p, SPAN_FLAGS, span->context.flags, 4);
+	if (span_flags(span) != 0)
+		p = put_fixed(p, SPAN_FLAGS, span_flags(span), 4);
 	return p;
 }
 

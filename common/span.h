@@ -54,6 +54,14 @@ typedef struct tp_attr
 	}			value;
 } tp_attr;
 
+/* Whether a span's parent is in another process, as OTLP's span flags say it. */
+typedef enum tp_parent_place
+{
+	TP_PARENT_UNKNOWN = 0,
+	TP_PARENT_LOCAL,			/* or no parent */
+	TP_PARENT_REMOTE,
+} tp_parent_place;
+
 typedef struct tp_span
 {
 	tp_span_context context;	/* trace_id, span_id, flags */
@@ -68,6 +76,7 @@ typedef struct tp_span
 	size_t		attr_capacity;
 	tp_status_code status;
 	char	   *status_message;
+	tp_parent_place parent_place;	/* OTLP Span.flags bits 8 and 9 */
 } tp_span;
 
 /* Attribute setters copy key and value; a later set of a key replaces it. */

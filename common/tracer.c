@@ -70,6 +70,7 @@ tp_span_start(const char *name, tp_span_kind kind, const tp_span *parent)
 	}
 	if (!tp_id_random(span->context.span_id, TP_SPAN_ID_BYTES))
 		tp_warn("the kernel refused random bytes for a span id");
+	span->parent_place = TP_PARENT_LOCAL;	/* a run's spans start here or under one of ours */
 	span->name = strdup(name);
 	span->kind = kind;
 	span->start_unix_ns = tp_unix_now_ns();

@@ -136,6 +136,7 @@ span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 	memcpy(out->context.trace_id, r->trace_id, TP_TRACE_ID_BYTES);
 	memcpy(out->context.span_id, r->span_id, TP_SPAN_ID_BYTES);
 	out->context.flags = r->flags;
+	out->parent_place = r->remote_parent ? TP_PARENT_REMOTE : TP_PARENT_LOCAL;
 	memcpy(out->parent_span_id, r->parent_span_id, TP_SPAN_ID_BYTES);
 	out->trace_state = (char *) r->trace_state;
 	if (include_private || r->collection[0] == '\0')

@@ -153,6 +153,10 @@ async function checkWorkloadExport(receiver, table, run, serviceName) {
 		for (const [k, v] of Object.entries(EXPECTED_RESOURCE))
 			assert.equal(s.resource.attributes[k], v, `resource attribute ${k} (percent-decoded)`);
 		assert.equal(s.resource.attributes['host.name'], require('node:os').hostname(), 'host.name: the server\'s');
+		// OTLP span flags: sampled; bit 8, whether the parent is remote is
+		// known; bit 9, it is (a top-level span's caller, not a span of ours).
+		const remoteParent = s.kind === 2 && /[1-9a-f]/.test(s.parentSpanId);
+		assert.equal(s.flags, remoteParent ? 0x301 : 0x101, `flags of ${summary(s)}`);
 		assert.deepEqual(Object.keys(s.attributes).filter((k) => k.startsWith('__duplicate__')), [],
 			`no repeated attribute in ${summary(s)}`);
 		assert.doesNotMatch(jsonish(s.attributes), /secret/, `no literal value leaves the server: ${summary(s)}`);

@@ -175,6 +175,8 @@ test('generator: OTLP/HTTP POST /v1/traces, protobuf, decodable, default service
 	const spans = spansOf(r.requests);
 	const g = assertGeneratorSpans(spans, run1);
 	assert.equal(g.kind, SpanKind.INTERNAL);
+	// OTLP span flags: sampled, and (bits 8 and 9) the parent known not to be remote
+	assert.equal(g.flags, 0x101);
 	assert.equal(g.resource.attributes['service.name'], 'traceprof.generator');
 	// the semantic conventions type process.pid as an int (it was a string)
 	const pid = g.resource.attributes['process.pid'];
