@@ -271,9 +271,9 @@ uncount_extra_slots(ShmRing *ring, uint64 word, uint64 n)
  * reader in between sees a record fewer for a moment, which never_fewer
  * does not show, rather than several more, which it would have to keep
  * showing.  The count went into the period under way then: right, unless
- * a reset came, or is coming, in between.  Then it is taken out again (if
- * still there) and made afresh as after a claim, by count_extra_slots,
- * which puts it in the period the record belongs to.  The reset flags
+ * a reset came, or is coming, in between.  Then it is made afresh as after
+ * a claim, by count_extra_slots, which puts it in the period the record
+ * belongs to, and the early one taken out (if still there).  The reset flags
  * itself before it reads the ring's end; seen clear, a reset that starts
  * later reads an end past this claim.  Out of line, so that a test can
  * hold a writer here, right after its claim.
@@ -740,11 +740,12 @@ shm_ring_count_dropped(ShmRing *ring, uint64 count)
 /*
  * The records written in generation gen, as readers are shown them: never
  * fewer than a reader was shown before in the same generation.  The count
- * runs ahead for a moment while a writer is between its claim and counting
- * a long record's slots past the first, or gives a claimed record up, and
- * a counter that goes down reads as a reset to whoever takes its rate.
- * So it may stay a few records ahead, until as many more are written.  A
- * reader of an older generation (a reset came in between) changes nothing.
+ * falls behind for a moment while a long record's slots past the first are
+ * counted before its claim, and falls when a claimed record is given up,
+ * and a counter that goes down reads as a reset to whoever takes its rate.
+ * So after a record given up it may stay one ahead, until one more is
+ * written.  A reader of an older generation (a reset came in between)
+ * changes nothing.
  */
 static uint64
 never_fewer(ShmRing *ring, uint64 gen, uint64 written)
