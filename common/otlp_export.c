@@ -426,15 +426,15 @@ answer_looks_like_grpc(CURLcode rc, tp_otlp_protocol protocol)
 /*
  * No HTTP/2 answer to a gRPC request: an HTTP/1.1 server closes the
  * connection on the HTTP/2 preface ("Empty reply from server") or answers
- * in HTTP/1.1, which is no HTTP/2 frame.  A collector's OTLP/HTTP port
- * (4318) does so when the protocol is set to grpc.
+ * in HTTP/1.1, which the HTTP/2 framing layer cannot read.  A collector's
+ * OTLP/HTTP port (4318) does so when the protocol is set to grpc.  (An
+ * error of one HTTP/2 stream comes from a server that speaks HTTP/2.)
  */
 static bool
 answer_looks_like_http1(CURLcode rc, tp_otlp_protocol protocol)
 {
 	return protocol == TP_OTLP_GRPC &&
-		(rc == CURLE_GOT_NOTHING || rc == CURLE_HTTP2 || rc == CURLE_HTTP2_STREAM ||
-		 rc == CURLE_WEIRD_SERVER_REPLY);
+		(rc == CURLE_GOT_NOTHING || rc == CURLE_HTTP2 || rc == CURLE_WEIRD_SERVER_REPLY);
 }
 
 static attempt_outcome

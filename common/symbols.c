@@ -487,6 +487,7 @@ tp_symbols_lookup(tp_symbols *symbols, uintptr_t pc,
 	if (!mod->loaded)
 		load_module(mod, r);
 	out->module = mod->path;
+	out->in_executable = mod->is_exe;
 	out->module_start = r->start;
 	out->module_end = r->end;
 	out->module_offset = r->offset;

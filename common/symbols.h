@@ -25,6 +25,7 @@ typedef struct tp_symbol
 	const char *build_id;		/* hex GNU build id, or NULL */
 	uintptr_t	function_start; /* run-time address of the function, 0 if unknown */
 	bool		synthetic;		/* function is "<module>+0x<start>", not a symbol */
+	bool		in_executable;	/* in the main program, not a library */
 } tp_symbol;
 
 tp_symbols *tp_symbols_load(void);

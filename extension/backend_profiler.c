@@ -49,6 +49,7 @@ typedef struct PcEntry
 	bool		is_return_address;
 	uint32		name_id;
 	bool		named;			/* a real function name, not module+offset */
+	bool		in_server;		/* in the postgres executable */
 	bool		process_start;	/* outward of main: left out */
 	uintptr_t	function_start;	/* 0: unknown */
 } PcEntry;
@@ -472,6 +473,7 @@ frame_name(uintptr_t pc, bool is_return_address)
 	/* The list of modules is as of this drain (store_samples refreshed it). */
 	tp_symbols_lookup(symbols, pc, is_return_address, &symbol);
 	entry->named = true;
+	entry->in_server = symbol.in_executable;
 	entry->process_start = tp_symbol_is_process_start(symbol.function);
 	entry->function_start = symbol.function_start;
 	if (executor_names_lookup(symbol.function_start) != NULL &&
@@ -521,6 +523,20 @@ typedef struct SampleChain
 	const char *names[TRACEPROF_MAX_FRAMES];	/* NULL: unnamed */
 	uintptr_t	starts[TRACEPROF_MAX_FRAMES];
 } SampleChain;
+
+/*
+ * A frame as the call-chain rules see it: its name; NULL when it is a
+ * static function of the server, a gap they may name; and a name that fits
+ * no rule for one of a library (another extension's hook between two
+ * PostgreSQL frames is none of PostgreSQL's static functions).
+ */
+static const char *
+chain_name(const PcEntry *frame)
+{
+	if (frame->named)
+		return function_names_get(frame->name_id);
+	return frame->in_server ? NULL : "[not the server]";
+}
 
 /* Name the frame, and its function from now on (executor_names). */
 static void
@@ -575,7 +591,7 @@ store_sample(const tp_sample *sample, void *arg)
 		}
 		record.frames[i] = frame->name_id;
 		flush_named += frame->named;
-		chain.names[i] = frame->named ? function_names_get(frame->name_id) : NULL;
+		chain.names[i] = chain_name(frame);
 		chain.starts[i] = frame->function_start;
 	}
 	/* Cut at its root side: say so there, where a reader looks for main. */
@@ -641,7 +657,7 @@ resolve_call_paths(void)
 		{
 			const PcEntry *frame = frame_name(captured->pcs[i], i > 0);
 
-			names[i] = frame->named ? function_names_get(frame->name_id) : NULL;
+			names[i] = chain_name(frame);
 			starts[i] = frame->function_start;
 		}
 		tp_chain_names_apply(&call_path_rules[path], 1, names, captured->depth,

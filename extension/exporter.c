@@ -1351,7 +1351,8 @@ traceprof_profile_uploader_main(Datum arg)
 				   upload_samples(&pyroscope) > 0 && pending.more && !pyroscope_failing &&
 				   tp_pyroscope_retry_wait_ms(&pyroscope) == 0)
 				;
-			if (!reloaded)
+			/* Only a drain the reload cut short goes on at once. */
+			if (!reloaded || !pending.more)
 				last_upload = GetCurrentTimestamp();
 		}
 	}

@@ -166,7 +166,9 @@ matches(SampleFilter *filter, const TraceprofSample *sample)
 		return false;
 	if (visible(filter, sample))
 		return true;
-	filter->hidden++;
+	/* As the functions count what they show: samples (weights) with a stack. */
+	if (sample->depth > 0)
+		filter->hidden += sample->weight;
 	return false;
 }
 

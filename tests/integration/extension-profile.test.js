@@ -475,18 +475,21 @@ describe('profiles in SQL (one cluster)', () => {
 				const result = { samples: total(await profile(c, ctx.traceId)), top: Number(top.n),
 					flame: svg.svg.includes('numeric_mul'), diff: svg.diff.includes('numeric_mul') };
 				// An empty answer says why: the samples are other roles'.
-				const hidden = notices.filter((m) => /^the \d+ samples of this trace were taken in other roles' statements$/.test(m));
+				const hidden = notices.map((m) => /^the (\d+) samples of this trace were taken in other roles' statements$/.exec(m)).filter(Boolean);
+				result.hiddenSamples = hidden.length ? Number(hidden[0][1]) : 0;
 				return { ...result, hidden: hidden.length, emptyTitle: svg.svg.includes('>no samples<') };
 			} finally {
 				await closeAll(c);
 			}
 		};
 		const other = await seen('prof_other');
-		assert.deepEqual(other, { samples: 0, top: 0, flame: false, diff: false, hidden: 4, emptyTitle: true },
+		const { hiddenSamples, ...shown } = other;
+		assert.deepEqual(shown, { samples: 0, top: 0, flame: false, diff: false, hidden: 4, emptyTitle: true },
 			'another role sees none of them, and a NOTICE from each of the four functions says why');
 		const auditor = await seen('prof_auditor');
 		assert.ok(auditor.samples > 0 && auditor.top > 0 && auditor.flame && auditor.diff && auditor.hidden === 0,
 			`pg_read_all_stats sees them: ${JSON.stringify(auditor)}`);
+		assert.equal(hiddenSamples, auditor.samples, 'the NOTICE counts the samples profile() shows those who may see them');
 		assert.ok((await seen('postgres')).samples > 0, 'a superuser sees them');
 		await admin.query('DROP ROLE prof_owner, prof_other, prof_auditor');
 		await closeAll(admin);

@@ -147,6 +147,26 @@ test('static callers named from the hook\'s own stack and the executor\'s shapes
 		`no unnamed frame is left between PortalRun and ExecutorRun:\n${stacks.join('\n')}`);
 });
 
+test('another library\'s ExecutorRun hook between PostgreSQL\'s frames and ours (pg_stat_statements listed after traceprof) is no PostgreSQL frame: a SELECT is not named a write', async (t) => {
+	// Before, its unnamed frame and PortalRunSelect's filled the rule for a
+	// write's portal (PortalRunMulti, ProcessQuery): every SELECT read as a
+	// write, and the wrong names stuck to those addresses.
+	const cluster = await startTraced({
+		shared_preload_libraries: 'traceprof,pg_stat_statements',
+		'traceprof.sample_hz': '250', max_parallel_workers_per_gather: '0', jit: 'off',
+	});
+	t.after(() => cluster.stop());
+	const client = await connect(cluster);
+	t.after(() => client.end());
+	const trace = newTrace();
+	await client.query(`SET traceprof.traceparent = '00-${trace}-${crypto.randomBytes(8).toString('hex')}-01'`);
+	await client.query('SELECT sum(g::numeric * g) FROM generate_series(1, 600000) g');
+	const stacks = (await client.query('SELECT stack FROM traceprof.profile($1)', [trace])).rows.map((r) => `;${r.stack};`);
+	assert.ok(stacks.some((s) => s.includes(';traceprof_traced_ExecutorRun;')), `the SELECT was sampled:\n${stacks.join('\n')}`);
+	assert.ok(!stacks.some((s) => /;(PortalRunMulti|ProcessQuery);/.test(s)),
+		`a SELECT's stack names no write's frames:\n${stacks.join('\n')}`);
+});
+
 test('JIT code is named from PostgreSQL\'s jitdump file with jit_profiling_support, "[unknown] (no module)" without', async (t) => {
 	const cluster = await startTraced({
 		'traceprof.sample_hz': '250', max_parallel_workers_per_gather: '0',

@@ -130,3 +130,42 @@ test('uploads switched off in the middle of a batch: each sample counts once, as
 		`the part taken counts as exported, the one cut off as dropped: ${JSON.stringify(after)}`);
 	assert.equal(after.exported + after.dropped, stored, `every sample settled once: ${JSON.stringify(now)}`);
 });
+
+test('reloads landing while profiles upload do not shorten traceprof.upload_interval', async (t) => {
+	// A reload during an upload made the next round upload at once, also
+	// when nothing was left: a reload every 100 ms gave ~21 uploads in 20 s
+	// at a 5 s interval.  Only a drain a reload cut short goes on at once.
+	const capture = await startIngest();
+	capture.setDefault({ status: 200, delayMs: 300 });
+	const cluster = await startTraced({
+		'traceprof.pyroscope_url': capture.url,
+		'traceprof.upload_interval': '3s',
+		'traceprof.sample_hz': '250',
+	});
+	const worker = await connect(cluster);
+	const reloader = await connect(cluster);
+	t.after(async () => {
+		await Promise.all([worker.end().catch(() => {}), reloader.end().catch(() => {})]);
+		await cluster.stop();
+		await capture.close();
+	});
+	const ctx = newContext();
+	await worker.query(`SET traceprof.traceparent = '${ctx.header}'`);
+	const from = capture.requests.length;
+	const started = Date.now();
+	let going = true;
+	const reloads = (async () => {
+		while (going) {
+			await reloader.query('SELECT pg_reload_conf()');
+			await sleep(100);
+		}
+	})();
+	while (Date.now() - started < 9000)
+		await worker.query(cpuSql(40000));
+	going = false;
+	await reloads;
+	const uploads = capture.requests.length - from;
+	assert.ok(uploads >= 1, 'profiles were uploaded');
+	// 9 s at a 3 s interval: 3 rounds, 4 at a boundary, one more for a part.
+	assert.ok(uploads <= 5, `${uploads} uploads in 9 s at a 3 s interval`);
+});
