@@ -153,6 +153,8 @@ span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 		out->status = TP_STATUS_ERROR;
 		out->status_message = (char *) (include_private ? r->message : "");
 	}
+	else if (r->sqlstate[0] != '\0')
+		add_string(&list, "db.response.status_code", r->sqlstate);	/* it ended with a warning */
 	out->attrs = attrs->items;
 	out->attr_count = list.count;
 	out->attr_capacity = SPAN_MAX_ATTRIBUTES;

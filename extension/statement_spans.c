@@ -2550,6 +2550,20 @@ record_failed_commit(const ErrorData *edata)
  * The abort then finds them closed.  Not called when log_min_messages
  * hides errors; the abort ends the spans then.
  */
+/*
+ * A warning reported while a span is at work: a statement whose response
+ * ends with one has its SQLSTATE as db.response.status_code, as an error's
+ * (the last warning's), without error status.
+ */
+static pg_noinline void
+note_warning(int sqlerrcode)
+{
+	OpenSpan   *span = (OpenSpan *) span_at_work();
+
+	if (span != NULL && !span->ended && span->record->status != SPAN_STATUS_ERROR)
+		strlcpy(span->record->sqlstate, unpack_sql_state(sqlerrcode), sizeof(span->record->sqlstate));
+}
+
 static void
 traceprof_emit_log(ErrorData *edata)
 {
@@ -2558,7 +2572,11 @@ traceprof_emit_log(ErrorData *edata)
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
 	if (edata->elevel < ERROR)
+	{
+		if (edata->elevel >= WARNING && open_count > 0)
+			note_warning(edata->sqlerrcode);
 		return;
+	}
 	reporting_error = true;
 	if (open_count > 0 && IsTransactionState())
 	{

@@ -302,3 +302,10 @@ SELECT name, query, attributes->>'db.response.returned_rows' AS returned
 DEALLOCATE count_below;
 DROP FUNCTION plus_one(int);
 DROP TABLE exec_t;
+
+-- a statement ending with a warning: its SQLSTATE as db.response.status_code, no error
+SET traceprof.traceparent = '00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+DO $$ BEGIN RAISE WARNING 'careful' USING ERRCODE = '01000'; END $$;
+SET traceprof.traceparent = '';
+SELECT name, status, attributes->>'db.response.status_code' AS sqlstate, attributes ? 'error.type' AS error_type
+  FROM traceprof.spans WHERE trace_id = '5bf92f3577b34da6a3ce929d0e0e4736' AND name = 'DO';
