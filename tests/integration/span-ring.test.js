@@ -365,6 +365,18 @@ async function exportScene(fn) {
 	}
 }
 
+/**
+ * Export from scene's cluster to its receiver, then a span of scene.held
+ * held by gdb (scene.gdb) between taking its slot and publishing it, or at
+ * where: the span's context and query.
+ */
+async function exportWithAHeldSpan(scene, where) {
+	await exportTo(scene.admin, scene.receiver, scene.others);
+	const hold = await holdASpan(scene.held, where);
+	scene.gdb = hold.gdb;
+	return { heldCtx: hold.ctx, heldQuery: hold.heldQuery };
+}
+
 test('positions given up while export was off do not stop export once an endpoint is set', async (t) => {
 	await exportScene(async (scene) => {
 		const { receiver, held, others, admin } = scene;
@@ -647,11 +659,8 @@ test('a position given up under a slot still being written is passed at once by 
 
 test('a span its writer publishes after the exporter gave up waiting is dropped and counted, never shown', async (t) => {
 	await exportScene(async (scene) => {
-		const { receiver, held, others, admin } = scene;
-		await exportTo(admin, receiver, others);
-		const hold = await holdASpan(held);
-		const { ctx: heldCtx, heldQuery } = hold;
-		scene.gdb = hold.gdb;
+		const { receiver, others, admin } = scene;
+		const { heldCtx, heldQuery } = await exportWithAHeldSpan(scene);
 		const before = await ringCounts(admin);
 
 		// Export stops at the held position, and goes on without it after 5 s.
@@ -689,11 +698,8 @@ test('a span its writer publishes over the exporter\'s mark (held between its lo
 	// Before, the store wiped the mark: the span stayed in traceprof.spans,
 	// counted as created, never exported and never counted as dropped.
 	await exportScene(async (scene) => {
-		const { receiver, held, others, admin } = scene;
-		await exportTo(admin, receiver, others);
-		const hold = await holdASpan(held, afterLookingForTheMark());
-		const { ctx: heldCtx, heldQuery } = hold;
-		scene.gdb = hold.gdb;
+		const { receiver, others, admin } = scene;
+		const { heldCtx, heldQuery } = await exportWithAHeldSpan(scene, afterLookingForTheMark());
 		const before = await ringCounts(admin);
 
 		const ctx = newContext();
@@ -730,11 +736,8 @@ test('a span published over the exporter\'s mark while an export failure kept th
 	// failed export): the span was dropped although it could go, or, read
 	// in the meantime, counted both as exported and as dropped.
 	await exportScene(async (scene) => {
-		const { receiver, held, others, admin } = scene;
-		await exportTo(admin, receiver, others);
-		const hold = await holdASpan(held, afterLookingForTheMark());
-		const { ctx: heldCtx, heldQuery } = hold;
-		scene.gdb = hold.gdb;
+		const { receiver, others, admin } = scene;
+		const { heldCtx, heldQuery } = await exportWithAHeldSpan(scene, afterLookingForTheMark());
 		const failures = async () => Number((await admin.query('SELECT export_failures FROM traceprof.stats')).rows[0].export_failures);
 		const failed = await failures();
 		const before = await ringCounts(admin);
