@@ -365,6 +365,15 @@ async function exportScene(fn) {
 	}
 }
 
+/** n spans of a new trace, written by client after the held one; the trace's context. */
+async function spansOfANewTrace(client, n) {
+	const ctx = newContext();
+	await client.query(`SET traceprof.traceparent = '${ctx.header}'`);
+	for (let i = 0; i < n; i++)
+		await client.query(`SELECT ${i} AS after_held`);
+	return ctx;
+}
+
 /**
  * Export from scene's cluster to its receiver, then a span of scene.held
  * held by gdb (scene.gdb) between taking its slot and publishing it, or at
@@ -664,11 +673,8 @@ test('a span its writer publishes after the exporter gave up waiting is dropped 
 		const before = await ringCounts(admin);
 
 		// Export stops at the held position, and goes on without it after 5 s.
-		const ctx = newContext();
 		const SPANS = 20;
-		await others.query(`SET traceprof.traceparent = '${ctx.header}'`);
-		for (let i = 0; i < SPANS; i++)
-			await others.query(`SELECT ${i} AS after_held`);
+		const ctx = await spansOfANewTrace(others, SPANS);
 		const started = performance.now();
 		await waitFor(`the ${SPANS} spans after the held one at the receiver`,
 			() => receiver.spans().filter((s) => s.traceId === ctx.traceId).length === SPANS, 30000);
@@ -702,11 +708,8 @@ test('a span its writer publishes over the exporter\'s mark (held between its lo
 		const { heldCtx, heldQuery } = await exportWithAHeldSpan(scene, afterLookingForTheMark());
 		const before = await ringCounts(admin);
 
-		const ctx = newContext();
 		const SPANS = 20;
-		await others.query(`SET traceprof.traceparent = '${ctx.header}'`);
-		for (let i = 0; i < SPANS; i++)
-			await others.query(`SELECT ${i} AS after_held`);
+		const ctx = await spansOfANewTrace(others, SPANS);
 		await waitFor(`the ${SPANS} spans after the held one at the receiver (the exporter passed it)`,
 			() => receiver.spans().filter((s) => s.traceId === ctx.traceId).length === SPANS, 30000);
 
