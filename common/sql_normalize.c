@@ -11,6 +11,7 @@
 #include "sql_normalize.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef enum token_kind
@@ -110,29 +111,38 @@ line_comment_end(const scanner *sc, size_t p)
 	return p;
 }
 
-/* Comments nest. */
-static size_t
-block_comment_end(const scanner *sc, size_t p)
+size_t
+tp_sql_comment_len(const char *sql, size_t len)
 {
 	int			depth = 0;
+	size_t		p = 0;
 
-	while (p < sc->len)
+	while (p + 1 < len)
 	{
-		if (sc->s[p] == '/' && at(sc, p + 1) == '*')
+		if (sql[p] == '/' && sql[p + 1] == '*')
 		{
 			depth++;
 			p += 2;
 		}
-		else if (sc->s[p] == '*' && at(sc, p + 1) == '/')
+		else if (sql[p] == '*' && sql[p + 1] == '/')
 		{
 			p += 2;
 			if (--depth == 0)
-				break;
+				return p;
 		}
 		else
 			p++;
 	}
-	return p;
+	return 0;
+}
+
+/* An unterminated comment (a text cut short) runs to the end. */
+static size_t
+block_comment_end(const scanner *sc, size_t p)
+{
+	size_t		n = tp_sql_comment_len(sc->s + p, sc->len - p);
+
+	return n > 0 ? p + n : sc->len;
 }
 
 /*
@@ -373,6 +383,15 @@ next_token(scanner *sc)
 	return t;
 }
 
+size_t
+tp_sql_first_token(const char *sql, size_t len)
+{
+	scanner		sc = {sql, len, 0, true};
+
+	skip_blanks(&sc);
+	return sc.pos;
+}
+
 /* The statement's own highest $n, after which constants are numbered. */
 static int
 highest_param(const char *sql, size_t len, bool standard_conforming_strings)
@@ -435,7 +454,7 @@ tp_sql_normalize(const char *sql, size_t len, bool standard_conforming_strings,
 	int			param = constants ? constants->highest_param :
 		highest_param(sql, len, standard_conforming_strings);
 	int			listed = 0;
-	size_t		copied = 0;
+	size_t		copied = SIZE_MAX;	/* what comes before the first token is dropped */
 	size_t		end_of_tokens = 0;
 	size_t		minus = 0;
 	bool		minus_pending = false;	/* a listed '-': the constant starts at its sign */
@@ -447,6 +466,8 @@ tp_sql_normalize(const char *sql, size_t len, bool standard_conforming_strings,
 	{
 		size_t		start = t.start;
 
+		if (copied == SIZE_MAX)
+			copied = t.start;
 		end_of_tokens = t.end;
 		if (constants != NULL)
 		{

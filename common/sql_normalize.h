@@ -32,13 +32,23 @@ typedef struct tp_sql_constants
 /*
  * Write the len bytes at sql to out (cap bytes, not NUL-terminated) with
  * the constants replaced by $n, numbered after the statement's own
- * parameters; text after the last token (a trailing sqlcommenter comment,
- * blanks) is dropped.  standard_conforming_strings as the server has it
+ * parameters; text before the first token and after the last (comments,
+ * such as sqlcommenter's with its per-request ids, and blanks) is dropped.  standard_conforming_strings as the server has it
  * (off: backslashes escape in '...').  Returns the bytes written; cap when
  * the output was cut (perhaps inside a multibyte character: the caller
  * knows the encoding).
  */
 size_t		tp_sql_normalize(const char *sql, size_t len, bool standard_conforming_strings,
 							 const tp_sql_constants *constants, char *out, size_t cap);
+
+/* The offset of the first token in the len bytes at sql: the blanks and comments before it skipped. */
+size_t		tp_sql_first_token(const char *sql, size_t len);
+
+/*
+ * The length of the block comment sql starts with ("/" "*"), through the
+ * end of the comments nested in it, as PostgreSQL's scanner reads it; 0
+ * when it does not end within len bytes.
+ */
+size_t		tp_sql_comment_len(const char *sql, size_t len);
 
 #endif

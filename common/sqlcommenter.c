@@ -1,8 +1,9 @@
-/* sqlcommenter.c - find traceparent='...' in a statement's last comment. */
+/* sqlcommenter.c - find traceparent='...' in the comment ending or opening a statement. */
 #include "sqlcommenter.h"
 
 #include <string.h>
 
+#include "sql_normalize.h"
 #include "text.h"
 
 /* Longest traceparent we decode: version 00 plus room for future fields. */
@@ -107,32 +108,18 @@ names_key(const char *key, const char *end, const char *name)
 }
 
 /*
- * The keys names[0..n) of the comment that ends sql, found in one pass:
- * results[i] says what became of names[i], whose decoded value goes into
- * values[i] (max[i] bytes; its length into lens[i]) when VALID.
+ * The keys names[0..n) of the comment whose text is [p, close), found in
+ * one pass: results[i] says what became of names[i], whose decoded value
+ * goes into values[i] (max[i] bytes; its length into lens[i]) when VALID.
  */
 static void
-find_values(const char *sql, size_t len, int n, const char *const *names,
-			char *const *values, const size_t *max, size_t *lens, tp_comment_result *results)
+read_pairs(const char *p, const char *close, int n, const char *const *names,
+		   char *const *values, const size_t *max, size_t *lens, tp_comment_result *results)
 {
-	/*
-	 * Only a comment that ends the statement counts: that is where
-	 * sqlcommenter puts it, and it keeps the cost for statements without one
-	 * at a few byte comparisons.
-	 */
-	const char *close = tp_sqlcomment_close(sql, len);
-	const char *open;
-	const char *p;
 	int			left = n;
 
 	for (int i = 0; i < n; i++)
 		results[i] = TP_COMMENT_NONE;
-	if (close == NULL)
-		return;
-	open = find_last_comment_open(sql, close);
-	if (open == NULL)
-		return;
-	p = open + 2;
 	while (p < close && left > 0)
 	{
 		const char *key = p;
@@ -165,6 +152,35 @@ find_values(const char *sql, size_t len, int n, const char *const *names,
 		if (p == NULL)
 			return;
 	}
+}
+
+/*
+ * read_pairs over the comment that ends sql or, when that one has no
+ * names[0] (the traceparent, which the tracestate goes with), the one that
+ * opens it.  Only those count: that is where sqlcommenters put it, and it
+ * keeps the cost for statements without one at a few byte comparisons.
+ */
+static void
+find_values(const char *sql, size_t len, int n, const char *const *names,
+			char *const *values, const size_t *max, size_t *lens, tp_comment_result *results)
+{
+	const char *close = tp_sqlcomment_close(sql, len);
+	const char *open = close != NULL ? find_last_comment_open(sql, close) : NULL;
+	size_t		comment_len;
+
+	if (open != NULL)
+	{
+		read_pairs(open + 2, close, n, names, values, max, lens, results);
+		if (results[0] != TP_COMMENT_NONE)
+			return;
+	}
+	else
+		for (int i = 0; i < n; i++)
+			results[i] = TP_COMMENT_NONE;
+	open = tp_sqlcomment_open(sql, len);
+	comment_len = open != NULL ? tp_sql_comment_len(open, (size_t) (sql + len - open)) : 0;
+	if (comment_len > 0)
+		read_pairs(open + 2, open + comment_len - 2, n, names, values, max, lens, results);
 }
 
 /* A traceparent's value into *out: MALFORMED when it is no traceparent. */

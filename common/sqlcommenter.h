@@ -4,7 +4,8 @@
  * OpenTelemetry's database instrumentations append a comment such as
  *     SELECT ... / *traceparent='00-...-01',tracestate='...'* /
  * (written here with spaces; sqlcommenter: key='url-encoded value' pairs,
- * keys sorted, appended to the statement).
+ * keys sorted, appended to the statement); some can be told to prepend it
+ * (OpenTelemetry PHP's otel.sqlcommenter.prepend).
  */
 #ifndef TP_SQLCOMMENTER_H
 #define TP_SQLCOMMENTER_H
@@ -23,13 +24,15 @@ typedef enum tp_comment_result
 
 /*
  * Look at the comment that ends the len bytes at sql (trailing blanks and
- * semicolons aside); a comment elsewhere in the statement is not read.
+ * semicolons aside) and, when it holds no traceparent key, at the one that
+ * opens them (leading blanks aside); a comment elsewhere is not read.
  */
 tp_comment_result tp_sqlcomment_traceparent(const char *sql, size_t len,
 											tp_span_context *out);
 
 /*
- * The traceparent and tracestate keys of the same comment, in one pass:
+ * The traceparent and tracestate keys of the same comment (chosen as
+ * above), in one pass:
  * what a traced statement needs.  The tracestate is checked and cut as
  * tp_tracestate_parse does.
  */
@@ -60,6 +63,26 @@ tp_sqlcomment_close(const char *sql, size_t len)
 	if (end - sql < 4 || end[-2] != '*' || end[-1] != '/')
 		return NULL;
 	return end - 2;
+}
+
+/* The comment that opens the len bytes at sql, leading blanks aside: its "/" "*", or NULL. */
+static inline const char *
+tp_sqlcomment_open(const char *sql, size_t len)
+{
+	const char *end = sql + len;
+
+	while (sql < end && (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r'))
+		sql++;
+	if (end - sql < 4 || sql[0] != '/' || sql[1] != '*')
+		return NULL;
+	return sql;
+}
+
+/* Whether the len bytes at sql end or open with a comment: those the readers above look at. */
+static inline bool
+tp_sqlcomment_present(const char *sql, size_t len)
+{
+	return tp_sqlcomment_close(sql, len) != NULL || tp_sqlcomment_open(sql, len) != NULL;
 }
 
 #endif

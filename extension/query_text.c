@@ -154,6 +154,14 @@ query_text_for_span(const char *text, int len, uint64 query_id, TraceprofSpan *s
 			}
 			span->query_form = standard_conforming_strings ?
 				QUERY_FORM_LITERALS : QUERY_FORM_LITERALS_ESCAPED;
+			/* Normalizing drops a leading comment: it takes none of the cut's room. */
+			if (unlikely(len > 0 && (text[0] == '/' || text[0] == '-')))
+			{
+				int			skip = (int) tp_sql_first_token(text, len);
+
+				text += skip;
+				len -= skip;
+			}
 			/* FALLTHROUGH */
 		case QUERY_TEXT_FULL:
 			len = cut_length(text, len, span->encoding);

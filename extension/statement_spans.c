@@ -326,8 +326,8 @@ typedef struct SpanParent
 static bool
 choose_root_context(const char *text, int len, SpanParent *parent)
 {
-	/* Most statements end in no comment: said inline, before the reader's call. */
-	if (text != NULL && tp_sqlcomment_close(text, len) != NULL)
+	/* Most statements have no comment at either end: said inline, before the reader's call. */
+	if (text != NULL && tp_sqlcomment_present(text, len))
 	{
 		/* Static: the span about to open copies the tracestate from it. */
 		static tp_comment_context comment;
@@ -818,7 +818,7 @@ session_may_trace(void)
  * decides).  Cheap, and no side effect: a malformed comment is counted
  * where it is decided.
  */
-static inline bool
+static pg_attribute_always_inline bool
 may_be_traced(const char *source, int location, int len)
 {
 	const char *text;
@@ -831,7 +831,7 @@ may_be_traced(const char *source, int location, int len)
 	if (unlikely(source == prepared_text))
 		return execute_comment != NULL;
 	text = context_bytes(source, location, len, &text_len);
-	return tp_sqlcomment_close(text, text_len) != NULL;
+	return tp_sqlcomment_present(text, text_len);
 }
 
 /*
@@ -2821,7 +2821,7 @@ client_statement_parsed(const char *source, int location, int len)
 	if (comment_seen)
 		return;
 	text = context_bytes(source, location, len, &text_len);
-	if (unlikely(tp_sqlcomment_close(text, text_len) != NULL) &&
+	if (unlikely(tp_sqlcomment_present(text, text_len)) &&
 		tp_sqlcomment_traceparent(text, text_len, &ignored) != TP_COMMENT_NONE)
 	{
 		comment_seen = true;

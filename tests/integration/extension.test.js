@@ -619,6 +619,59 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 		}
 	});
 
+	test('3w. a comment opening the statement (sqlcommenters told to prepend it) through npm pg: extended and simple protocol, utility, failing; the ending one wins', async () => {
+		const client = await connect(cluster, 'app');
+		try {
+			const comment = (ctx) => `/*db_driver='node-postgres%3A8',traceparent='${ctx.header}'*/`;
+			const ext = newContext();
+			const res = await client.query({ text: `${comment(ext)} SELECT id, note FROM orders_sc WHERE id = $1`, values: [2] });
+			assert.deepEqual(res.rows, [{ id: 2, note: 'b' }]);
+			const simple = newContext();
+			await client.query(`${comment(simple)}\nSELECT count(*) AS leading_simple FROM orders_sc`);
+			const utility = newContext();
+			await client.query(`${comment(utility)} CREATE TABLE sc_leading (id int)`);
+			const failing = newContext();
+			await assert.rejects(
+				client.query({ text: `${comment(failing)} INSERT INTO orders_sc (id, note) VALUES ($1, $2)`, values: [1, 'dup'] }),
+				(e) => e.code === '23505');
+			// Both ends: the ending comment is sqlcommenter's place, and wins.
+			const leading = newContext();
+			const ending = newContext();
+			await client.query({ text: `${comment(leading)} SELECT $1::int AS both_ends ${comment(ending)}`, values: [4] });
+			// A malformed one is counted once, as at the end.
+			const before_ = (await stats(admin)).malformed_contexts;
+			await client.query({ text: "/*traceparent='00-zz'*/ SELECT $1::int AS malformed_leading", values: [5] });
+			assert.equal((await stats(admin)).malformed_contexts, before_ + 1, 'a malformed leading comment is counted once');
+
+			await waitForSpans(receiver, ending.traceId, 1);
+			await waitForSpans(receiver, failing.traceId, 1);
+			const server = (ctx, what) => {
+				const spans = spansOf(receiver, ctx.traceId).filter((s) => s.kind === SpanKind.SERVER);
+				assert.equal(spans.length, 1, `one SERVER span for ${what}:\n  ${dump(spansOf(receiver, ctx.traceId))}`);
+				assert.equal(spans[0].parentSpanId, ctx.spanId, `${what}: the parent is the comment's span id`);
+				assert.ok(!/traceparent|\/\*/.test(spans[0].attributes['db.query.text']),
+					`${what}: the comment is not part of db.query.text: ${spans[0].attributes['db.query.text']}`);
+				return spans[0];
+			};
+			const e = server(ext, 'the extended-protocol query');
+			assert.equal(e.attributes['db.query.text'], 'SELECT id, note FROM orders_sc WHERE id = $1');
+			assert.equal(spansOf(receiver, ext.traceId).filter((s) => s.name === 'plan' && s.parentSpanId === e.spanId).length, 1,
+				'the extended-protocol statement has its plan span');
+			assert.equal(server(simple, 'the simple-protocol statement').attributes['db.query.text'],
+				'SELECT count(*) AS leading_simple FROM orders_sc');
+			assert.equal(server(utility, 'the utility statement').name, 'CREATE TABLE sc_leading');
+			const f = server(failing, 'the failing parameterized statement');
+			assert.equal(f.status.code, StatusCode.ERROR);
+			assert.equal(f.attributes['db.response.status_code'], '23505');
+			server(ending, 'the statement with a comment at both ends');
+			await waitForSpans(receiver, ending.traceId, 1);
+			assert.deepEqual(spansOf(receiver, leading.traceId).map(summary), [],
+				'the leading comment of a statement whose ending comment has a traceparent makes no span');
+		} finally {
+			await client.end();
+		}
+	});
+
 	test('3v. tracestate rides with its traceparent: a comment\'s (extended and simple protocol, failing) or traceprof.tracestate\'s, exported as Span.trace_state', async () => {
 		// Before, it was dropped: vendors' entries and sampling thresholds stopped at the server.
 		const client = await connect(cluster, 'app');

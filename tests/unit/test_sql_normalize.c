@@ -78,6 +78,19 @@ TEST(comments)
 	CHECK_STR(normalized("SELECT 1 /*traceparent='00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'*/ "),
 			  "SELECT $1");
 	CHECK_STR(normalized("SELECT 1; -- trailing"), "SELECT $1;");
+	/* so does text before the first token: a sqlcommenter comment put first */
+	CHECK_STR(normalized("/*traceparent='00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'*/ SELECT 1"),
+			  "SELECT $1");
+	CHECK_STR(normalized("/* a /* nested */ one */-- and a line\n  SELECT 'x' /* kept */ , 2"),
+			  "SELECT $1 /* kept */ , $2");
+	CHECK(tp_sql_first_token("/* a /* b */ */ SELECT", 22) == 16);
+	CHECK(tp_sql_first_token("  SELECT", 8) == 2);
+	CHECK(tp_sql_first_token("-- x", 4) == 4);
+	/* a block comment's length runs through the comments nested in it */
+	CHECK(tp_sql_comment_len("/* a /* b */ c */ SELECT", 24) == 17);
+	CHECK(tp_sql_comment_len("/**/", 4) == 4);
+	CHECK(tp_sql_comment_len("/*/ SELECT", 10) == 0);
+	CHECK(tp_sql_comment_len("/* a /* b */ SELECT", 19) == 0);
 	CHECK_STR(normalized("-- only a comment"), "");
 	CHECK_STR(normalized(""), "");
 }
@@ -129,9 +142,14 @@ TEST(jumble_constants)
 								 &negated, sizeof(result) - 1),
 				  "SELECT $1 AS a, $2 AS c, $3 AS b, $4 AS d, ($5) AS e");
 	}
-	/* none listed: the text as it is, trailing comment dropped */
+	/* none listed: the text as it is, comments around it dropped */
 	constants.count = 0;
-	CHECK_STR(normalized_cap("SELECT 1 /* x */", &constants, sizeof(result) - 1), "SELECT 1");
+	CHECK_STR(normalized_cap("/* y */ SELECT 1 /* x */", &constants, sizeof(result) - 1), "SELECT 1");
+	/* offsets count from the text's start, a leading comment included */
+	offsets[0] = 15;
+	constants.count = 1;
+	constants.highest_param = 0;
+	CHECK_STR(normalized_cap("/* y */ SELECT 7", &constants, sizeof(result) - 1), "SELECT $1");
 }
 
 TEST(output_is_cut_at_cap)

@@ -174,6 +174,45 @@ TEST(last_comment_wins)
 	CHECK_STR(hex, "2222222222222222");
 }
 
+/*
+ * A comment opening the statement (leading blanks aside) counts when the
+ * one ending it holds no traceparent: some sqlcommenters prepend theirs.
+ */
+TEST(leading_comment)
+{
+	tp_span_context ctx;
+	tp_comment_context c;
+	char		hex[17];
+	const char *sql;
+
+	CHECK(extract("/*traceparent='" TP "'*/ SELECT 1", &ctx) == TP_COMMENT_VALID);
+	tp_hex_encode(ctx.span_id, 8, hex);
+	CHECK_STR(hex, "00f067aa0ba902b7");
+	CHECK(extract(" \n/*db_driver='x',traceparent='" TP "'*/SELECT 1;", &ctx) == TP_COMMENT_VALID);
+	CHECK(extract("/*traceparent='00-zz'*/ SELECT 1", &ctx) == TP_COMMENT_MALFORMED);
+	CHECK(extract("/* list the orders */ SELECT 1", &ctx) == TP_COMMENT_NONE);
+	/* comments nest: the pairs are read to the end of the outer one */
+	CHECK(extract("/*a='/* b */',traceparent='" TP "'*/ SELECT 1", &ctx) == TP_COMMENT_VALID);
+	/* the ending one without a traceparent leaves the leading one */
+	CHECK(extract("/*traceparent='" TP "'*/ SELECT 1 /*route='%2Fx'*/", &ctx) == TP_COMMENT_VALID);
+	CHECK(extract("/*traceparent='" TP "'*/ SELECT 1 /* a note */", &ctx) == TP_COMMENT_VALID);
+	/* the ending one with a traceparent, valid or not, is the one read */
+	CHECK(extract("/*traceparent='" TP "'*/ SELECT 1 /*traceparent='00-zz'*/", &ctx) == TP_COMMENT_MALFORMED);
+	/* a second comment, or one not first, is not read */
+	CHECK(extract("/* x */ /*traceparent='" TP "'*/ SELECT 1", &ctx) == TP_COMMENT_NONE);
+	CHECK(extract("-- x\n/*traceparent='" TP "'*/ SELECT 1", &ctx) == TP_COMMENT_NONE);
+	/* unterminated within the bytes given: none */
+	sql = "/*traceparent='" TP "'*/ SELECT 1";
+	CHECK(tp_sqlcomment_traceparent(sql, 20, &ctx) == TP_COMMENT_NONE);
+	/* the tracestate goes with the traceparent's comment */
+	sql = "/*traceparent='" TP "',tracestate='a%3D1'*/ SELECT 1 /*tracestate='b%3D2'*/";
+	tp_sqlcomment_context(sql, strlen(sql), &c);
+	CHECK(c.parent_result == TP_COMMENT_VALID && c.state_result == TP_COMMENT_VALID);
+	CHECK_STR(c.state, "a=1");
+	CHECK(tp_sqlcomment_present("  /**/ SELECT 1", 15));
+	CHECK(!tp_sqlcomment_present("SELECT /**/ 1", 13));
+}
+
 TEST(length_bounds_the_search)
 {
 	tp_span_context ctx;
@@ -195,6 +234,7 @@ main(void)
 	RUN(malformed_values_are_reported);
 	RUN(malformed_pairs_of_our_key_are_reported);
 	RUN(last_comment_wins);
+	RUN(leading_comment);
 	RUN(length_bounds_the_search);
 	return unit_summary();
 }

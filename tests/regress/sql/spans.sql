@@ -46,6 +46,23 @@ SELECT 1 AS long_route /*route='%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi%2Fapi
 SELECT name, trace_id
   FROM traceprof.spans WHERE parent_span_id = '4444444444444444';
 
+-- a comment opening the statement counts when the one ending it has no
+-- traceparent (sqlcommenters that prepend theirs); normalized text drops it
+SELECT malformed_contexts AS malformed_before FROM traceprof.stats \gset
+/*db_driver='x',traceparent='00-11111111111111111111111111111111-5555555555555555-01'*/ SELECT 2 AS leading;
+/*traceparent='00-11111111111111111111111111111111-6666666666666666-01'*/ SELECT 3 AS both_ends /*traceparent='00-11111111111111111111111111111111-7777777777777777-01'*/;
+/*traceparent='00-11111111111111111111111111111111-8888888888888888-01'*/ SELECT 4 AS other_keys_at_end /*route='%2Fx'*/;
+/*traceparent='00-11111111111111111111111111111111-9999999999999999-01'*/ CREATE TABLE leading_t (id int);
+/* a note, not a context */ SELECT 5 AS plain_note;
+/*traceparent='00-zz'*/ SELECT 6 AS malformed_leading;
+SELECT name, parent_span_id, query
+  FROM traceprof.spans
+ WHERE kind = 'server' AND trace_id = '11111111111111111111111111111111'
+   AND parent_span_id <> '4444444444444444'
+ ORDER BY start_time;
+SELECT malformed_contexts - :malformed_before AS malformed_counted FROM traceprof.stats;
+DROP TABLE leading_t;
+
 -- every planning span is a child of a statement span of the same trace
 SELECT count(*) AS plan_spans,
        bool_and(p.name IS NOT NULL AND p.trace_id = c.trace_id) AS parented
