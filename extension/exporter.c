@@ -24,6 +24,7 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/bgworker_internals.h"
 #include "postmaster/interrupt.h"
+#include "postmaster/postmaster.h"
 #include "storage/ipc.h"
 #include "storage/pmsignal.h"
 #include "storage/latch.h"
@@ -263,8 +264,9 @@ batch_clear(void)
 
 /*
  * Resource attributes: service.name, then traceprof.resource_attributes,
- * then what those leave unset: host.name, so that the spans of servers
- * sharing a service name can be told apart, and the SDK's name and version.
+ * then what those leave unset: host.name and service.instance.id (host and
+ * port), so that the spans of servers sharing a service name, on one host
+ * or several, can be told apart, and the SDK's name and version.
  */
 static void
 build_resource(tp_kvlist *resource)
@@ -272,6 +274,7 @@ build_resource(tp_kvlist *resource)
 	tp_kvlist	extra = {0};
 	char		err[512];
 	char		host[256];
+	char		instance[sizeof(host) + 16];
 
 	tp_kvlist_add(resource, "service.name", traceprof_service_name);
 	if (!tp_kvlist_parse(traceprof_resource_attributes, TP_KV_PERCENT_DECODE, &extra, err, sizeof(err)))
@@ -286,6 +289,13 @@ build_resource(tp_kvlist *resource)
 	{
 		host[sizeof(host) - 1] = '\0';
 		tp_kvlist_add(resource, "host.name", host);
+	}
+	if (tp_kvlist_get(resource, "service.instance.id") == NULL)
+	{
+		const char *host_name = tp_kvlist_get(resource, "host.name");
+
+		snprintf(instance, sizeof(instance), "%s:%d", host_name != NULL ? host_name : "", PostPortNumber);
+		tp_kvlist_add(resource, "service.instance.id", instance);
 	}
 	if (tp_kvlist_get(resource, "telemetry.sdk.name") == NULL)
 		tp_kvlist_add(resource, "telemetry.sdk.name", "traceprof");

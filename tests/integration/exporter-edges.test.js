@@ -468,16 +468,25 @@ test('4c. a role "caf\\xE9" in a UTF-8 database "d\\xE9mo" (names written raw fr
 	await drained();
 });
 
-test('4d. host.name on the resource: the server\'s by default, so that servers sharing a service name are told apart; traceprof.resource_attributes\' own wins', async (t) => {
+test('4d. host.name and service.instance.id (host:port) on the resource: the server\'s by default, so that servers sharing a service name are told apart, on one host too; traceprof.resource_attributes\' own win', async (t) => {
 	t.after(() => reconfigure({ 'traceprof.resource_attributes': null }));
 	await drained();
+	const host = require('node:os').hostname();
 	let ctx = await tracedSelect('host_default');
 	let [span] = await waitForSpan(receiver, ctx.traceId);
-	assert.equal(span.resource.attributes['host.name'], require('node:os').hostname());
+	assert.equal(span.resource.attributes['host.name'], host);
+	assert.equal(span.resource.attributes['service.instance.id'], `${host}:${cluster.port}`);
 	await reconfigure({ 'traceprof.resource_attributes': 'host.name=db-primary-1' });
 	ctx = await tracedSelect('host_set');
 	[span] = await waitForSpan(receiver, ctx.traceId);
 	assert.equal(span.resource.attributes['host.name'], 'db-primary-1');
+	assert.equal(span.resource.attributes['service.instance.id'], `db-primary-1:${cluster.port}`,
+		'the instance id follows the host name set');
+	await reconfigure({ 'traceprof.resource_attributes': 'service.instance.id=orders-db-a' });
+	ctx = await tracedSelect('instance_set');
+	[span] = await waitForSpan(receiver, ctx.traceId);
+	assert.equal(span.resource.attributes['service.instance.id'], 'orders-db-a');
+	assert.equal(span.resource.attributes['host.name'], host);
 });
 
 test('5. shutdown with 25 spans pending, batch size 1, a collector answering 200 after 1 s each: done within 10 s, at most 3 requests', { timeout: 90000 }, async () => {

@@ -126,7 +126,7 @@ function expectedStatements(table) {
 }
 
 /** Wait for the workload's spans and check every one of them. */
-async function checkWorkloadExport(receiver, table, run, serviceName) {
+async function checkWorkloadExport(receiver, table, run, serviceName, port) {
 	const expected = expectedStatements(table);
 	const planned = expected.filter((e) => e.planned).length;
 	const spans = await waitForSpans(receiver, run.ctx.traceId, expected.length + planned);
@@ -153,6 +153,8 @@ async function checkWorkloadExport(receiver, table, run, serviceName) {
 		for (const [k, v] of Object.entries(EXPECTED_RESOURCE))
 			assert.equal(s.resource.attributes[k], v, `resource attribute ${k} (percent-decoded)`);
 		assert.equal(s.resource.attributes['host.name'], require('node:os').hostname(), 'host.name: the server\'s');
+		assert.equal(s.resource.attributes['service.instance.id'], `${require('node:os').hostname()}:${port}`,
+			'service.instance.id: the server\'s host and port');
 		// OTLP span flags: sampled; bit 8, whether the parent is remote is
 		// known; bit 9, it is (a top-level span's caller, not a span of ours).
 		const remoteParent = s.kind === 2 && /[1-9a-f]/.test(s.parentSpanId);
@@ -233,7 +235,7 @@ describe('OTLP/HTTP export, SQLCommenter, loader, privileges (one cluster)', () 
 	test('1. OTLP/HTTP: traced statements arrive as SERVER spans with plan children, db.* attributes, resource and errors', async () => {
 		const table = 'orders_http';
 		const r = await runWorkload(cluster, table);
-		await checkWorkloadExport(receiver, table, r, 'orders-db');
+		await checkWorkloadExport(receiver, table, r, 'orders-db', cluster.port);
 		const carrying = requestsWith(receiver, r.ctx.traceId);
 		assert.ok(carrying.length >= 1);
 		for (const req of carrying) {
@@ -1550,7 +1552,7 @@ describe('OTLP/gRPC export (own cluster)', () => {
 	test('2. OTLP/gRPC: the same spans arrive over TraceService/Export', async () => {
 		const table = 'orders_grpc';
 		const r = await runWorkload(cluster, table);
-		await checkWorkloadExport(receiver, table, r, 'orders-db-grpc');
+		await checkWorkloadExport(receiver, table, r, 'orders-db-grpc', cluster.port);
 		const carrying = requestsWith(receiver, r.ctx.traceId);
 		assert.ok(carrying.length >= 1);
 		for (const req of carrying) {
@@ -1569,7 +1571,7 @@ describe('OTLP/gRPC export (own cluster)', () => {
 			await admin.query('SELECT pg_reload_conf()');
 			const table = 'orders_grpc_gzip';
 			const r = await runWorkload(cluster, table);
-			await checkWorkloadExport(receiver, table, r, 'orders-db-grpc');
+			await checkWorkloadExport(receiver, table, r, 'orders-db-grpc', cluster.port);
 			for (const req of requestsWith(receiver, r.ctx.traceId)) {
 				assert.equal(req.headers['grpc-encoding'], 'gzip');
 				assert.deepEqual(req.frames.map((f) => f.compressed), [1]);
