@@ -155,10 +155,13 @@ read_pairs(const char *p, const char *close, int n, const char *const *names,
 }
 
 /*
- * read_pairs over the comment that ends sql or, when that one has no
- * names[0] (the traceparent, which the tracestate goes with), the one that
- * opens it.  Only those count: that is where sqlcommenters put it, and it
- * keeps the cost for statements without one at a few byte comparisons.
+ * read_pairs over the comment that ends sql or, when that one does not
+ * mention names[0] (the traceparent, which the tracestate goes with), the
+ * one that opens it.  Mention, not hold: a pair of ours that read_pairs
+ * never reached (past a pair of another kind) still makes the ending comment
+ * the caller's, not the other one.  Only those two count: that is where
+ * sqlcommenters put it, and it keeps the cost for statements without one at
+ * a few byte comparisons.
  */
 static void
 find_values(const char *sql, size_t len, int n, const char *const *names,
@@ -171,7 +174,8 @@ find_values(const char *sql, size_t len, int n, const char *const *names,
 	if (open != NULL)
 	{
 		read_pairs(open + 2, close, n, names, values, max, lens, results);
-		if (results[0] != TP_COMMENT_NONE)
+		if (results[0] != TP_COMMENT_NONE ||
+			memmem(open + 2, (size_t) (close - open - 2), names[0], strlen(names[0])) != NULL)
 			return;
 	}
 	else

@@ -24,8 +24,8 @@ typedef enum tp_comment_result
 
 /*
  * Look at the comment that ends the len bytes at sql (trailing blanks and
- * semicolons aside) and, when it holds no traceparent key, at the one that
- * opens them (leading blanks aside); a comment elsewhere is not read.
+ * semicolons aside) and, when it does not mention traceparent, at the one
+ * that opens them (leading blanks aside); a comment elsewhere is not read.
  */
 tp_comment_result tp_sqlcomment_traceparent(const char *sql, size_t len,
 											tp_span_context *out);
@@ -58,7 +58,7 @@ tp_sqlcomment_close(const char *sql, size_t len)
 	const char *end = sql + len;
 
 	while (end > sql && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' ||
-						 end[-1] == '\r' || end[-1] == ';'))
+						 end[-1] == '\r' || end[-1] == '\f' || end[-1] == ';'))
 		end--;
 	if (end - sql < 4 || end[-2] != '*' || end[-1] != '/')
 		return NULL;
@@ -71,7 +71,7 @@ tp_sqlcomment_open(const char *sql, size_t len)
 {
 	const char *end = sql + len;
 
-	while (sql < end && (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r'))
+	while (sql < end && (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r' || *sql == '\f'))
 		sql++;
 	if (end - sql < 4 || sql[0] != '/' || sql[1] != '*')
 		return NULL;

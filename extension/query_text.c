@@ -10,8 +10,8 @@
  * stays), replaced as the span is made; otherwise every literal token
  * (common/sql_normalize.c), replaced where the span is read.  We do not
  * jumble statements ourselves: that alone cost 2.8% of a select-only
- * transaction.  Text after the last token (the trailing sqlcommenter
- * comment with its per-request ids) is dropped too.
+ * transaction.  Text before the first token and after the last (a
+ * sqlcommenter comment with its per-request ids) is dropped too.
  */
 #include "postgres.h"
 

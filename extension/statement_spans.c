@@ -99,9 +99,21 @@ TP_HOT static int	nesting_level;		/* executor and utility nesting */
 TP_HOT static int	plan_nesting;
 TP_HOT static int	utility_depth;		/* ProcessUtility calls under way */
 TP_HOT static const char *prepared_text;	/* what a top-level EXECUTE runs, while it does */
-/* That EXECUTE's own bytes, while it runs, when they end in a traceparent comment; else NULL. */
+/* That EXECUTE's own bytes, while it runs, when a comment of theirs holds a traceparent; else NULL. */
 TP_HOT static const char *execute_comment;
 static int	execute_comment_len;
+
+/*
+ * The client's statement parse analysis saw last (client_statement_parsed):
+ * where a statement PostgreSQL does not locate, a rule's action replacing
+ * it, stands in its query string.
+ */
+static struct
+{
+	const char *source;
+	int			location;
+	int			len;
+}			client_parsed;
 
 /* The nesting when a subtransaction began, by transaction nesting level. */
 typedef struct NestingAtStart
@@ -557,8 +569,21 @@ set_user_name(TraceprofSpan *record, char *p, Oid user)
 static const char *
 statement_bytes(const char *source, int location, int len, int *text_len)
 {
+	const char *text;
+
+	/*
+	 * Unlocated (a DO INSTEAD rule's action, the query inside CREATE TABLE
+	 * AS or EXPLAIN) in a client's query string: the client's statement it
+	 * stands for, not the whole string, whose other statements' text and
+	 * comments are not its own.
+	 */
+	if (unlikely(location < 0) && source == client_parsed.source)
+	{
+		location = client_parsed.location;
+		len = client_parsed.len;
+	}
 	/* An unknown location makes the length unknown too, as in CleanQuerytext. */
-	const char *text = location >= 0 ? source + location : source;
+	text = location >= 0 ? source + location : source;
 
 	*text_len = location >= 0 && len > 0 ? len : (int) strlen(text);
 	return text;
@@ -595,9 +620,10 @@ len_with_comment_after(const char *text, int len)
 }
 
 /*
- * The bytes whose ending comment carries a statement's context: its own
- * (statement_bytes), or up to the comment after its semicolon.  A source
- * is a NUL-terminated string: the byte after the statement can be read.
+ * The bytes whose ending or opening comment carries a statement's
+ * context: its own (statement_bytes), or up to the comment after its
+ * semicolon.  A source is a NUL-terminated string: the byte after the
+ * statement can be read.
  */
 static inline const char *
 context_bytes(const char *source, int location, int len, int *text_len)
@@ -814,7 +840,7 @@ session_may_trace(void)
 
 /*
  * Whether a client's statement may be traced at all: under the session's
- * context, by sampling, or by the comment that ends it (choose_root_context
+ * context, by sampling, or by the comment that ends or opens it (choose_root_context
  * decides).  Cheap, and no side effect: a malformed comment is counted
  * where it is decided.
  */
@@ -1575,7 +1601,7 @@ traceprof_traced_planner(Query *parse, const char *query_string, int cursor_opti
 
 /*
  * With no span open, a statement that cannot be traced (no session context,
- * no sampling, no comment ending it) takes a short path here, doing what
+ * no sampling, no comment ending or opening it) takes a short path here, doing what
  * traceprof_traced_planner would then do.  That is the common case of a
  * server that traces only its traced callers, and deciding's code out of it
  * was a third of the instruction-cache misses the extension cost an
@@ -2818,6 +2844,9 @@ client_statement_parsed(const char *source, int location, int len)
 
 	if (unlikely(engaged_in_message != 0))
 		end_engagement_offset();	/* the statement that engaged them is over */
+	client_parsed.source = source;
+	client_parsed.location = location;
+	client_parsed.len = len;
 	if (comment_seen)
 		return;
 	text = context_bytes(source, location, len, &text_len);

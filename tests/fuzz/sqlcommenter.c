@@ -6,7 +6,9 @@
  * through this parser, with text any database user controls.
  * Invariants: a valid result holds a context that formats and parses
  * again; the answer does not change when blanks or semicolons follow the
- * comment, or when other SQL comes before the statement.
+ * comment, when blanks come before the statement, or when other SQL does
+ * and the statement opens with no comment (one that opens it may be the
+ * one read).
  */
 #include <stdbool.h>
 
@@ -78,8 +80,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(parse_copy("", data, size, " ;\n\t;", &other) == result);
 	if (result == TP_COMMENT_VALID)
 		FUZZ_CHECK(memcmp(&ctx, &other, sizeof(ctx)) == 0);
-	FUZZ_CHECK(parse_copy("SELECT 1; ", data, size, "", &other) == result);
+	FUZZ_CHECK(parse_copy(" \n\f", data, size, "", &other) == result);
 	if (result == TP_COMMENT_VALID)
 		FUZZ_CHECK(memcmp(&ctx, &other, sizeof(ctx)) == 0);
+	if (tp_sqlcomment_open((const char *) data, size) == NULL)
+	{
+		FUZZ_CHECK(parse_copy("SELECT 1; ", data, size, "", &other) == result);
+		if (result == TP_COMMENT_VALID)
+			FUZZ_CHECK(memcmp(&ctx, &other, sizeof(ctx)) == 0);
+	}
 	return 0;
 }

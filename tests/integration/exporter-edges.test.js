@@ -1019,7 +1019,14 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 				state.limit = body.length - 1;	// a part of one sample takes ~40% of the whole here: all fit
 			return body.length > state.limit ? { status: 413, body: '413 Request Entity Too Large' } : null;
 		};
+		// Uploads held while the statement runs: its samples go into the
+		// ring one by one as it ends, and a round reading them meanwhile
+		// sent the first ones as a profile of their own (the clean clone's
+		// run at e565033: a part of the second profile among 7a's).
+		await setAndReload('traceprof.upload_interval', '1h');
 		const s = await statement();
+		assert.equal(ingest.requests.length, from, 'no upload while the interval is an hour');
+		await setAndReload('traceprof.upload_interval', '200ms');
 		const after = await settled('7a');
 		const reqs = since(from);
 		assert.equal(reqs[0].r.behaviour.status, 413, 'the profile went whole first and was refused');

@@ -71,10 +71,13 @@ test('a comment after the last semicolon of a multi-statement query is the last 
 	assert.deepEqual(spans.map((x) => x.query), ['SELECT $1 AS second'], dump(spans));
 	assert.equal(spans[0].parent_span_id, ctx.spanId);
 
-	// A comment followed by another statement ends neither statement.
+	// A comment followed by another statement does not end the first: it
+	// opens the second, whose context it is.
 	const before = newContext();
 	await client.query(`SELECT 1 AS first; ${comment(before)} SELECT 2 AS second`);
-	assert.deepEqual(await spansOf(before.traceId), []);
+	const opened = await spansOf(before.traceId);
+	assert.deepEqual(opened.map((x) => x.query), ['SELECT $1 AS second'], dump(opened));
+	assert.equal(opened[0].parent_span_id, before.spanId);
 });
 
 test('EXECUTE\'s own comment is its parent; the PREPARE\'s comment is not later EXECUTEs\'', async () => {

@@ -127,7 +127,7 @@ TEST(no_comment_or_no_key)
 	CHECK(extract("SELECT 1 -- traceparent='" TP "'", &ctx) == TP_COMMENT_NONE);
 	CHECK(extract("", &ctx) == TP_COMMENT_NONE);
 	CHECK(extract("*/", &ctx) == TP_COMMENT_NONE);
-	/* Only the comment that ends the statement is read. */
+	/* A comment inside the statement is not read; the ending one is. */
 	CHECK(extract("SELECT /*traceparent='" TP "'*/ 1", &ctx) == TP_COMMENT_NONE);
 	CHECK(extract("SELECT 1 /*traceparent='" TP "'*/ ;\n", &ctx) == TP_COMMENT_VALID);
 }
@@ -209,6 +209,11 @@ TEST(leading_comment)
 	tp_sqlcomment_context(sql, strlen(sql), &c);
 	CHECK(c.parent_result == TP_COMMENT_VALID && c.state_result == TP_COMMENT_VALID);
 	CHECK_STR(c.state, "a=1");
+	/* a pair of ours past one of another kind still makes the ending comment the caller's */
+	CHECK(extract("/*traceparent='" TP "'*/ SELECT 1 /*action=index,traceparent='" TP "'*/", &ctx) == TP_COMMENT_NONE);
+	/* a form feed is a blank, before and after */
+	CHECK(extract("\f/*traceparent='" TP "'*/ SELECT 1", &ctx) == TP_COMMENT_VALID);
+	CHECK(extract("SELECT 1 /*traceparent='" TP "'*/\f", &ctx) == TP_COMMENT_VALID);
 	CHECK(tp_sqlcomment_present("  /**/ SELECT 1", 15));
 	CHECK(!tp_sqlcomment_present("SELECT /**/ 1", 13));
 }

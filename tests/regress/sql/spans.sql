@@ -303,6 +303,17 @@ SELECT name, status, trace_id, query, attributes->>'traceprof.rows_affected' AS 
        attributes->>'db.response.returned_rows' AS returned
   FROM traceprof.spans WHERE name <> 'plan' AND kind = 'server'
  ORDER BY start_time;
+-- A DO INSTEAD rule's action is a statement PostgreSQL does not locate: its
+-- context is in the comments of the client's statement it replaces, not in
+-- those of other statements of the same query string.
+CREATE VIEW rule_v AS SELECT id FROM rule_log;
+CREATE RULE rule_v_instead AS ON INSERT TO rule_v DO INSTEAD INSERT INTO rule_log VALUES (new.id);
+SELECT traceprof.reset();
+/*traceparent='00-cccccccccccccccccccccccccccccccc-cccccccccccccccc-01'*/ SELECT 7 AS opens_the_string \; INSERT INTO rule_v VALUES (7);
+INSERT INTO rule_v VALUES (8) \; SELECT 8 AS ends_the_string /*traceparent='00-dddddddddddddddddddddddddddddddd-dddddddddddddddd-01'*/;
+SELECT 9 AS first \; /*traceparent='00-ffffffffffffffffffffffffffffffff-ffffffffffffffff-01'*/ INSERT INTO rule_v VALUES (9);
+SELECT name, trace_id, query FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
+DROP VIEW rule_v;
 DROP TABLE rule_main, rule_log, rule_upd, rule_sel, rule_two;
 -- A PL/pgSQL function in EXECUTE's parameters plans its own expression at
 -- the top level: that is no span; the prepared statement's run is.
