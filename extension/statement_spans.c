@@ -572,12 +572,13 @@ statement_bytes(const char *source, int location, int len, int *text_len)
 	const char *text;
 
 	/*
-	 * Unlocated (a DO INSTEAD rule's action, the query inside CREATE TABLE
-	 * AS or EXPLAIN) in a client's query string: the client's statement it
-	 * stands for, not the whole string, whose other statements' text and
-	 * comments are not its own.
+	 * Unlocated in a client's query string (a DO INSTEAD rule's action, -1;
+	 * the query inside CREATE TABLE AS or EXPLAIN, 0 and no length, as the
+	 * whole string of one statement is): the client's statement it stands
+	 * for, not the whole string, whose other statements' text and comments
+	 * are not its own.
 	 */
-	if (unlikely(location < 0) && source == client_parsed.source)
+	if ((location < 0 || (location == 0 && len <= 0)) && source == client_parsed.source)
 	{
 		location = client_parsed.location;
 		len = client_parsed.len;

@@ -70,9 +70,9 @@ SELECT count(*) FILTER (WHERE kind = 'server') AS server_spans,
 -- The nested span of the query a utility statement runs (CREATE TABLE AS,
 -- REFRESH MATERIALIZED VIEW, EXPLAIN ANALYZE): PostgreSQL 15 gives that
 -- query no place in the text, so it shows the whole statement, trimmed as
--- the statement's own span is: no trailing semicolon.  A plain EXPLAIN
--- runs nothing: its query is no span.  A statement on several tables is
--- named after none.
+-- the statement's own span is: no trailing semicolon; in a query string of
+-- several statements, that statement alone.  A plain EXPLAIN runs nothing:
+-- its query is no span.  A statement on several tables is named after none.
 CREATE TABLE nest_src (n int);
 INSERT INTO nest_src VALUES (1), (2);
 CREATE MATERIALIZED VIEW nest_mv AS SELECT n FROM nest_src WITH NO DATA;
@@ -81,6 +81,7 @@ SET traceprof.track = 'all';
 SET traceprof.query_text = 'full';
 SET traceprof.traceparent = '00-6bf92f3577b34da6a3ce929d0e0e4736-50f067aa0ba902b7-01';
 CREATE TABLE nest_ctas AS SELECT n FROM nest_src  ;
+SELECT 0 AS first \; CREATE TABLE nest_ctas2 AS SELECT n FROM nest_src;
 REFRESH MATERIALIZED VIEW nest_mv;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT n FROM nest_src;
 EXPLAIN (COSTS OFF) SELECT n FROM nest_src WHERE n > 1;
@@ -90,7 +91,7 @@ SET traceprof.traceparent = '';
 RESET traceprof.query_text;
 RESET traceprof.track;
 SELECT kind, name, query FROM traceprof.spans WHERE name <> 'plan' ORDER BY start_time;
-DROP TABLE nest_ctas;
+DROP TABLE nest_ctas, nest_ctas2;
 DROP MATERIALIZED VIEW nest_mv;
 
 -- A nested statement that fails while it is planned (1/z folded by the
