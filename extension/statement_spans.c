@@ -106,13 +106,15 @@ static int	execute_comment_len;
 /*
  * The client's statement parse analysis saw last (client_statement_parsed):
  * where a statement PostgreSQL does not locate, a rule's action replacing
- * it, stands in its query string.
+ * it, stands in its query string.  Only for the message it was parsed in: a
+ * later text may be allocated where this one was freed.
  */
 static struct
 {
 	const char *source;
 	int			location;
 	int			len;
+	TimestampTz message;
 }			client_parsed;
 
 /* The nesting when a subtransaction began, by transaction nesting level. */
@@ -578,7 +580,8 @@ statement_bytes(const char *source, int location, int len, int *text_len)
 	 * for, not the whole string, whose other statements' text and comments
 	 * are not its own.
 	 */
-	if ((location < 0 || (location == 0 && len <= 0)) && source == client_parsed.source)
+	if ((location < 0 || (location == 0 && len <= 0)) && source == client_parsed.source &&
+		client_parsed.message == GetCurrentStatementStartTimestamp())
 	{
 		location = client_parsed.location;
 		len = client_parsed.len;
@@ -2848,6 +2851,7 @@ client_statement_parsed(const char *source, int location, int len)
 	client_parsed.source = source;
 	client_parsed.location = location;
 	client_parsed.len = len;
+	client_parsed.message = GetCurrentStatementStartTimestamp();
 	if (comment_seen)
 		return;
 	text = context_bytes(source, location, len, &text_len);
