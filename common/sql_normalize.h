@@ -33,10 +33,11 @@ typedef struct tp_sql_constants
  * Write the len bytes at sql to out (cap bytes, not NUL-terminated) with
  * the constants replaced by $n, numbered after the statement's own
  * parameters; text before the first token and after the last (comments,
- * such as sqlcommenter's with its per-request ids, and blanks) is dropped.  standard_conforming_strings as the server has it
- * (off: backslashes escape in '...').  Returns the bytes written; cap when
- * the output was cut (perhaps inside a multibyte character: the caller
- * knows the encoding).
+ * such as sqlcommenter's with its per-request ids, and blanks) is dropped.
+ * standard_conforming_strings as the server has it (off: backslashes
+ * escape in '...').  Returns the bytes written; cap when the output was
+ * cut (perhaps inside a multibyte character: the caller knows the
+ * encoding).
  */
 size_t		tp_sql_normalize(const char *sql, size_t len, bool standard_conforming_strings,
 							 const tp_sql_constants *constants, char *out, size_t cap);

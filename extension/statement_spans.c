@@ -844,9 +844,9 @@ session_may_trace(void)
 
 /*
  * Whether a client's statement may be traced at all: under the session's
- * context, by sampling, or by the comment that ends or opens it (choose_root_context
- * decides).  Cheap, and no side effect: a malformed comment is counted
- * where it is decided.
+ * context, by sampling, or by the comment that ends or opens it
+ * (choose_root_context decides).  Cheap, and no side effect: a malformed
+ * comment is counted where it is decided.
  */
 static pg_attribute_always_inline bool
 may_be_traced(const char *source, int location, int len)
@@ -1605,11 +1605,11 @@ traceprof_traced_planner(Query *parse, const char *query_string, int cursor_opti
 
 /*
  * With no span open, a statement that cannot be traced (no session context,
- * no sampling, no comment ending or opening it) takes a short path here, doing what
- * traceprof_traced_planner would then do.  That is the common case of a
- * server that traces only its traced callers, and deciding's code out of it
- * was a third of the instruction-cache misses the extension cost an
- * untraced select.
+ * no sampling, no comment ending or opening it) takes a short path here,
+ * doing what traceprof_traced_planner would then do.  That is the common
+ * case of a server that traces only its traced callers, and deciding's code
+ * out of it was a third of the instruction-cache misses the extension cost
+ * an untraced select.
  */
 static PlannedStmt *
 traceprof_planner(Query *parse, const char *query_string, int cursor_options,
