@@ -274,7 +274,6 @@ build_resource(tp_kvlist *resource)
 	tp_kvlist	extra = {0};
 	char		err[512];
 	char		host[256];
-	char		instance[sizeof(host) + 16];
 
 	tp_kvlist_add(resource, "service.name", traceprof_service_name);
 	if (!tp_kvlist_parse(traceprof_resource_attributes, TP_KV_PERCENT_DECODE, &extra, err, sizeof(err)))
@@ -290,12 +289,13 @@ build_resource(tp_kvlist *resource)
 		host[sizeof(host) - 1] = '\0';
 		tp_kvlist_add(resource, "host.name", host);
 	}
-	if (tp_kvlist_get(resource, "service.instance.id") == NULL)
+	if (tp_kvlist_get(resource, "service.instance.id") == NULL &&
+		tp_kvlist_get(resource, "host.name") != NULL)
 	{
-		const char *host_name = tp_kvlist_get(resource, "host.name");
+		char	   *instance = psprintf("%s:%d", tp_kvlist_get(resource, "host.name"), PostPortNumber);
 
-		snprintf(instance, sizeof(instance), "%s:%d", host_name != NULL ? host_name : "", PostPortNumber);
 		tp_kvlist_add(resource, "service.instance.id", instance);
+		pfree(instance);
 	}
 	if (tp_kvlist_get(resource, "telemetry.sdk.name") == NULL)
 		tp_kvlist_add(resource, "telemetry.sdk.name", "traceprof");

@@ -944,6 +944,23 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 			await client.end();
 		}
 	};
+	/**
+	 * n statements of statement(), uploads held meanwhile (the interval an
+	 * hour), then uploads at 200 ms again.  A statement's samples go into the
+	 * ring one by one as it ends, and a round reading them meanwhile sent the
+	 * first ones as a profile of their own (the clean clone's run at e565033:
+	 * a part of a second profile among 7a's).
+	 */
+	const heldStatements = async (n) => {
+		const from = ingest.requests.length;
+		await setAndReload('traceprof.upload_interval', '1h');
+		const done = [];
+		for (let i = 0; i < n; i++)
+			done.push(await statement());
+		assert.equal(ingest.requests.length, from, 'no upload while the interval is an hour');
+		await setAndReload('traceprof.upload_interval', '200ms');
+		return done;
+	};
 	/** The requests since from, each with its decoded samples, and whether the server took it. */
 	const since = (from) => ingest.requests.slice(from).map((r) => ({ r, samples: samplesIn(r.body),
 		taken: r.behaviour.status === undefined && !r.behaviour.hang }));
@@ -1019,14 +1036,7 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 				state.limit = body.length - 1;	// a part of one sample takes ~40% of the whole here: all fit
 			return body.length > state.limit ? { status: 413, body: '413 Request Entity Too Large' } : null;
 		};
-		// Uploads held while the statement runs: its samples go into the
-		// ring one by one as it ends, and a round reading them meanwhile
-		// sent the first ones as a profile of their own (the clean clone's
-		// run at e565033: a part of the second profile among 7a's).
-		await setAndReload('traceprof.upload_interval', '1h');
-		const s = await statement();
-		assert.equal(ingest.requests.length, from, 'no upload while the interval is an hour');
-		await setAndReload('traceprof.upload_interval', '200ms');
+		const [s] = await heldStatements(1);
 		const after = await settled('7a');
 		const reqs = since(from);
 		assert.equal(reqs[0].r.behaviour.status, 413, 'the profile went whole first and was refused');
@@ -1050,10 +1060,7 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		const from = ingest.requests.length;
 		// Three statements in one upload, a profile larger than 7a's: the
 		// uploads are held meanwhile, by reloads to the same endpoint.
-		await setAndReload('traceprof.upload_interval', '1h');
-		const statements = [await statement(), await statement(), await statement()];
-		assert.equal(ingest.requests.length, from, 'no upload while the interval is an hour');
-		await setAndReload('traceprof.upload_interval', '200ms');
+		const statements = await heldStatements(3);
 		const after = await settled('7e');
 		const reqs = since(from);
 		const shown = reqs.map((q) => `${q.taken ? 200 : 413}:${q.samples.length}:${q.r.body.length}`).join(' ');
@@ -1093,7 +1100,7 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 			taken++;
 			return null;
 		};
-		const s = await statement();
+		const [s] = await heldStatements(1);
 		await ingest.waitFor(() => ingest.hung.length === 1, 20000, 'a request hanging after two single samples were taken');
 		ingest.answerBy = null;
 		// A new tenant: the hanging request ends (a reload that moves nothing lets it go on).
@@ -1116,7 +1123,7 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 		const before = await counters();
 		const from = ingest.requests.length;
 		ingest.answerBy = () => ({ status: 413, body: '413 Request Entity Too Large' });
-		const s = await statement();
+		const [s] = await heldStatements(1);
 		const after = await settled('7c');
 		const reqs = since(from);
 		const { whole, taken } = checkParts(reqs);
@@ -1133,7 +1140,7 @@ test('7. the profile uploader behind a body limit (413): parts within it, each s
 
 		// The server takes uploads again: the next statement's samples arrive, nothing of the refused ones.
 		ingest.answerBy = null;
-		const next = await statement();
+		const [next] = await heldStatements(1);
 		const later = await settled('7c, after');
 		const sent = since(from + reqs.length);
 		assert.ok(sent.length >= 1 && sent.every((q) => q.taken), 'the next upload went, and was taken');
