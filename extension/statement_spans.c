@@ -117,6 +117,10 @@ static struct
 	TimestampTz message;
 }			client_parsed;
 
+/* Where the PREPARE stands in prepared_text, for the unlocated statements it runs. */
+static int	prepared_location;
+static int	prepared_len;
+
 /* The nesting when a subtransaction began, by transaction nesting level. */
 typedef struct NestingAtStart
 {
@@ -578,13 +582,22 @@ statement_bytes(const char *source, int location, int len, int *text_len)
 	 * the query inside CREATE TABLE AS or EXPLAIN, 0 and no length, as the
 	 * whole string of one statement is): the client's statement it stands
 	 * for, not the whole string, whose other statements' text and comments
-	 * are not its own.
+	 * are not its own.  Likewise in the text of a PREPARE that an EXECUTE
+	 * runs: the PREPARE.
 	 */
-	if ((location < 0 || (location == 0 && len <= 0)) && source == client_parsed.source &&
-		client_parsed.message == GetCurrentStatementStartTimestamp())
+	if (location < 0 || (location == 0 && len <= 0))
 	{
-		location = client_parsed.location;
-		len = client_parsed.len;
+		if (source == client_parsed.source &&
+			client_parsed.message == GetCurrentStatementStartTimestamp())
+		{
+			location = client_parsed.location;
+			len = client_parsed.len;
+		}
+		else if (source == prepared_text && source != NULL)
+		{
+			location = prepared_location;
+			len = prepared_len;
+		}
 	}
 	/* An unknown location makes the length unknown too, as in CleanQuerytext. */
 	text = location >= 0 ? source + location : source;
@@ -2174,6 +2187,13 @@ execute_starts(const ExecuteStmt *stmt, const char *query_string, const PlannedS
 	int			len;
 
 	prepared_text = prepared ? prepared->plansource->query_string : NULL;
+	if (prepared != NULL && prepared->plansource->raw_parse_tree != NULL)
+	{
+		prepared_location = prepared->plansource->raw_parse_tree->stmt_location;
+		prepared_len = prepared->plansource->raw_parse_tree->stmt_len;
+	}
+	else
+		prepared_location = prepared_len = -1;
 	if (query_string == NULL)
 		return;
 	text = context_bytes(query_string, pstmt->stmt_location, pstmt->stmt_len, &len);

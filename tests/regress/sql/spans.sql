@@ -312,6 +312,10 @@ SELECT traceprof.reset();
 /*traceparent='00-cccccccccccccccccccccccccccccccc-cccccccccccccccc-01'*/ SELECT 7 AS opens_the_string \; INSERT INTO rule_v VALUES (7);
 INSERT INTO rule_v VALUES (8) \; SELECT 8 AS ends_the_string /*traceparent='00-dddddddddddddddddddddddddddddddd-dddddddddddddddd-01'*/;
 SELECT 9 AS first \; /*traceparent='00-ffffffffffffffffffffffffffffffff-ffffffffffffffff-01'*/ INSERT INTO rule_v VALUES (9);
+-- the same action run by EXECUTE: the PREPARE's text, not its message's
+PREPARE rule_v_ins(int) AS INSERT INTO rule_v VALUES ($1) \; SELECT 10 AS after_prepare;
+EXECUTE rule_v_ins(10) /*traceparent='00-abababababababababababababababab-abababababababab-01'*/;
+DEALLOCATE rule_v_ins;
 SELECT name, trace_id, query FROM traceprof.spans WHERE kind = 'server' ORDER BY start_time;
 DROP VIEW rule_v;
 DROP TABLE rule_main, rule_log, rule_upd, rule_sel, rule_two;
