@@ -53,6 +53,9 @@ SELECT malformed_contexts AS malformed_before FROM traceprof.stats \gset
 /*traceparent='00-11111111111111111111111111111111-6666666666666666-01'*/ SELECT 3 AS both_ends /*traceparent='00-11111111111111111111111111111111-7777777777777777-01'*/;
 /*traceparent='00-11111111111111111111111111111111-8888888888888888-01'*/ SELECT 4 AS other_keys_at_end /*route='%2Fx'*/;
 /*traceparent='00-11111111111111111111111111111111-9999999999999999-01'*/ CREATE TABLE leading_t (id int);
+PREPARE leading_p AS SELECT 7 AS executed;
+/*traceparent='00-11111111111111111111111111111111-aaaaaaaaaaaaaaaa-01'*/ EXECUTE leading_p;
+DEALLOCATE leading_p;
 /* a note, not a context */ SELECT 5 AS plain_note;
 /*traceparent='00-zz'*/ SELECT 6 AS malformed_leading;
 SELECT name, parent_span_id, query
