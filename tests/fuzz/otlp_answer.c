@@ -33,8 +33,8 @@ static const long statuses[16] = {
 };
 
 /*
- * Does the last grpc-status line the header callback reads (one under 512
- * bytes, the value up to a line break, blanks around it) say 0?
+ * Does the last grpc-status line the header callback reads (one of any
+ * length, the value up to a line break, blanks around it) say 0?
  */
 static bool
 last_grpc_status_is_zero(char *const *lines, const size_t *lens, size_t n)
@@ -47,8 +47,7 @@ last_grpc_status_is_zero(char *const *lines, const size_t *lens, size_t n)
 		const char *v = lines[i] + strlen(name);
 		size_t		len;
 
-		if (lens[i] >= 512 || lens[i] < strlen(name) ||
-			strncasecmp(lines[i], name, strlen(name)) != 0)
+		if (lens[i] < strlen(name) || strncasecmp(lines[i], name, strlen(name)) != 0)
 			continue;
 		len = lens[i] - strlen(name);
 		for (size_t j = 0; j < len; j++)
