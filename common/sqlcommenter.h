@@ -48,6 +48,16 @@ typedef struct tp_comment_context
 void		tp_sqlcomment_context(const char *sql, size_t len, tp_comment_context *out);
 
 /*
+ * A blank around a statement: scanner_isspace's set in PostgreSQL 15 (not
+ * \v, which its scanner rejects), without a call per byte.
+ */
+static inline bool
+tp_sqlcomment_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
+}
+
+/*
  * The end of the comment that ends the len bytes at sql (trailing blanks
  * and semicolons aside): where its closing star is; NULL when they end
  * otherwise.  Inline: the hooks ask it of every statement, most have none.
@@ -57,8 +67,7 @@ tp_sqlcomment_close(const char *sql, size_t len)
 {
 	const char *end = sql + len;
 
-	while (end > sql && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' ||
-						 end[-1] == '\r' || end[-1] == '\f' || end[-1] == ';'))
+	while (end > sql && (tp_sqlcomment_blank(end[-1]) || end[-1] == ';'))
 		end--;
 	if (end - sql < 4 || end[-2] != '*' || end[-1] != '/')
 		return NULL;
@@ -71,7 +80,7 @@ tp_sqlcomment_open(const char *sql, size_t len)
 {
 	const char *end = sql + len;
 
-	while (sql < end && (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r' || *sql == '\f'))
+	while (sql < end && tp_sqlcomment_blank(*sql))
 		sql++;
 	if (end - sql < 4 || sql[0] != '/' || sql[1] != '*')
 		return NULL;

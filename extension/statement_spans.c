@@ -606,13 +606,6 @@ statement_bytes(const char *source, int location, int len, int *text_len)
 	return text;
 }
 
-/* scanner_isspace's set in PostgreSQL 15 (not \v: its scanner rejects it), without a call per byte. */
-static inline bool
-is_blank(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
-}
-
 /*
  * The length of a statement that ends at its semicolon (len bytes at text)
  * with the comment that follows the semicolon, when nothing else follows
@@ -627,11 +620,11 @@ len_with_comment_after(const char *text, int len)
 	const char *p = text + len;
 	const char *close;
 
-	while (*p == ';' || is_blank(*p))
+	while (*p == ';' || tp_sqlcomment_blank(*p))
 		p++;
 	if (p[0] != '/' || p[1] != '*' || (close = strstr(p + 2, "*/")) == NULL)
 		return len;
-	for (p = close + 2; *p == ';' || is_blank(*p); p++)
+	for (p = close + 2; *p == ';' || tp_sqlcomment_blank(*p); p++)
 		;
 	return *p == '\0' ? (int) (close + 2 - text) : len;
 }
@@ -663,7 +656,7 @@ context_bytes(const char *source, int location, int len, int *text_len)
 static pg_noinline int
 len_without_semicolons(const char *text, int len)
 {
-	while (len > 0 && (text[len - 1] == ';' || is_blank(text[len - 1])))
+	while (len > 0 && (text[len - 1] == ';' || tp_sqlcomment_blank(text[len - 1])))
 		len--;
 	return len;
 }
@@ -680,12 +673,12 @@ statement_text(const char *source, int location, int len, int *text_len)
 	bool		located = location >= 0 && len > 0;
 	const char *text = statement_bytes(source, location, len, &len);
 
-	while (len > 0 && is_blank(text[0]))
+	while (len > 0 && tp_sqlcomment_blank(text[0]))
 	{
 		text++;
 		len--;
 	}
-	while (len > 0 && is_blank(text[len - 1]))
+	while (len > 0 && tp_sqlcomment_blank(text[len - 1]))
 		len--;
 	if (!located && unlikely(len > 0 && text[len - 1] == ';'))
 		len = len_without_semicolons(text, len);
@@ -2483,7 +2476,7 @@ record_failed_message(const ErrorData *edata)
 	uint8		parent_span_id[TP_SPAN_ID_BYTES];
 	char		trace_state[TP_TRACESTATE_MAX + 1];
 
-	while (len > 0 && (debug_query_string[len - 1] == ';' || is_blank(debug_query_string[len - 1])))
+	while (len > 0 && (debug_query_string[len - 1] == ';' || tp_sqlcomment_blank(debug_query_string[len - 1])))
 		len--;
 	if (at_commit)
 		parent_beside(last_top_level_span, &parent, parent_span_id, trace_state);
