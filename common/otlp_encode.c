@@ -116,10 +116,11 @@ span_length_count(const tp_span *span)
 	return SPAN_FIXED_LENGTHS + 2 * span->attr_count;
 }
 
+/* A string's length: known (not 0), or measured. */
 static size_t
-length_of(const char *s)
+length_of(const char *s, uint32_t known)
 {
-	return s != NULL ? strlen(s) : 0;
+	return known != 0 ? known : s != NULL ? strlen(s) : 0;
 }
 
 static size_t
@@ -186,9 +187,9 @@ span_size(const tp_span *span, size_t *lens)
 	size_t		size = len_field_size(SPAN_TRACE_ID, TP_TRACE_ID_BYTES) +
 		len_field_size(SPAN_SPAN_ID, TP_SPAN_ID_BYTES);
 
-	lens[0] = length_of(span->name);
-	lens[1] = span->status != TP_STATUS_UNSET ? length_of(span->status_message) : 0;
-	lens[2] = length_of(span->trace_state);
+	lens[0] = length_of(span->name, span->name_len);
+	lens[1] = span->status != TP_STATUS_UNSET ? length_of(span->status_message, span->status_message_len) : 0;
+	lens[2] = length_of(span->trace_state, span->trace_state_len);
 	if (lens[2] > 0)
 		size += len_field_size(SPAN_TRACE_STATE, lens[2]);
 	if (!tp_id_is_zero(span->parent_span_id, TP_SPAN_ID_BYTES))
@@ -206,9 +207,8 @@ span_size(const tp_span *span, size_t *lens)
 		const tp_attr *attr = &span->attrs[i];
 		size_t	   *key_len = &lens[SPAN_FIXED_LENGTHS + 2 * i];
 
-		key_len[0] = attr->key_len ? attr->key_len : strlen(attr->key);
-		key_len[1] = attr->type != TP_ATTR_STRING ? 0 :
-			attr->value_len ? attr->value_len : strlen(attr->value.s);
+		key_len[0] = length_of(attr->key, attr->key_len);
+		key_len[1] = attr->type != TP_ATTR_STRING ? 0 : length_of(attr->value.s, attr->value_len);
 		size += len_field_size(SPAN_ATTRIBUTES,
 							   key_value_size(key_len[0], any_value_size(attr, key_len[1])));
 	}
@@ -266,22 +266,49 @@ put_bytes(uint8_t *p, unsigned field, const void *data, size_t len)
 	return p + len;
 }
 
-/* How many bytes s starts with that are ASCII, eight at a time. */
-static size_t
-ascii_prefix(const char *s, size_t len)
+/*
+ * Copy len bytes to out and say whether all were ASCII, in one pass and no
+ * libc call: most strings here are a few dozen bytes, where memcpy's
+ * dispatch and a second pass to check them cost more than the copy.  The
+ * ends are copied as words that may overlap the middle, not byte by byte.
+ */
+static bool
+copy_ascii(uint8_t *out, const char *s, size_t len)
 {
-	size_t		i = 0;
+	uint64_t	high = 0;
 	uint64_t	word;
+	uint32_t	half;
 
-	for (; i + sizeof(word) <= len; i += sizeof(word))
+	if (len >= sizeof(word))
 	{
-		memcpy(&word, s + i, sizeof(word));
-		if ((word & UINT64_C(0x8080808080808080)) != 0)
-			break;
+		for (size_t i = 0; i + sizeof(word) < len; i += sizeof(word))
+		{
+			memcpy(&word, s + i, sizeof(word));
+			memcpy(out + i, &word, sizeof(word));
+			high |= word;
+		}
+		memcpy(&word, s + len - sizeof(word), sizeof(word));
+		memcpy(out + len - sizeof(word), &word, sizeof(word));
+		high |= word;
 	}
-	while (i < len && (unsigned char) s[i] < 0x80)
-		i++;
-	return i;
+	else if (len >= sizeof(half))
+	{
+		memcpy(&half, s, sizeof(half));
+		memcpy(out, &half, sizeof(half));
+		high = half;
+		memcpy(&half, s + len - sizeof(half), sizeof(half));
+		memcpy(out + len - sizeof(half), &half, sizeof(half));
+		high |= half;
+	}
+	else if (len > 0)
+	{
+		/* 1 to 3 bytes: these three places cover them all */
+		out[0] = (uint8_t) s[0];
+		out[len / 2] = (uint8_t) s[len / 2];
+		out[len - 1] = (uint8_t) s[len - 1];
+		high = out[0] | out[len / 2] | out[len - 1];
+	}
+	return (high & UINT64_C(0x8080808080808080)) == 0;
 }
 
 /*
@@ -289,19 +316,19 @@ ascii_prefix(const char *s, size_t len)
  * (protoc, Go's protobuf) refuses the whole request for one bad byte, such
  * as a file name or a server message in Latin-1.  Each byte of no valid
  * sequence becomes '?', which keeps the length the size pass measured.
- * The source is checked, not the copy just written: reading freshly copied
- * bytes back waited for the copy's stores (+55% of the exporter's CPU a
- * span, bench/exporter.sh); nearly every string is ASCII.
+ * Nearly every string is ASCII, which the copy itself tells: only other
+ * strings are read back.
  */
 static uint8_t *
 put_string(uint8_t *p, unsigned field, const char *s, size_t len)
 {
-	size_t		i = ascii_prefix(s, len);
 	uint8_t    *text;
 
-	p = put_bytes(p, field, s, len);
-	text = p - len;
-	while (i < len)
+	p = put_len(p, field, len);
+	text = p;
+	if (copy_ascii(text, s, len))
+		return p + len;
+	for (size_t i = 0; i < len;)
 	{
 		size_t		n;
 
@@ -318,7 +345,7 @@ put_string(uint8_t *p, unsigned field, const char *s, size_t len)
 		}
 		i += n;
 	}
-	return p;
+	return p + len;
 }
 
 static uint8_t *

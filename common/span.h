@@ -77,6 +77,10 @@ typedef struct tp_span
 	tp_status_code status;
 	char	   *status_message;
 	tp_parent_place parent_place;	/* OTLP Span.flags bits 8 and 9 */
+	/* strlen of name, trace_state and status_message when known, as in tp_attr */
+	uint32_t	name_len;
+	uint32_t	trace_state_len;
+	uint32_t	status_message_len;
 } tp_span;
 
 /* Attribute setters copy key and value; a later set of a key replaces it. */

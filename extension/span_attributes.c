@@ -23,6 +23,7 @@ typedef struct AttrList
  */
 #define KEY_LEN(key) (sizeof("" key "") - 1)
 #define add_string(list, key, value) add_string_len(list, key, KEY_LEN(key), value, 0)
+#define add_text(list, key, value, len) add_string_len(list, key, KEY_LEN(key), value, len)
 #define add_int(list, key, value) add_int_len(list, key, KEY_LEN(key), value)
 
 /* value_len 0: the encoder measures the value. */
@@ -88,6 +89,18 @@ add_profile_urls(AttrList *list, const TraceprofSpan *r)
 		add_string(list, "pyroscope.profile.baseline.url", attrs->baseline_url);
 }
 
+static void
+set_name(tp_span *out, const char *name, uint32 len)
+{
+	if (len == 0)
+	{
+		name = "statement";
+		len = KEY_LEN("statement");
+	}
+	out->name = (char *) name;
+	out->name_len = len;
+}
+
 void
 span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 		  SpanAttributes *attrs, tp_span *out)
@@ -96,17 +109,17 @@ span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 
 	attrs->profile_url = NULL;
 	attrs->baseline_url = NULL;
-	add_string(&list, "db.system.name", "postgresql");
-	add_string(&list, "db.namespace", r->dbname);
+	add_text(&list, "db.system.name", "postgresql", KEY_LEN("postgresql"));
+	add_text(&list, "db.namespace", r->dbname, r->dbname_len);
 	if (r->operation[0])
-		add_string(&list, "db.operation.name", r->operation);
+		add_text(&list, "db.operation.name", r->operation, r->operation_len);
 	/* Another role's table names are private, as its query text is; a CALL's target is its procedure. */
 	if (include_private && r->collection[0] && strcmp(r->operation, "CALL") == 0)
-		add_string(&list, "db.stored_procedure.name", r->collection);
+		add_text(&list, "db.stored_procedure.name", r->collection, r->collection_len);
 	else if (include_private && r->collection[0])
-		add_string(&list, "db.collection.name", r->collection);
+		add_text(&list, "db.collection.name", r->collection, r->collection_len);
 	if (include_private && r->query[0])
-		add_string_len(&list, "db.query.text", KEY_LEN("db.query.text"), r->query, r->query_len);
+		add_text(&list, "db.query.text", r->query, r->query_len);
 	if (r->rows >= 0 && (r->rows_meaning & ROWS_RETURNED))
 		add_int(&list, "db.response.returned_rows", r->rows);
 	if (r->rows >= 0 && (r->rows_meaning & ROWS_AFFECTED))
@@ -115,7 +128,7 @@ span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 	if (include_private && r->query_id != 0)
 		add_int(&list, "traceprof.query_id", (int64) r->query_id);
 	add_int(&list, "traceprof.backend_pid", r->pid);
-	add_string(&list, "traceprof.user", r->username);
+	add_text(&list, "traceprof.user", r->username, r->username_len);
 	if (r->cpu_ns >= 0)
 		add_int(&list, "traceprof.cpu_time_ns", r->cpu_ns);
 	add_int(&list, "traceprof.shared_blks_hit", r->shared_blks_hit);
@@ -126,7 +139,7 @@ span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 	if (r->profiled)
 	{
 		tp_hex_encode(r->profile_span_id, TP_SPAN_ID_BYTES, attrs->profile_id);
-		add_string(&list, "pyroscope.profile.id", attrs->profile_id);
+		add_text(&list, "pyroscope.profile.id", attrs->profile_id, TP_SPAN_ID_HEX);
 		/* They name the server of a superuser's setting. */
 		if (include_private && include_links && traceprof_pyroscope_url[0] != '\0')
 			add_profile_urls(&list, r);
@@ -139,10 +152,12 @@ span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 	out->parent_place = r->remote_parent ? TP_PARENT_REMOTE : TP_PARENT_LOCAL;
 	memcpy(out->parent_span_id, r->parent_span_id, TP_SPAN_ID_BYTES);
 	out->trace_state = (char *) r->trace_state;
+	out->trace_state_len = r->trace_state_len;
+	/* Another role's span name would show its table: the operation alone. */
 	if (include_private || r->collection[0] == '\0')
-		out->name = (char *) (r->name[0] ? r->name : "statement");
+		set_name(out, r->name, r->name_len);
 	else
-		out->name = (char *) (r->operation[0] ? r->operation : "statement");
+		set_name(out, r->operation, r->operation_len);
 	out->kind = (tp_span_kind) r->kind;
 	out->start_unix_ns = (uint64) r->start_ns;
 	out->end_unix_ns = (uint64) r->end_ns;
@@ -152,6 +167,7 @@ span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 		add_string(&list, "error.type", r->sqlstate);
 		out->status = TP_STATUS_ERROR;
 		out->status_message = (char *) (include_private ? r->message : "");
+		out->status_message_len = include_private ? r->message_len : 0;
 	}
 	else if (r->sqlstate[0] != '\0')
 		add_string(&list, "db.response.status_code", r->sqlstate);	/* it ended with a warning */

@@ -182,6 +182,11 @@ TEST(given_lengths_encode_as_measured)
 		if (given.attrs[i].type == TP_ATTR_STRING)
 			given.attrs[i].value_len = (uint32_t) strlen(given.attrs[i].value.s);
 	}
+	given.name_len = (uint32_t) strlen(given.name);
+	given.status_message_len = (uint32_t) strlen(given.status_message);
+	measured.trace_state = strdup("vendor=value");
+	given.trace_state = strdup("vendor=value");
+	given.trace_state_len = (uint32_t) strlen(given.trace_state);
 	list[0] = &measured;
 	a = tp_otlp_encode_traces(&none, NULL, NULL, list, 1, &a_len);
 	list[0] = &given;
@@ -195,17 +200,31 @@ TEST(given_lengths_encode_as_measured)
 	for (size_t i = 0; i < given.attr_count; i++)
 		if (strcmp(given.attrs[i].key, "db.query.text") == 0)
 			given.attrs[i].value_len = 6;
+	given.name_len = 6;
+	given.trace_state_len = 6;
+	given.status_message_len = 8;
 	{
 		Request    *request = encode_and_decode(&none, NULL, NULL, list, 1, &b_len);
-		const AnyValue *v = request ? attribute(request->resource_spans[0]->scope_spans[0]->spans[0],
-												"db.query.text") : NULL;
+		const Span *m = request ? request->resource_spans[0]->scope_spans[0]->spans[0] : NULL;
+		const AnyValue *v = m ? attribute(m, "db.query.text") : NULL;
 
 		CHECK(v != NULL && v->string_value != NULL);
 		if (v != NULL && v->string_value != NULL)
 			CHECK_STR(v->string_value, "SELECT");
+		if (m != NULL)
+		{
+			CHECK_STR(m->name, "SELECT");
+			CHECK_STR(m->trace_state, "vendor");
+			CHECK(m->status != NULL);
+			if (m->status != NULL)
+				CHECK_STR(m->status->message, "division");
+		}
 		if (request != NULL)
 			traceprof__otlp__export_trace_service_request__free_unpacked(request, NULL);
 	}
+	free(measured.trace_state);
+	free(given.trace_state);
+	measured.trace_state = given.trace_state = NULL;
 	tp_span_clear(&measured);
 	tp_span_clear(&given);
 }
@@ -270,6 +289,50 @@ TEST(strings_that_are_not_utf8_are_sent_as_valid_utf8)
 	tp_kvlist_free(&resource);
 }
 
+/*
+ * Strings are copied in words whose ends may overlap, and checked for
+ * UTF-8 as they are copied: every length up to five words, ASCII and with
+ * one bad byte at each place, comes out whole, the bad byte as '?'.
+ */
+TEST(strings_of_every_length_and_bad_byte_place)
+{
+	enum { LONGEST = 40 };
+	char		text[LONGEST + 1];
+	char		want[LONGEST + 1];
+	bool		all_right = true;
+
+	for (int len = 0; len <= LONGEST; len++)
+		for (int bad = -1; bad < len; bad++)
+		{
+			tp_span		span;
+			tp_span    *list[1] = {&span};
+			tp_kvlist	none = {0};
+			Request    *request;
+			size_t		encoded;
+
+			for (int i = 0; i < len; i++)
+				text[i] = want[i] = (char) ('a' + i % 26);
+			text[len] = want[len] = '\0';
+			if (bad >= 0)
+			{
+				text[bad] = (char) 0xff;
+				want[bad] = '?';
+			}
+			memset(&span, 0, sizeof(span));
+			span.context.trace_id[0] = 1;
+			span.context.span_id[0] = 2;
+			span.name = text;
+			span.name_len = (uint32_t) len;
+			request = encode_and_decode(&none, NULL, NULL, list, 1, &encoded);
+			if (request == NULL)
+				return;
+			if (strcmp(request->resource_spans[0]->scope_spans[0]->spans[0]->name, want) != 0)
+				all_right = false;
+			traceprof__otlp__export_trace_service_request__free_unpacked(request, NULL);
+		}
+	CHECK(all_right);
+}
+
 TEST(many_spans_in_order)
 {
 	enum { N = 300 };
@@ -318,6 +381,7 @@ main(void)
 	RUN(defaults_are_left_out);
 	RUN(given_lengths_encode_as_measured);
 	RUN(strings_that_are_not_utf8_are_sent_as_valid_utf8);
+	RUN(strings_of_every_length_and_bad_byte_place);
 	RUN(many_spans_in_order);
 	return unit_summary();
 }
