@@ -197,6 +197,10 @@ while [ "$r" -le "$rounds" ]; do
 		ta=$(($(server_ticks) - ta))
 		use_cluster B
 		tb=$(($(server_ticks) - tb))
+		if [ "$config" = export ] && [ "$build" != bare ]; then
+			pending=$(sql "SELECT spans_pending FROM traceprof.stats")
+			[ "$pending" = 0 ] || say "round $r: $pending spans still to export when the sink went quiet; B's CPU for them is not in this round"
+		fi
 		echo "$r $(basename "$build" .so) $(sum_of 'tps =' "$dir"/a.*) $(sum_of 'tps =' "$dir"/b.*)" \
 			"$ta $(sum_of 'number of transactions actually processed:' "$dir"/a.*)" \
 			"$tb $(sum_of 'number of transactions actually processed:' "$dir"/b.*)" |

@@ -116,11 +116,11 @@ span_length_count(const tp_span *span)
 	return SPAN_FIXED_LENGTHS + 2 * span->attr_count;
 }
 
-/* A string's length: known (not 0), or measured. */
+/* A string's length: none for NULL, else known (not 0) or measured. */
 static size_t
 length_of(const char *s, uint32_t known)
 {
-	return known != 0 ? known : s != NULL ? strlen(s) : 0;
+	return s == NULL ? 0 : known != 0 ? known : strlen(s);
 }
 
 static size_t
@@ -306,7 +306,7 @@ copy_ascii(uint8_t *out, const char *s, size_t len)
 		out[0] = (uint8_t) s[0];
 		out[len / 2] = (uint8_t) s[len / 2];
 		out[len - 1] = (uint8_t) s[len - 1];
-		high = out[0] | out[len / 2] | out[len - 1];
+		high = (uint8_t) (s[0] | s[len / 2] | s[len - 1]);
 	}
 	return (high & UINT64_C(0x8080808080808080)) == 0;
 }

@@ -24,6 +24,7 @@ slot_for(tp_span *span, const char *key)
 		if (strcmp(span->attrs[i].key, key) == 0)
 		{
 			free_value(&span->attrs[i]);
+			span->attrs[i].value_len = 0;	/* the new value's is not known */
 			return &span->attrs[i];
 		}
 	}
@@ -103,6 +104,7 @@ tp_span_set_error(tp_span *span, const char *message)
 	free(span->status_message);
 	span->status = TP_STATUS_ERROR;
 	span->status_message = strdup(message ? message : "");
+	span->status_message_len = 0;	/* measured when encoded */
 }
 
 void

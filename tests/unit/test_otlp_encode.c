@@ -290,6 +290,42 @@ TEST(strings_that_are_not_utf8_are_sent_as_valid_utf8)
 }
 
 /*
+ * A setter replacing a string forgets the length given for the old one:
+ * the span encodes as one whose lengths were never given.
+ */
+TEST(setters_forget_given_lengths)
+{
+	tp_span		given;
+	tp_span		measured;
+	tp_span    *list[1];
+	tp_kvlist	none = {0};
+	uint8_t    *a;
+	uint8_t    *b;
+	size_t		a_len;
+	size_t		b_len;
+
+	full_span(&given, "SELECT 1");
+	full_span(&measured, "SELECT 1");
+	for (size_t i = 0; i < given.attr_count; i++)
+		if (strcmp(given.attrs[i].key, "db.query.text") == 0)
+			given.attrs[i].value_len = 8;
+	given.status_message_len = 16;
+	tp_span_set_string(&given, "db.query.text", "SELECT");
+	tp_span_set_error(&given, "late");
+	tp_span_set_string(&measured, "db.query.text", "SELECT");
+	tp_span_set_error(&measured, "late");
+	list[0] = &given;
+	a = tp_otlp_encode_traces(&none, NULL, NULL, list, 1, &a_len);
+	list[0] = &measured;
+	b = tp_otlp_encode_traces(&none, NULL, NULL, list, 1, &b_len);
+	CHECK(a != NULL && b != NULL && a_len == b_len && memcmp(a, b, a_len) == 0);
+	free(a);
+	free(b);
+	tp_span_clear(&given);
+	tp_span_clear(&measured);
+}
+
+/*
  * Strings are copied in words whose ends may overlap, and checked for
  * UTF-8 as they are copied: every length up to five words, ASCII and with
  * one bad byte at each place, comes out whole, the bad byte as '?'.
@@ -381,6 +417,7 @@ main(void)
 	RUN(defaults_are_left_out);
 	RUN(given_lengths_encode_as_measured);
 	RUN(strings_that_are_not_utf8_are_sent_as_valid_utf8);
+	RUN(setters_forget_given_lengths);
 	RUN(strings_of_every_length_and_bad_byte_place);
 	RUN(many_spans_in_order);
 	return unit_summary();
