@@ -110,6 +110,17 @@ span_flags(const tp_span *span)
 	return flags;
 }
 
+/* A root span's parent id is zero: one word compared, not eight bytes. */
+static bool
+has_parent(const tp_span *span)
+{
+	uint64_t	id;
+
+	static_assert(sizeof(id) == TP_SPAN_ID_BYTES, "a span id is one word");
+	memcpy(&id, span->parent_span_id, sizeof(id));
+	return id != 0;
+}
+
 static size_t
 span_length_count(const tp_span *span)
 {
@@ -192,7 +203,7 @@ span_size(const tp_span *span, size_t *lens)
 	lens[2] = length_of(span->trace_state, span->trace_state_len);
 	if (lens[2] > 0)
 		size += len_field_size(SPAN_TRACE_STATE, lens[2]);
-	if (!tp_id_is_zero(span->parent_span_id, TP_SPAN_ID_BYTES))
+	if (has_parent(span))
 		size += len_field_size(SPAN_PARENT_SPAN_ID, TP_SPAN_ID_BYTES);
 	if (lens[0] > 0)
 		size += len_field_size(SPAN_NAME, lens[0]);
@@ -406,7 +417,7 @@ put_span(uint8_t *p, const tp_span *span, size_t size, const size_t *lens)
 	p = put_bytes(p, SPAN_SPAN_ID, span->context.span_id, TP_SPAN_ID_BYTES);
 	if (lens[2] > 0)
 		p = put_string(p, SPAN_TRACE_STATE, span->trace_state, lens[2]);
-	if (!tp_id_is_zero(span->parent_span_id, TP_SPAN_ID_BYTES))
+	if (has_parent(span))
 		p = put_bytes(p, SPAN_PARENT_SPAN_ID, span->parent_span_id, TP_SPAN_ID_BYTES);
 	if (lens[0] > 0)
 		p = put_string(p, SPAN_NAME, span->name, lens[0]);

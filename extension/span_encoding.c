@@ -15,6 +15,7 @@
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "common/string.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
@@ -157,6 +158,9 @@ convert_text(char *text, uint32 len, Size size, int from, int to, FmgrInfo *conv
 static bool
 names_valid_in(const TraceprofSpan *span, int encoding)
 {
+	/* Every server encoding extends ASCII: the usual names need no verifier. */
+	if (pg_is_ascii(span->dbname) && pg_is_ascii(span->username))
+		return true;
 	return pg_encoding_verifymbstr(encoding, span->dbname, span->dbname_len) == span->dbname_len &&
 		pg_encoding_verifymbstr(encoding, span->username, span->username_len) == span->username_len;
 }
