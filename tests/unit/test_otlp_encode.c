@@ -162,16 +162,30 @@ TEST(defaults_are_left_out)
 	traceprof__otlp__export_trace_service_request__free_unpacked(request, NULL);
 }
 
+/* Whether two spans encode to the same bytes. */
+static bool
+encode_alike(tp_span *x, tp_span *y)
+{
+	tp_kvlist	none = {0};
+	size_t		x_len;
+	size_t		y_len;
+	uint8_t    *x_bytes = tp_otlp_encode_traces(&none, NULL, NULL, &x, 1, &x_len);
+	uint8_t    *y_bytes = tp_otlp_encode_traces(&none, NULL, NULL, &y, 1, &y_len);
+	bool		alike = x_bytes != NULL && y_bytes != NULL && x_len == y_len &&
+		memcmp(x_bytes, y_bytes, x_len) == 0;
+
+	free(x_bytes);
+	free(y_bytes);
+	return alike;
+}
+
 /* Lengths given with the attributes (the extension's spans) encode as measured ones. */
 TEST(given_lengths_encode_as_measured)
 {
 	tp_span		measured;
 	tp_span		given;
-	tp_span    *list[1];
+	tp_span    *list[1] = {&given};
 	tp_kvlist	none = {0};
-	uint8_t    *a;
-	uint8_t    *b;
-	size_t		a_len;
 	size_t		b_len;
 
 	full_span(&measured, "SELECT * FROM orders WHERE id = $1");
@@ -187,14 +201,7 @@ TEST(given_lengths_encode_as_measured)
 	measured.trace_state = strdup("vendor=value");
 	given.trace_state = strdup("vendor=value");
 	given.trace_state_len = (uint32_t) strlen(given.trace_state);
-	list[0] = &measured;
-	a = tp_otlp_encode_traces(&none, NULL, NULL, list, 1, &a_len);
-	list[0] = &given;
-	b = tp_otlp_encode_traces(&none, NULL, NULL, list, 1, &b_len);
-	CHECK(a != NULL && b != NULL);
-	CHECK(a_len == b_len && a != NULL && b != NULL && memcmp(a, b, a_len) == 0);
-	free(a);
-	free(b);
+	CHECK(encode_alike(&measured, &given));
 
 	/* The given length is the one used: no second measurement. */
 	for (size_t i = 0; i < given.attr_count; i++)
@@ -297,12 +304,6 @@ TEST(setters_forget_given_lengths)
 {
 	tp_span		given;
 	tp_span		measured;
-	tp_span    *list[1];
-	tp_kvlist	none = {0};
-	uint8_t    *a;
-	uint8_t    *b;
-	size_t		a_len;
-	size_t		b_len;
 
 	full_span(&given, "SELECT 1");
 	full_span(&measured, "SELECT 1");
@@ -314,13 +315,7 @@ TEST(setters_forget_given_lengths)
 	tp_span_set_error(&given, "late");
 	tp_span_set_string(&measured, "db.query.text", "SELECT");
 	tp_span_set_error(&measured, "late");
-	list[0] = &given;
-	a = tp_otlp_encode_traces(&none, NULL, NULL, list, 1, &a_len);
-	list[0] = &measured;
-	b = tp_otlp_encode_traces(&none, NULL, NULL, list, 1, &b_len);
-	CHECK(a != NULL && b != NULL && a_len == b_len && memcmp(a, b, a_len) == 0);
-	free(a);
-	free(b);
+	CHECK(encode_alike(&given, &measured));
 	tp_span_clear(&given);
 	tp_span_clear(&measured);
 }
