@@ -19,8 +19,9 @@
 # round's ratio is B's over A's in the same seconds; a build's row is the
 # median over ROUNDS (6) rounds, its 95% confidence interval and range.
 # CONFIG: trace (sample_rate 1, no export; the default), idle (loaded,
-# nothing traced) or export (as trace, to bench/sink.py; the spans dropped
-# are not counted here, bench/pgbench.sh counts them).
+# nothing traced) or export (as trace, to bench/sink.py; a run's CPU is
+# read once the sink went quiet, bench/sink_quiet.sh; the spans dropped are
+# not counted here, bench/pgbench.sh counts them).
 set -eu
 
 rounds=${ROUNDS:-6}

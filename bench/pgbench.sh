@@ -255,6 +255,16 @@ stats_line() {
 	sql -F' ' -c "SELECT spans_created, spans_dropped, spans_exported, export_failures, samples_stored, samples_dropped, spans_pending FROM traceprof.stats"
 }
 
+# The current cluster's exporter done with what the last export run
+# queued, so that it does not send during the next run (at most 60 s).
+exporter_drained() {
+	for _ in $(seq 1 600); do
+		[ "$(stats_line | cut -d' ' -f7)" = 0 ] && return
+		sleep 0.1
+	done
+	say "the exporter still had spans to export after 60 s"
+}
+
 # Between rounds, on both clusters: the same state for TPC-B each round.
 maintain() {
 	for c in A B; do
@@ -323,8 +333,11 @@ run_one() {
 	req1=$(curl -s "$sink_url/stats" | cut -d' ' -f1)
 	stats1="0 0 0 0 0 0 0"
 	[ "$cfg" = none ] || stats1=$(stats_line)
-	[ "$(echo "$stats1" | awk '{ print $7 }')" = 0 ] ||
-		say "  ($wl, $cfg: $(echo "$stats1" | awk '{ print $7 }') spans still to export when the sink went quiet)"
+	pending=$(echo "$stats1" | cut -d' ' -f7)
+	if [ "$pending" != 0 ]; then
+		say "  ($wl, $cfg: $pending spans still to export when the sink went quiet; their CPU is not in this run)"
+		exporter_drained
+	fi
 	tps=$(tps_of "$dir/pgbench.out")
 	tx=$(tx_of "$dir/pgbench.out")
 	echo "$tag $round $wl $cfg $tps $tx $((ticks1 - ticks0)) $stats0 $stats1 $((sink1 - sink0)) $((req1 - req0))" |
@@ -633,17 +646,6 @@ if want concurrent; then
 		SQL_OPTIONS="-c traceprof.sample_rate=0" sql -c "VACUUM pgbench_accounts, pgbench_branches, pgbench_tellers" \
 			-c "SELECT sum(pg_prewarm(c)) FROM unnest('{pgbench_accounts,pgbench_accounts_pkey,pgbench_branches,pgbench_tellers}'::regclass[]) c" >/dev/null
 	}
-	# Cluster B's exporter done with what the last export run queued, so
-	# that it does not send during the next run (at most 60 s).
-	exporter_drained() {
-		use_cluster B
-		SQL_OPTIONS="-c traceprof.sample_rate=0"
-		for _ in $(seq 1 600); do
-			[ "$(stats_line | cut -d' ' -f7)" = 0 ] && return
-			sleep 0.1
-		done
-		say "cluster B still had spans to export after 60 s"
-	}
 	# settle_both OTHER: no client backend left on A nor OTHER, so that
 	# their CPU is in the postmasters' cutime.
 	settle_both() {
@@ -724,8 +726,9 @@ if want concurrent; then
 					SQL_OPTIONS="-c traceprof.sample_rate=0"
 					line=$(stats_line)
 					dropped=$(( $(echo "$line" | cut -d' ' -f2) - dropped0 ))
-					if [ "$(echo "$line" | cut -d' ' -f7)" != 0 ]; then
-						say "  round $r: B's exporter had $(echo "$line" | cut -d' ' -f7) spans left when the sink went quiet; its CPU for them is not in this round"
+					pending=$(echo "$line" | cut -d' ' -f7)
+					if [ "$pending" != 0 ]; then
+						say "  round $r: B's exporter had $pending spans left when the sink went quiet; its CPU for them is not in this round"
 						exporter_drained
 					fi
 				fi

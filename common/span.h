@@ -77,7 +77,11 @@ typedef struct tp_span
 	tp_status_code status;
 	char	   *status_message;
 	tp_parent_place parent_place;	/* OTLP Span.flags bits 8 and 9 */
-	/* strlen of name, trace_state and status_message when known, as in tp_attr */
+	/*
+	 * strlen of name, trace_state and status_message when known, else 0, as
+	 * in tp_attr; whoever replaces one of these strings sets its length
+	 * (tp_span_set_error does for the message).
+	 */
 	uint32_t	name_len;
 	uint32_t	trace_state_len;
 	uint32_t	status_message_len;

@@ -52,15 +52,6 @@ tp_hex_encode(const uint8_t *bytes, size_t len, char *out)
 }
 
 bool
-tp_id_is_zero(const uint8_t *bytes, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (bytes[i] != 0)
-			return false;
-	return true;
-}
-
-bool
 tp_traceparent_parse(const char *text, size_t len, tp_span_context *out,
 					 const char **why)
 {

@@ -18,13 +18,14 @@ typedef struct AttrList
 } AttrList;
 
 /*
- * Keys are string literals (the "" pasting refuses anything else): their
- * lengths are known here, not measured per span.
+ * Keys (and a few values) are string literals (the "" pasting refuses
+ * anything else): their lengths are known here, not measured per span.
+ * add_string_n passes a value's known length too.
  */
-#define KEY_LEN(key) (sizeof("" key "") - 1)
-#define add_string(list, key, value) add_string_len(list, key, KEY_LEN(key), value, 0)
-#define add_text(list, key, value, len) add_string_len(list, key, KEY_LEN(key), value, len)
-#define add_int(list, key, value) add_int_len(list, key, KEY_LEN(key), value)
+#define LITERAL_LEN(literal) (sizeof("" literal "") - 1)
+#define add_string(list, key, value) add_string_len(list, key, LITERAL_LEN(key), value, 0)
+#define add_string_n(list, key, value, len) add_string_len(list, key, LITERAL_LEN(key), value, len)
+#define add_int(list, key, value) add_int_len(list, key, LITERAL_LEN(key), value)
 
 /* value_len 0: the encoder measures the value. */
 static void
@@ -95,7 +96,7 @@ set_name(tp_span *out, const char *name, uint32 len)
 	if (len == 0)
 	{
 		name = "statement";
-		len = KEY_LEN("statement");
+		len = LITERAL_LEN("statement");
 	}
 	out->name = (char *) name;
 	out->name_len = len;
@@ -109,17 +110,17 @@ span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 
 	attrs->profile_url = NULL;
 	attrs->baseline_url = NULL;
-	add_text(&list, "db.system.name", "postgresql", KEY_LEN("postgresql"));
-	add_text(&list, "db.namespace", r->dbname, r->dbname_len);
+	add_string_n(&list, "db.system.name", "postgresql", LITERAL_LEN("postgresql"));
+	add_string_n(&list, "db.namespace", r->dbname, r->dbname_len);
 	if (r->operation[0])
-		add_text(&list, "db.operation.name", r->operation, r->operation_len);
+		add_string_n(&list, "db.operation.name", r->operation, r->operation_len);
 	/* Another role's table names are private, as its query text is; a CALL's target is its procedure. */
 	if (include_private && r->collection[0] && strcmp(r->operation, "CALL") == 0)
-		add_text(&list, "db.stored_procedure.name", r->collection, r->collection_len);
+		add_string_n(&list, "db.stored_procedure.name", r->collection, r->collection_len);
 	else if (include_private && r->collection[0])
-		add_text(&list, "db.collection.name", r->collection, r->collection_len);
+		add_string_n(&list, "db.collection.name", r->collection, r->collection_len);
 	if (include_private && r->query[0])
-		add_text(&list, "db.query.text", r->query, r->query_len);
+		add_string_n(&list, "db.query.text", r->query, r->query_len);
 	if (r->rows >= 0 && (r->rows_meaning & ROWS_RETURNED))
 		add_int(&list, "db.response.returned_rows", r->rows);
 	if (r->rows >= 0 && (r->rows_meaning & ROWS_AFFECTED))
@@ -128,7 +129,7 @@ span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 	if (include_private && r->query_id != 0)
 		add_int(&list, "traceprof.query_id", (int64) r->query_id);
 	add_int(&list, "traceprof.backend_pid", r->pid);
-	add_text(&list, "traceprof.user", r->username, r->username_len);
+	add_string_n(&list, "traceprof.user", r->username, r->username_len);
 	if (r->cpu_ns >= 0)
 		add_int(&list, "traceprof.cpu_time_ns", r->cpu_ns);
 	add_int(&list, "traceprof.shared_blks_hit", r->shared_blks_hit);
@@ -139,7 +140,7 @@ span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 	if (r->profiled)
 	{
 		tp_hex_encode(r->profile_span_id, TP_SPAN_ID_BYTES, attrs->profile_id);
-		add_text(&list, "pyroscope.profile.id", attrs->profile_id, TP_SPAN_ID_HEX);
+		add_string_n(&list, "pyroscope.profile.id", attrs->profile_id, TP_SPAN_ID_HEX);
 		/* They name the server of a superuser's setting. */
 		if (include_private && include_links && traceprof_pyroscope_url[0] != '\0')
 			add_profile_urls(&list, r);
@@ -151,7 +152,8 @@ span_view(const TraceprofSpan *r, bool include_private, bool include_links,
 	out->context.flags = r->flags;
 	out->parent_place = r->remote_parent ? TP_PARENT_REMOTE : TP_PARENT_LOCAL;
 	memcpy(out->parent_span_id, r->parent_span_id, TP_SPAN_ID_BYTES);
-	out->trace_state = (char *) r->trace_state;
+	/* Most spans have none: NULL, not "" of a length 0 that means unknown. */
+	out->trace_state = r->trace_state_len > 0 ? (char *) r->trace_state : NULL;
 	out->trace_state_len = r->trace_state_len;
 	/* Another role's span name would show its table: the operation alone. */
 	if (include_private || r->collection[0] == '\0')

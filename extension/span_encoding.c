@@ -156,13 +156,17 @@ convert_text(char *text, uint32 len, Size size, int from, int to, FmgrInfo *conv
  * span of the reader's encoding they may not be valid in it.
  */
 static bool
-names_valid_in(const TraceprofSpan *span, int encoding)
+name_valid_in(const char *name, int len, int encoding)
 {
 	/* Every server encoding extends ASCII: the usual names need no verifier. */
-	if (pg_is_ascii(span->dbname) && pg_is_ascii(span->username))
-		return true;
-	return pg_encoding_verifymbstr(encoding, span->dbname, span->dbname_len) == span->dbname_len &&
-		pg_encoding_verifymbstr(encoding, span->username, span->username_len) == span->username_len;
+	return pg_is_ascii(name) || pg_encoding_verifymbstr(encoding, name, len) == len;
+}
+
+static bool
+names_valid_in(const TraceprofSpan *span, int encoding)
+{
+	return name_valid_in(span->dbname, span->dbname_len, encoding) &&
+		name_valid_in(span->username, span->username_len, encoding);
 }
 
 static void
