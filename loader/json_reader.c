@@ -186,19 +186,37 @@ jr_excerpt(const char *text, size_t len, char *out, size_t outlen)
 			n--;
 		cut = true;
 	}
-	for (size_t i = 0; i < n && o + 7 < outlen; i++)
+	for (size_t i = 0; i < n;)
 	{
 		unsigned char c = (unsigned char) text[i];
+		bool		control = c < 0x20 || c == 0x7F;
+		bool		short_escape = c == '\n' || c == '\r' || c == '\t';
+		size_t		take = 1;	/* input bytes of the character */
+		size_t		need;		/* output bytes it becomes */
 
-		if (c == '\n' || c == '\r' || c == '\t')
+		if (c >= 0x80)
+			take = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+		take = take < n - i ? take : n - i;
+		need = short_escape ? 2 : control ? 6 : take;
+		/* Whole characters only (an escape could fill the room mid-way), "..." and the NUL after. */
+		if (o + need + 4 > outlen)
+		{
+			cut = true;
+			break;
+		}
+		if (short_escape)
 		{
 			out[o++] = '\\';
 			out[o++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
 		}
-		else if (c < 0x20 || c == 0x7F)
+		else if (control)
 			o += (size_t) snprintf(out + o, outlen - o, "\\u%04x", c);
 		else
-			out[o++] = (char) c;
+		{
+			memcpy(out + o, text + i, take);
+			o += take;
+		}
+		i += take;
 	}
 	if (cut && o + 4 <= outlen)
 	{

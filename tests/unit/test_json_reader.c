@@ -681,6 +681,27 @@ TEST(value_errors)
 	CHECK(split_mismatches == 0);
 }
 
+/*
+ * An excerpt in a message holds whole characters: control bytes grow six
+ * times as \u escapes, and the room they fill must not end inside the
+ * UTF-8 character after them (the fuzzer found a message cut so).
+ */
+TEST(excerpt_keeps_whole_characters)
+{
+	const char	text[] = "chan\x7f\x7f?\x7f\x7f\x7f\x7f\x7f" "cuscuZo\xe1\x97\xab tomer";
+	char		out[64];
+	size_t		len;
+
+	jr_excerpt(text, sizeof(text) - 1, out, sizeof(out));
+	len = strlen(out);
+	CHECK(len >= 3 && strcmp(out + len - 3, "...") == 0);
+	CHECK(strstr(out, "\xe1") == NULL || strstr(out, "\xe1\x97\xab") != NULL);
+	CHECK(strncmp(out, "chan\\u007f\\u007f?", 17) == 0);
+	/* Room for everything: the text whole, no "...". */
+	jr_excerpt("caf\xc3\xa9 \t", 7, out, sizeof(out));
+	CHECK_STR(out, "caf\xc3\xa9 \\t");
+}
+
 TEST(record_size_limit)
 {
 	char		in[8192];
@@ -721,6 +742,7 @@ main(void)
 	RUN(nesting_limit);
 	RUN(string_errors);
 	RUN(value_errors);
+	RUN(excerpt_keeps_whole_characters);
 	RUN(record_size_limit);
 	return unit_summary();
 }
