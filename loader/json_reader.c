@@ -198,7 +198,10 @@ jr_excerpt(const char *text, size_t len, char *out, size_t outlen)
 			take = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
 		take = take < n - i ? take : n - i;
 		need = short_escape ? 2 : control ? 6 : take;
-		/* Whole characters only (an escape could fill the room mid-way), "..." and the NUL after. */
+		/*
+		 * Whole characters only: escapes may fill the room before the
+		 * text ends, and "..." and the NUL must still fit after them.
+		 */
 		if (o + need + 4 > outlen)
 		{
 			cut = true;
