@@ -648,10 +648,10 @@ context_bytes(const char *source, int location, int len, int *text_len)
 
 /*
  * The length of len bytes at text without the semicolons and blanks that
- * end them.  For a statement PostgreSQL does not locate (the query inside
- * CREATE TABLE AS, REFRESH MATERIALIZED VIEW or EXPLAIN, a rule's action):
- * its span shows the whole source text, which should end as a located
- * statement's does, before its semicolon.
+ * end them: a failed message's text, or a statement PostgreSQL does not
+ * locate (the query inside CREATE TABLE AS, REFRESH MATERIALIZED VIEW or
+ * EXPLAIN, a rule's action), whose span shows the whole source text, which
+ * should end as a located statement's does, before its semicolon.
  */
 static pg_noinline int
 len_without_semicolons(const char *text, int len)
@@ -2476,8 +2476,7 @@ record_failed_message(const ErrorData *edata)
 	uint8		parent_span_id[TP_SPAN_ID_BYTES];
 	char		trace_state[TP_TRACESTATE_MAX + 1];
 
-	while (len > 0 && (debug_query_string[len - 1] == ';' || tp_sqlcomment_blank(debug_query_string[len - 1])))
-		len--;
+	len = len_without_semicolons(debug_query_string, len);
 	if (at_commit)
 		parent_beside(last_top_level_span, &parent, parent_span_id, trace_state);
 	else if (!choose_parent(true, debug_query_string, 0, len, &parent))
