@@ -14,6 +14,7 @@
  * only printable ASCII without quotes or backslashes.
  */
 #include "json_reader.h"
+#include "text.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -194,9 +195,8 @@ jr_excerpt(const char *text, size_t len, char *out, size_t outlen)
 		size_t		take = 1;	/* input bytes of the character */
 		size_t		need;		/* output bytes it becomes */
 
-		if (c >= 0x80)
-			take = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-		take = take < n - i ? take : n - i;
+		if (c >= 0x80 && (take = tp_utf8_char_length((const unsigned char *) text + i, n - i)) == 0)
+			take = 1;
 		need = short_escape ? 2 : control ? 6 : take;
 		/*
 		 * Whole characters only: escapes may fill the room before the
