@@ -6,18 +6,14 @@
 #ifndef TP_HTTP_URL_H
 #define TP_HTTP_URL_H
 
-#include <curl/curl.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 /*
- * text as a URL (http:// when it names no scheme, which host:port does not),
- * or NULL unless it is an http or https URL (any case) with a host and, if
- * any, a port number; without a scheme the port is required.
- * Free with curl_url_cleanup.
+ * Is text an http or https URL (any case) with a host and, if any, a port
+ * of 1..65535?  Without a scheme (http:// is meant) the port is required:
+ * host:port.  Checked without libcurl, as libcurl's parser reads it.
  */
-CURLU	   *tp_http_url_parse(const char *text);
-
 bool		tp_http_url_is_valid(const char *text);
 
 /*

@@ -77,12 +77,32 @@ env_is_true(const char *name)
 	return result;
 }
 
+/* A valid endpoint (tp_http_url_is_valid) as libcurl reads it, or NULL. */
+static CURLU *
+parse_endpoint(const char *endpoint)
+{
+	CURLU	   *url;
+	char	   *text = NULL;
+
+	if (!tp_http_url_is_valid(endpoint) || (url = curl_url()) == NULL)
+		return NULL;
+	/* host:port means http://host:port, where libcurl would take https */
+	if (asprintf(&text, "%s%s", strstr(endpoint, "://") ? "" : "http://", endpoint) < 0 ||
+		curl_url_set(url, CURLUPART_URL, text, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK)
+	{
+		curl_url_cleanup(url);
+		url = NULL;
+	}
+	free(text);
+	return url;
+}
+
 /* The suffix goes on the path: a query string stays after it. */
 char *
 tp_otlp_traces_url(const char *endpoint, tp_otlp_protocol protocol, bool per_signal)
 {
 	const char *suffix = protocol == TP_OTLP_GRPC ? GRPC_EXPORT_PATH : "/v1/traces";
-	CURLU	   *url = tp_http_url_parse(endpoint);
+	CURLU	   *url = parse_endpoint(endpoint);
 	char	   *path = NULL;
 	char	   *joined = NULL;
 	char	   *full = NULL;
@@ -108,12 +128,6 @@ tp_otlp_traces_url(const char *endpoint, tp_otlp_protocol protocol, bool per_sig
 	curl_free(full);
 	curl_url_cleanup(url);
 	return result;
-}
-
-bool
-tp_otlp_endpoint_is_valid(const char *endpoint)
-{
-	return tp_http_url_is_valid(endpoint);
 }
 
 static tp_otlp_protocol
@@ -433,7 +447,7 @@ tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service)
 	const char *endpoint = from_env;
 
 	memset(cfg, 0, sizeof(*cfg));
-	if (endpoint != NULL && !tp_otlp_endpoint_is_valid(endpoint))
+	if (endpoint != NULL && !tp_http_url_is_valid(endpoint))
 	{
 		char		shown[512];
 

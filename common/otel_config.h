@@ -56,12 +56,6 @@ typedef struct tp_otel_config
 void		tp_otel_config_from_env(tp_otel_config *cfg, const char *default_service);
 
 /*
- * Is endpoint something we can send to?  An http(s) URL (any case) with a
- * host and, if any, a port number; or host:port.
- */
-bool		tp_otlp_endpoint_is_valid(const char *endpoint);
-
-/*
  * Build the traces URL for an endpoint string as the spec defines it
  * (malloc'd; NULL if the endpoint is not valid); exposed for tests.  per_signal: the value came from the
  * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variable (used as is).

@@ -1,5 +1,6 @@
 /*
- * pyroscope.h - PYROSCOPE_* configuration and the /ingest client.
+ * pyroscope.h - PYROSCOPE_* configuration (pyroscope_config.c) and the
+ * /ingest client (pyroscope.c).
  *
  * POST <server>/ingest?name=<app>{k=v,...}&from=<s>&until=<s>&format=pprof
  * with the gzip pprof as body; X-Scope-OrgID for a tenant; basic auth.
@@ -14,6 +15,9 @@
 
 #include "kvlist.h"
 #include "size_limit.h"
+
+#define TP_PYROSCOPE_DEFAULT_SERVER "http://localhost:4040"
+#define TP_PYROSCOPE_DEFAULT_TIMEOUT_MS 10000L
 
 typedef struct tp_pyroscope_config
 {

@@ -13,6 +13,10 @@
  * stay under the size refused (probed again now and then).
  * Profiles go from a worker of their own: a Pyroscope that hangs must not
  * hold spans back until the ring overflows.
+ *
+ * This file is a library of its own, traceprof_exporter, which only the
+ * workers load (workers.c says why); it uses traceprof's settings and
+ * shared memory, which the postmaster loaded before forking them.
  */
 #include "postgres.h"
 
@@ -22,7 +26,6 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
-#include "postmaster/bgworker_internals.h"
 #include "postmaster/interrupt.h"
 #include "postmaster/postmaster.h"
 #include "storage/ipc.h"
@@ -44,6 +47,8 @@
 #include "span_attributes.h"
 #include "text.h"
 #include "version.h"
+
+PG_MODULE_MAGIC;
 
 #define SCOPE_NAME "traceprof"
 
@@ -174,60 +179,6 @@ static void
 log_to_server(const char *message)
 {
 	ereport(LOG, (errmsg("%s: %s", MyBgworkerEntry->bgw_name, message)));
-}
-
-bool		traceprof_exporter_registered = false;
-bool		traceprof_uploader_registered = false;
-
-/*
- * Register a worker; false when the postmaster refused it (its own LOG
- * says only "too many background workers").  RegisterBackgroundWorker
- * returns nothing: a registered worker is the head of the list.
- */
-static bool
-register_worker(const char *name, const char *function, const char *kept)
-{
-	BackgroundWorker worker;
-	RegisteredBgWorker *head;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	/* A hot standby traces its read-only statements too. */
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = 10;
-	strlcpy(worker.bgw_library_name, "traceprof", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, function, BGW_MAXLEN);
-	strlcpy(worker.bgw_name, name, BGW_MAXLEN);
-	strlcpy(worker.bgw_type, name, BGW_MAXLEN);
-	RegisterBackgroundWorker(&worker);
-	head = slist_is_empty(&BackgroundWorkerList) ? NULL :
-		slist_container(RegisteredBgWorker, rw_lnode, slist_head_node(&BackgroundWorkerList));
-	if (head != NULL && strcmp(head->rw_worker.bgw_function_name, function) == 0)
-		return true;
-	ereport(WARNING,
-			(errmsg("traceprof: the %s cannot run", name),
-			 errdetail("%s", kept),
-			 errhint("traceprof's two workers need two of max_worker_processes (%d), beside the workers registered before them (the logical replication launcher, other preloaded extensions'); raise it (it takes a restart).",
-					 max_worker_processes)));
-	return false;
-}
-
-/*
- * Without its worker, a ring would keep what waits for export until it is
- * full, then drop every span: the rings are told so at their creation.
- */
-void
-traceprof_register_exporter(void)
-{
-	/* A single-user backend starts no worker: its rings keep the latest, as without room. */
-	if (!IsPostmasterEnvironment)
-		return;
-	traceprof_exporter_registered =
-		register_worker("traceprof exporter", "traceprof_exporter_main",
-						"No span is exported; traceprof.spans keeps the latest.");
-	traceprof_uploader_registered =
-		register_worker("traceprof profile uploader", "traceprof_profile_uploader_main",
-						"No profile is uploaded; traceprof.profile() keeps the latest samples.");
 }
 
 /* Room for capacity spans (traceprof.export_batch_size changes on reload). */

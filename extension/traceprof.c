@@ -16,6 +16,7 @@
 #include "utils/guc.h"
 
 #include "kvlist.h"
+#include "http_url.h"
 #include "otel_config.h"
 #include "pyroscope.h"
 #include "traceprof.h"
@@ -232,7 +233,7 @@ assign_sample_rate(double newval, void *extra)
 static bool
 check_otlp_endpoint(char **newval, void **extra, GucSource source)
 {
-	if (*newval == NULL || (*newval)[0] == '\0' || tp_otlp_endpoint_is_valid(*newval))
+	if (*newval == NULL || (*newval)[0] == '\0' || tp_http_url_is_valid(*newval))
 		return true;
 	GUC_check_errdetail("Expected an http:// or https:// URL with a host (http://collector:4318), or host:port; "
 						"empty disables export.");

@@ -262,10 +262,12 @@ extern int	query_text_normalize_literals(const char *text, int len, QueryForm fo
 extern void query_text_remember_constants(uint64 query_id, const char *text, int len,
 										  int text_location, const struct JumbleState *jstate);
 
-/* exporter.c */
+/* workers.c */
 extern void traceprof_register_exporter(void);
 extern bool traceprof_exporter_registered;	/* the postmaster took the worker */
 extern bool traceprof_uploader_registered;
+
+/* exporter.c: the workers' library, traceprof_exporter */
 PGDLLEXPORT void traceprof_exporter_main(Datum arg);
 PGDLLEXPORT void traceprof_profile_uploader_main(Datum arg);
 

@@ -147,25 +147,41 @@ TEST(traces_url_rules)
 
 TEST(endpoints_checked_like_urls)
 {
-	CHECK(tp_otlp_endpoint_is_valid("http://collector:4318"));
-	CHECK(tp_otlp_endpoint_is_valid("HTTP://collector"));
-	CHECK(tp_otlp_endpoint_is_valid("collector:4317"));
-	CHECK(tp_otlp_endpoint_is_valid("https://[::1]:4318/base?x=1"));
-	CHECK(!tp_otlp_endpoint_is_valid("http://127.0.0.1:abc"));
-	CHECK(!tp_otlp_endpoint_is_valid("http://collector:99999"));
-	CHECK(!tp_otlp_endpoint_is_valid("http://collector:0"));
-	CHECK(!tp_otlp_endpoint_is_valid("http://collector:/v1"));
-	CHECK(!tp_otlp_endpoint_is_valid("collector:"));
+	CHECK(tp_http_url_is_valid("http://collector:4318"));
+	CHECK(tp_http_url_is_valid("HTTP://collector"));
+	CHECK(tp_http_url_is_valid("collector:4317"));
+	CHECK(tp_http_url_is_valid("https://[::1]:4318/base?x=1"));
+	CHECK(!tp_http_url_is_valid("http://127.0.0.1:abc"));
+	CHECK(!tp_http_url_is_valid("http://collector:99999"));
+	CHECK(!tp_http_url_is_valid("http://collector:0"));
+	CHECK(!tp_http_url_is_valid("http://collector:/v1"));
+	CHECK(!tp_http_url_is_valid("collector:"));
 	/* Neither a scheme nor a port: a word, not an endpoint on port 80. */
-	CHECK(!tp_otlp_endpoint_is_valid("collector"));
-	CHECK(!tp_otlp_endpoint_is_valid("127.0.0.1"));
-	CHECK(!tp_otlp_endpoint_is_valid("collector/v1"));
-	CHECK(tp_otlp_endpoint_is_valid("collector:4318/v1"));
-	CHECK(tp_otlp_endpoint_is_valid("http://[::1]"));
-	CHECK(!tp_otlp_endpoint_is_valid("ftp://collector"));
-	CHECK(!tp_otlp_endpoint_is_valid("http://"));
-	CHECK(!tp_otlp_endpoint_is_valid("http:///v1/traces"));
-	CHECK(!tp_otlp_endpoint_is_valid("http://collector :4318"));
+	CHECK(!tp_http_url_is_valid("collector"));
+	CHECK(!tp_http_url_is_valid("127.0.0.1"));
+	CHECK(!tp_http_url_is_valid("collector/v1"));
+	CHECK(tp_http_url_is_valid("collector:4318/v1"));
+	CHECK(tp_http_url_is_valid("http://[::1]"));
+	CHECK(!tp_http_url_is_valid("ftp://collector"));
+	CHECK(!tp_http_url_is_valid("http://"));
+	CHECK(!tp_http_url_is_valid("http:///v1/traces"));
+	CHECK(!tp_http_url_is_valid("http://collector :4318"));
+	/* As libcurl reads them (tests/fuzz/http_url.c holds it to that). */
+	CHECK(tp_http_url_is_valid("http://u:p@collector:4318"));
+	CHECK(!tp_http_url_is_valid("http://a@b@collector"));	/* the first '@' ends the user */
+	CHECK(tp_http_url_is_valid("http://coll%41ctor"));
+	CHECK(!tp_http_url_is_valid("http://coll%2Fctor"));
+	CHECK(tp_http_url_is_valid("http://coll\xc3\xa9" "ctor.example/v1"));
+	CHECK(tp_http_url_is_valid("http://[fe80::1%25eth0]:4318/v1"));
+	CHECK(tp_http_url_is_valid("http://[::ffff:1.2.3.4]"));
+	CHECK(!tp_http_url_is_valid("http://[::1"));
+	CHECK(!tp_http_url_is_valid("http://[::1]x"));
+	CHECK(!tp_http_url_is_valid("http://[zz::1]"));
+	CHECK(tp_http_url_is_valid("http://collector:00080"));
+	CHECK(!tp_http_url_is_valid("http://collector:65536"));
+	CHECK(!tp_http_url_is_valid("http://coll<ctor"));
+	CHECK(!tp_http_url_is_valid("http://collector\x7f" "/"));
+	CHECK(!tp_http_url_is_valid("http:/a://b"));
 }
 
 TEST(defaults_without_environment)

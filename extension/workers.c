@@ -1,0 +1,74 @@
+/*
+ * workers.c - registers the background workers that export spans and
+ * upload profiles.
+ *
+ * They run in a library of their own, traceprof_exporter (exporter.c),
+ * which links libcurl: the postmaster, and so every backend forked from
+ * it, never loads libcurl and the dozen libraries it brings, which made
+ * each new connection cost 3-4% more CPU.  That library reaches this
+ * one's settings and shared memory by name: a worker is a child of the
+ * postmaster, which loaded this library first (with RTLD_GLOBAL).
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/bgworker_internals.h"
+
+#include "traceprof.h"
+
+#define WORKER_LIBRARY "traceprof_exporter"
+
+bool		traceprof_exporter_registered = false;
+bool		traceprof_uploader_registered = false;
+
+/*
+ * Register a worker; false when the postmaster refused it (its own LOG
+ * says only "too many background workers").  RegisterBackgroundWorker
+ * returns nothing: a registered worker is the head of the list.
+ */
+static bool
+register_worker(const char *name, const char *function, const char *kept)
+{
+	BackgroundWorker worker;
+	RegisteredBgWorker *head;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	/* A hot standby traces its read-only statements too. */
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
+	worker.bgw_restart_time = 10;
+	strlcpy(worker.bgw_library_name, WORKER_LIBRARY, BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, function, BGW_MAXLEN);
+	strlcpy(worker.bgw_name, name, BGW_MAXLEN);
+	strlcpy(worker.bgw_type, name, BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+	head = slist_is_empty(&BackgroundWorkerList) ? NULL :
+		slist_container(RegisteredBgWorker, rw_lnode, slist_head_node(&BackgroundWorkerList));
+	if (head != NULL && strcmp(head->rw_worker.bgw_function_name, function) == 0)
+		return true;
+	ereport(WARNING,
+			(errmsg("traceprof: the %s cannot run", name),
+			 errdetail("%s", kept),
+			 errhint("traceprof's two workers need two of max_worker_processes (%d), beside the workers registered before them (the logical replication launcher, other preloaded extensions'); raise it (it takes a restart).",
+					 max_worker_processes)));
+	return false;
+}
+
+/*
+ * Without its worker, a ring would keep what waits for export until it is
+ * full, then drop every span: the rings are told so at their creation.
+ */
+void
+traceprof_register_exporter(void)
+{
+	/* A single-user backend starts no worker: its rings keep the latest, as without room. */
+	if (!IsPostmasterEnvironment)
+		return;
+	traceprof_exporter_registered =
+		register_worker("traceprof exporter", "traceprof_exporter_main",
+						"No span is exported; traceprof.spans keeps the latest.");
+	traceprof_uploader_registered =
+		register_worker("traceprof profile uploader", "traceprof_profile_uploader_main",
+						"No profile is uploaded; traceprof.profile() keeps the latest samples.");
+}
