@@ -66,7 +66,8 @@
 # spread is the method's resolution.  Ratio = B's (or D's) TPS / A's TPS in
 # the same run; CONCURRENT_ROUNDS rounds of CONCURRENT_SECONDS each, of
 # CONCURRENT_WORKLOADS (select select_prepared tpcb, or some of them for
-# more rounds);
+# more rounds; connect, select-only with a connection per transaction, is
+# not in the default: it measures what starting and ending a backend costs);
 # printed as the median over rounds, its 95% confidence interval and the
 # range.  Each client runs as a pgbench of its own pinned to one CPU, its
 # backend moved to the same CPU, so every CPU runs one client and backend
@@ -203,6 +204,7 @@ workload_flags() {
 	select) echo "-S" ;;
 	select_prepared) echo "-S -M prepared" ;;
 	tpcb) echo "" ;;
+	connect) echo "-S -C" ;;	# a connection per transaction: what starting a backend costs
 	esac
 }
 
@@ -698,7 +700,8 @@ if want concurrent; then
 				bg_pids=
 				pgbench_bg A "$wl" "$dir/concurrent.a"
 				pgbench_bg "$other" "$wl" "$dir/concurrent.b"
-				if [ "$concurrent_pin" = 1 ]; then
+				# A backend per transaction (connect) runs where the postmaster may.
+				if [ "$concurrent_pin" = 1 ] && [ "$wl" != connect ]; then
 					use_cluster A
 					pin_backends "$half" || exit 1
 					use_cluster "$other"
@@ -790,6 +793,7 @@ if want concurrent; then
 		}
 		END {
 			name["select"] = "select-only"; name["select_prepared"] = "select-only, prepared"; name["tpcb"] = "TPC-B-like"
+			name["connect"] = "select-only, -C"
 			label["aa"] = "A/A: no extension again"; label["idle"] = "loaded, idle"; label["trace"] = "tracing 100%"
 			label["export"] = "tracing 100% + export"; label["bare"] = "B without its library"
 			target["tps", "idle"] = "TPS >= 0.99x"; target["tps", "trace"] = "TPS >= 0.97x"
@@ -799,7 +803,7 @@ if want concurrent; then
 			target["cpu", "export"] = "<= 1.053x (TPS 0.95x)"
 			target["tps", "aa"] = target["cpu", "aa"] = "1 (resolution)"
 			target["tps", "bare"] = target["cpu", "bare"] = "B against A"
-			nw = split("select select_prepared tpcb", w, " "); split("aa bare idle trace export", c, " ")
+			nw = split("select select_prepared tpcb connect", w, " "); split("aa bare idle trace export", c, " ")
 			table("tps", "TPS")
 			table("cpu", "CPU/tx")
 		}' "$dir/results"
