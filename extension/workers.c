@@ -4,8 +4,9 @@
  *
  * They run in a library of their own, traceprof_exporter (exporter.c),
  * which links libcurl: the postmaster, and so every backend forked from
- * it, never loads libcurl and the dozen libraries it brings, which made
- * each new connection cost 3-4% more CPU.  That library reaches this
+ * it, never loads libcurl and the libraries it brings, which made each
+ * new connection cost ~6% more server CPU (docs/benchmarks.md).  That
+ * library reaches this
  * one's settings and shared memory by name: a worker is a child of the
  * postmaster, which loaded this library first (with RTLD_GLOBAL).
  */
