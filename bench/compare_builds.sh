@@ -11,6 +11,10 @@
 #
 # A build is a traceprof.so (built from any commit: `git worktree add`,
 # `make all`, `make -C extension`), or `bare`: cluster B without a library.
+# Since 8f68346 a build has a second library, which its workers load: it is
+# looked for beside the first as NAME_exporter.so (the build directory's
+# traceprof_exporter.so for its traceprof.so), and installed with it;
+# without one (older builds) none is installed.
 # Clusters A (no extension) and B are driven at once, select-only, every
 # CPU running one pgbench client pinned to it and its backend, of each
 # cluster, for SECONDS_PER_RUN (10); a round runs every build once, B
@@ -52,11 +56,26 @@ trace | idle | export) ;;
 esac
 libdir=$("$PG_BIN/pg_config" --pkglibdir)
 installed=$libdir/traceprof.so
+installed_exporter=$libdir/traceprof_exporter.so
 [ -f "$installed" ] || { say "traceprof.so not installed; run make install-extension"; exit 1; }
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/traceprof-bench-builds.XXXXXX")
 cp "$installed" "$dir/installed.so"
+[ ! -f "$installed_exporter" ] || cp "$installed_exporter" "$dir/installed_exporter.so"
 sink_pid=
+
+# install_build BUILD: the build in the libraries' place, each replaced in one
+# rename (a process starting meanwhile loads one file or the other, whole).
+install_build() {
+	exporter=${1%.so}_exporter.so
+	if [ -f "$exporter" ]; then
+		cp "$exporter" "$installed_exporter.tmp" && mv "$installed_exporter.tmp" "$installed_exporter"
+	else
+		rm -f "$installed_exporter"
+	fi
+	cp "$1" "$installed.tmp" && mv "$installed.tmp" "$installed"
+}
+
 cleanup() {
 	set +e
 	cluster_stop
@@ -64,8 +83,8 @@ cleanup() {
 		use_cluster "$c"
 		cluster_stop
 	done
-	# The installed library as it was, replaced in one rename.
-	cp "$dir/installed.so" "$installed.tmp" && mv "$installed.tmp" "$installed"
+	# The installed libraries as they were.
+	install_build "$dir/installed.so"
 	[ -z "$sink_pid" ] || kill "$sink_pid" 2>/dev/null
 	rm -rf "$dir"
 }
@@ -109,12 +128,6 @@ start_cluster A
 start_cluster B "shared_preload_libraries = 'traceprof'" "traceprof.sample_rate = $rate" \
 	"traceprof.profile = off" "traceprof.otlp_endpoint = '$endpoint'" "traceprof.export_interval = '200ms'"
 
-# install BUILD: the build in the library's place, replaced in one rename
-# (a backend starting meanwhile loads one file or the other, whole).
-install() {
-	cp "$1" "$installed.tmp" && mv "$installed.tmp" "$installed"
-}
-
 # warm_up CLUSTER: a short untraced run, and the tables in shared buffers
 # (pgbench -i loads them through a small ring of buffers).  A, never
 # restarted, needs it as much as B: cold, its first run put a traced build
@@ -135,7 +148,7 @@ restart_b() {
 	if [ "$1" = bare ]; then
 		cluster_launch -c "shared_preload_libraries=" || exit 1
 	else
-		install "$1"
+		install_build "$1"
 		cluster_launch || exit 1
 	fi
 	save_cluster B

@@ -122,10 +122,12 @@ if [ ! -x "$pgbench_bin" ]; then
 	echo "bench/pgbench.sh: $pgbench_bin not found (Debian package postgresql-15)" >&2
 	exit 1
 fi
-if [ ! -f "$("$PG_BIN/pg_config" --pkglibdir)/traceprof.so" ]; then
-	echo "bench/pgbench.sh: traceprof.so not installed; run make install-extension" >&2
-	exit 1
-fi
+for lib in traceprof traceprof_exporter; do
+	if [ ! -f "$("$PG_BIN/pg_config" --pkglibdir)/$lib.so" ]; then
+		echo "bench/pgbench.sh: $lib.so not installed; run make install-extension" >&2
+		exit 1
+	fi
+done
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/traceprof-bench-pgbench.XXXXXX")
 sink_pid=

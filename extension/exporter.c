@@ -37,6 +37,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "build_id.h"
 #include "http_retry.h"
 #include "http_url.h"
 #include "kvlist.h"
@@ -49,6 +50,19 @@
 #include "version.h"
 
 PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+/* Preloaded, it would bring libcurl into every backend, which it exists to keep out. */
+void
+_PG_init(void)
+{
+	if (process_shared_preload_libraries_in_progress)
+		ereport(WARNING,
+				(errmsg("traceprof_exporter need not be in shared_preload_libraries"),
+				 errdetail("traceprof's workers load it themselves; preloaded, every backend maps libcurl."),
+				 errhint("Preload traceprof only.")));
+}
 
 #define SCOPE_NAME "traceprof"
 
@@ -1041,7 +1055,16 @@ start_worker(void (*describe) (StringInfo out))
 	 */
 	pqsignal(SIGINT, SIG_IGN);
 	BackgroundWorkerUnblockSignals();
+	/* The server's traceprof and this library must agree on every layout. */
+	if (strcmp(traceprof_build_id, TRACEPROF_BUILD_ID) != 0)
+		ereport(FATAL,
+				(errmsg("traceprof: the %s cannot run: its library is of another build than the traceprof the server loaded",
+						MyBgworkerEntry->bgw_name),
+				 errdetail("The server loaded %s; %s is %s.", traceprof_build_id,
+						   MyBgworkerEntry->bgw_library_name, TRACEPROF_BUILD_ID),
+				 errhint("Restart the server after installing traceprof.")));
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	/* This library's copy of common/log.c: traceprof's, which it calls into, warns nothing here. */
 	tp_log_set_sink(log_to_server);
 	initStringInfo(&destination);
 	describe_destination = describe;

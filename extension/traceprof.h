@@ -266,6 +266,7 @@ extern void query_text_remember_constants(uint64 query_id, const char *text, int
 extern void traceprof_register_exporter(void);
 extern bool traceprof_exporter_registered;	/* the postmaster took the worker */
 extern bool traceprof_uploader_registered;
+extern PGDLLEXPORT const char traceprof_build_id[];	/* build_id.h, for the workers' library */
 
 /* exporter.c: the workers' library, traceprof_exporter */
 PGDLLEXPORT void traceprof_exporter_main(Datum arg);

@@ -6,19 +6,55 @@
  * which links libcurl: the postmaster, and so every backend forked from
  * it, never loads libcurl and the libraries it brings, which made each
  * new connection cost ~6% more server CPU (docs/benchmarks.md).  That
- * library reaches this
- * one's settings and shared memory by name: a worker is a child of the
- * postmaster, which loaded this library first (with RTLD_GLOBAL).
+ * library reaches this one's settings and shared memory by name: a worker
+ * is a child of the postmaster, which loaded this library first (with
+ * RTLD_GLOBAL).  Both must come from one build, which the worker checks.
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
+#include "fmgr.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/bgworker_internals.h"
 
+#include "build_id.h"
 #include "traceprof.h"
 
 #define WORKER_LIBRARY "traceprof_exporter"
+
+const char traceprof_build_id[] = TRACEPROF_BUILD_ID;
+
+/*
+ * Is the workers' library where a worker will look for it, as
+ * dynamic_library_path ("$libdir" by default) finds it?  Without it, they
+ * would fail at every start while the rings kept spans for them.  first
+ * gets the first place looked at.
+ */
+static bool
+worker_library_found(char *first, size_t size)
+{
+	const char *dirs = Dynamic_library_path;
+	char		path[MAXPGPATH];
+
+	snprintf(first, size, "%s/%s%s", pkglib_path, WORKER_LIBRARY, DLSUFFIX);
+	for (bool at_first = true; *dirs != '\0'; at_first = false)
+	{
+		size_t		len = strcspn(dirs, ":");
+
+		if (len >= 7 && strncmp(dirs, "$libdir", 7) == 0)
+			snprintf(path, sizeof(path), "%s%.*s/%s%s", pkglib_path, (int) len - 7, dirs + 7, WORKER_LIBRARY, DLSUFFIX);
+		else
+			snprintf(path, sizeof(path), "%.*s/%s%s", (int) len, dirs, WORKER_LIBRARY, DLSUFFIX);
+		if (at_first)
+			strlcpy(first, path, size);	/* the one a message names */
+		if (len > 0 && access(path, R_OK) == 0)
+			return true;
+		dirs += len + (dirs[len] == ':');
+	}
+	return false;
+}
 
 bool		traceprof_exporter_registered = false;
 bool		traceprof_uploader_registered = false;
@@ -63,9 +99,19 @@ register_worker(const char *name, const char *function, const char *kept)
 void
 traceprof_register_exporter(void)
 {
+	char		path[MAXPGPATH];
+
 	/* A single-user backend starts no worker: its rings keep the latest, as without room. */
 	if (!IsPostmasterEnvironment)
 		return;
+	if (!worker_library_found(path, sizeof(path)))
+	{
+		ereport(WARNING,
+				(errmsg("traceprof: its workers' library is missing: \"%s\" not found", path),
+				 errdetail("No span is exported and no profile uploaded; traceprof.spans and traceprof.profile() keep the latest."),
+				 errhint("Install traceprof again: it has two libraries, traceprof and " WORKER_LIBRARY ".")));
+		return;
+	}
 	traceprof_exporter_registered =
 		register_worker("traceprof exporter", "traceprof_exporter_main",
 						"No span is exported; traceprof.spans keeps the latest.");

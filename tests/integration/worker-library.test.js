@@ -8,11 +8,18 @@
 
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
+const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
+const path = require('node:path');
 
 const { startTraced, connect, traced, newContext, waitFor } = require('./lib/traced');
+const { startCluster } = require('./lib/cluster');
 const { startReceiver } = require('./lib/receiver');
+const { PG_BIN } = require('./lib/paths');
 const { childPids } = require('./lib/procs');
+const { makeTempDir, removeTempDir } = require('./lib/tmp');
+
+const PKGLIBDIR = execFileSync(path.join(PG_BIN, 'pg_config'), ['--pkglibdir'], { encoding: 'utf8' }).trim();
 
 /** The file names of the shared objects pid maps (basename, once each). */
 function mappedObjects(pid) {
@@ -71,4 +78,62 @@ test('backends and the postmaster never map libcurl; the workers do, and export'
 	await client.query("ALTER SYSTEM SET traceprof.otlp_endpoint = 'http://[::1]:4318/v1?x=1'");
 	await client.query('ALTER SYSTEM RESET traceprof.otlp_endpoint');
 	assert.ok(!has(mappedObjects(backendPid), CURL), 'checking the settings loaded no libcurl');
+});
+
+/**
+ * A cluster that finds its libraries in a directory of its own
+ * (dynamic_library_path): traceprof linked to the installed one (PostgreSQL
+ * knows a library by its file, so CREATE EXTENSION's '$libdir/traceprof'
+ * is the same one), and the workers' library as exporter() leaves it there.
+ */
+async function clusterWithLibraries(t, exporter) {
+	const dir = makeTempDir('traceprof-libdir-');
+	t.after(() => removeTempDir(dir));
+	fs.symlinkSync(path.join(PKGLIBDIR, 'traceprof.so'), path.join(dir, 'traceprof.so'));
+	exporter(dir);
+	const cluster = await startCluster({
+		settings: { shared_preload_libraries: 'traceprof', dynamic_library_path: dir },
+	});
+	t.after(() => cluster.stop());
+	return { cluster, dir };
+}
+
+test('without its workers\' library the server says so at start, and starts no worker', { timeout: 60000 }, async (t) => {
+	const { cluster, dir } = await clusterWithLibraries(t, () => {});
+	const warning = `traceprof: its workers' library is missing: "${dir}/traceprof_exporter.so" not found`;
+	assert.ok(cluster.readLog().includes(warning), `the log says which file is missing:\n${cluster.readLog()}`);
+	// Its SQL works, from the one traceprof loaded (no second copy refused).
+	await cluster.psql('CREATE EXTENSION traceprof');
+	assert.match(await cluster.psql('SELECT spans_dropped FROM traceprof.stats'), /^0\s*$/);
+	await new Promise((r) => setTimeout(r, 1500));
+	assert.deepEqual(childPids(cluster, /^postgres: traceprof (exporter|profile uploader)\b/), [], 'no worker runs');
+	assert.ok(!/could not (access|load) file "traceprof_exporter"/.test(cluster.readLog()),
+		'no worker failed trying to load it');
+});
+
+test('a workers\' library of another build is refused with a clear error', { timeout: 60000 }, async (t) => {
+	const { cluster } = await clusterWithLibraries(t, (dir) => {
+		// The same library with its build identity changed by one byte.
+		const image = fs.readFileSync(path.join(PKGLIBDIR, 'traceprof_exporter.so'));
+		const marker = Buffer.from('traceprof-build-id:');
+		let at = image.indexOf(marker);
+		assert.ok(at >= 0, 'the library carries its build identity');
+		for (; at >= 0; at = image.indexOf(marker, at + 1))
+			image[at + marker.length] = image[at + marker.length] === 0x30 ? 0x31 : 0x30;
+		fs.writeFileSync(path.join(dir, 'traceprof_exporter.so'), image, { mode: 0o755 });
+	});
+	for (const worker of ['traceprof exporter', 'traceprof profile uploader'])
+		await waitFor(`the ${worker} refusing the library`, () => cluster.readLog().includes(
+			`FATAL:  traceprof: the ${worker} cannot run: its library is of another build than the traceprof the server loaded`));
+	assert.match(cluster.readLog(), /DETAIL: {2}The server loaded traceprof-build-id:[0-9a-f]{16}; traceprof_exporter is traceprof-build-id:/);
+	assert.match(cluster.readLog(), /HINT: {2}Restart the server after installing traceprof\./);
+	assert.match(await cluster.psql('SELECT 41 + 1'), /^42\s*$/, 'the server goes on');
+});
+
+test('preloading the workers\' library as well is warned about', { timeout: 60000 }, async (t) => {
+	const cluster = await startCluster({ settings: { shared_preload_libraries: 'traceprof, traceprof_exporter' } });
+	t.after(() => cluster.stop());
+	assert.match(cluster.readLog(), /WARNING: {2}traceprof_exporter need not be in shared_preload_libraries/);
+	assert.match(cluster.readLog(), /DETAIL: {2}traceprof's workers load it themselves; preloaded, every backend maps libcurl\./);
+	assert.match(await cluster.psql('SELECT 41 + 1'), /^42\s*$/, 'the server runs');
 });
