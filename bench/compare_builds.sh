@@ -127,6 +127,9 @@ say "two PostgreSQL 15 clusters (pgbench scale $scale); $config; $rounds rounds 
 start_cluster A
 start_cluster B "shared_preload_libraries = 'traceprof'" "traceprof.sample_rate = $rate" \
 	"traceprof.profile = off" "traceprof.otlp_endpoint = '$endpoint'" "traceprof.export_interval = '200ms'"
+# traceprof.stats, which the export runs read (every build but bare preloads traceprof).
+use_cluster B
+sql "CREATE EXTENSION traceprof" >/dev/null
 
 # warm_up CLUSTER: a short untraced run, and the tables in shared buffers
 # (pgbench -i loads them through a small ring of buffers).  A, never
