@@ -13,7 +13,8 @@
 # `make all`, `make -C extension`), or `bare`: cluster B without a library.
 # Since 8f68346 a build has a second library, which its workers load: it is
 # looked for beside the first as NAME_exporter.so (the build directory's
-# traceprof_exporter.so for its traceprof.so), and installed with it;
+# traceprof_exporter.so for its traceprof.so), and installed with it (a
+# build that has a build identity and no such file is refused);
 # without one (older builds) none is installed.
 # Clusters A (no extension) and B are driven at once, select-only, every
 # CPU running one pgbench client pinned to it and its backend, of each
@@ -44,7 +45,16 @@ say() {
 
 [ $# -gt 0 ] || { say "usage: bench/compare_builds.sh BUILD... (a traceprof.so, or bare)"; exit 2; }
 for build in "$@"; do
-	[ "$build" = bare ] || [ -f "$build" ] || { say "$build: no such file (a traceprof.so, or bare)"; exit 2; }
+	[ "$build" = bare ] && continue
+	[ -f "$build" ] || { say "$build: no such file (a traceprof.so, or bare)"; exit 2; }
+	case $build in
+	*_exporter.so) say "$build: a workers' library; name the traceprof.so it goes with"; exit 2 ;;
+	esac
+	# A build of two libraries (it has a build identity) is measured with its own workers.
+	if nm -D --defined-only "$build" | grep -q ' traceprof_build_id$' && [ ! -f "${build%.so}_exporter.so" ]; then
+		say "$build: its workers' library ${build%.so}_exporter.so is missing (copy the build's traceprof_exporter.so there)"
+		exit 2
+	fi
 done
 # Rows are named by file name (without .so; bare): two builds of one name would be one row.
 names=$(for build in "$@"; do basename "$build" .so; done)

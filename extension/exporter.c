@@ -1042,6 +1042,29 @@ on_sigterm(SIGNAL_ARGS)
 	SignalHandlerForShutdownRequest(postgres_signal_arg);
 }
 
+/*
+ * The server's traceprof and this library must agree on every layout:
+ * after a new version was installed under a running server, a worker
+ * started before the restart says so, once, and idles until shutdown
+ * (restarted, it would say so every 10 s), touching nothing of traceprof.
+ */
+static void
+idle_as_another_build(void)
+{
+	ereport(WARNING,
+			(errmsg("traceprof: the %s cannot run: its library is of another build than the traceprof the server loaded",
+					MyBgworkerEntry->bgw_name),
+			 errdetail("The server loaded %s; %s is %s.", traceprof_build_id,
+					   MyBgworkerEntry->bgw_library_name, TRACEPROF_BUILD_ID),
+			 errhint("Restart the server after installing traceprof.")));
+	while (!interrupted)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+	proc_exit(0);
+}
+
 /* describe: the settings that say where this worker's requests go. */
 static void
 start_worker(void (*describe) (StringInfo out))
@@ -1055,14 +1078,8 @@ start_worker(void (*describe) (StringInfo out))
 	 */
 	pqsignal(SIGINT, SIG_IGN);
 	BackgroundWorkerUnblockSignals();
-	/* The server's traceprof and this library must agree on every layout. */
 	if (strcmp(traceprof_build_id, TRACEPROF_BUILD_ID) != 0)
-		ereport(FATAL,
-				(errmsg("traceprof: the %s cannot run: its library is of another build than the traceprof the server loaded",
-						MyBgworkerEntry->bgw_name),
-				 errdetail("The server loaded %s; %s is %s.", traceprof_build_id,
-						   MyBgworkerEntry->bgw_library_name, TRACEPROF_BUILD_ID),
-				 errhint("Restart the server after installing traceprof.")));
+		idle_as_another_build();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	/* This library's copy of common/log.c: traceprof's, which it calls into, warns nothing here. */
 	tp_log_set_sink(log_to_server);

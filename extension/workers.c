@@ -12,7 +12,7 @@
  */
 #include "postgres.h"
 
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -26,34 +26,63 @@
 
 const char traceprof_build_id[] = TRACEPROF_BUILD_ID;
 
+/* Is path a file (not a directory), as PostgreSQL's loader asks? */
+static bool
+file_exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
 /*
- * Is the workers' library where a worker will look for it, as
- * dynamic_library_path ("$libdir" by default) finds it?  Without it, they
- * would fail at every start while the rings kept spans for them.  first
- * gets the first place looked at.
+ * Will a worker find its library, along dynamic_library_path ("$libdir"
+ * by default) as PostgreSQL's loader looks (dfmgr.c: the name as given,
+ * then with DLSUFFIX, in each directory)?  Without it, they would fail at
+ * every start while the rings kept spans for them.  If not, problem says
+ * why, to follow "cannot be loaded: ".
  */
 static bool
-worker_library_found(char *first, size_t size)
+worker_library_found(char *problem, size_t size)
 {
 	const char *dirs = Dynamic_library_path;
+	const char *suffixes[] = {"", DLSUFFIX};
+	char		dir[MAXPGPATH];
 	char		path[MAXPGPATH];
+	bool		found = false;
 
-	snprintf(first, size, "%s/%s%s", pkglib_path, WORKER_LIBRARY, DLSUFFIX);
-	for (bool at_first = true; *dirs != '\0'; at_first = false)
+	if (*dirs == '\0')
+	{
+		snprintf(problem, size, "dynamic_library_path is empty");
+		return false;
+	}
+	/* Every entry is checked: the loader reads them all for the bare name first. */
+	for (;;)
 	{
 		size_t		len = strcspn(dirs, ":");
 
-		if (len >= 7 && strncmp(dirs, "$libdir", 7) == 0)
-			snprintf(path, sizeof(path), "%s%.*s/%s%s", pkglib_path, (int) len - 7, dirs + 7, WORKER_LIBRARY, DLSUFFIX);
+		/* What the loader refuses (an ERROR at every worker start). */
+		if (len >= 7 && strncmp(dirs, "$libdir", 7) == 0 && (len == 7 || dirs[7] == '/'))
+			snprintf(dir, sizeof(dir), "%s%.*s", pkglib_path, (int) len - 7, dirs + 7);
 		else
-			snprintf(path, sizeof(path), "%.*s/%s%s", (int) len, dirs, WORKER_LIBRARY, DLSUFFIX);
-		if (at_first)
-			strlcpy(first, path, size);	/* the one a message names */
-		if (len > 0 && access(path, R_OK) == 0)
-			return true;
-		dirs += len + (dirs[len] == ':');
+			snprintf(dir, sizeof(dir), "%.*s", (int) len, dirs);
+		if (len == 0 || len >= sizeof(dir) || !is_absolute_path(dir))
+		{
+			snprintf(problem, size, "dynamic_library_path has an entry that is not an absolute path: \"%.*s\"",
+					 (int) len, dirs);
+			return false;
+		}
+		for (int i = 0; i < lengthof(suffixes) && !found; i++)
+		{
+			snprintf(path, sizeof(path), "%s/%s%s", dir, WORKER_LIBRARY, suffixes[i]);
+			found = file_exists(path);
+		}
+		if (dirs == Dynamic_library_path)
+			snprintf(problem, size, "\"%s\" not found", path);
+		if (dirs[len] == '\0')
+			return found;
+		dirs += len + 1;
 	}
-	return false;
 }
 
 bool		traceprof_exporter_registered = false;
@@ -99,15 +128,15 @@ register_worker(const char *name, const char *function, const char *kept)
 void
 traceprof_register_exporter(void)
 {
-	char		path[MAXPGPATH];
+	char		problem[MAXPGPATH + 100];
 
 	/* A single-user backend starts no worker: its rings keep the latest, as without room. */
 	if (!IsPostmasterEnvironment)
 		return;
-	if (!worker_library_found(path, sizeof(path)))
+	if (!worker_library_found(problem, sizeof(problem)))
 	{
 		ereport(WARNING,
-				(errmsg("traceprof: its workers' library is missing: \"%s\" not found", path),
+				(errmsg("traceprof: its workers' library cannot be loaded: %s", problem),
 				 errdetail("No span is exported and no profile uploaded; traceprof.spans and traceprof.profile() keep the latest."),
 				 errhint("Install traceprof again: it has two libraries, traceprof and " WORKER_LIBRARY ".")));
 		return;
