@@ -15,9 +15,8 @@
 #include "storage/shmem.h"
 #include "utils/guc.h"
 
-#include "kvlist.h"
 #include "http_url.h"
-#include "otel_config.h"
+#include "kvlist.h"
 #include "pyroscope.h"
 #include "traceprof.h"
 
