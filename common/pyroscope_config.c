@@ -382,13 +382,28 @@ put_encoded(FILE *out, const char *s)
 	}
 }
 
+/*
+ * What open_memstream() gathered into *text (set only once out is closed),
+ * or NULL, with it freed, when writing failed.
+ */
+static char *
+closed_text(FILE *out, char **text, bool ok)
+{
+	ok = !ferror(out) && ok;
+	if (fclose(out) != 0 || !ok)
+	{
+		free(*text);
+		return NULL;
+	}
+	return *text;
+}
+
 char *
 tp_pyroscope_series_name(const tp_pyroscope_config *cfg)
 {
 	char	   *text = NULL;
 	size_t		size = 0;
 	FILE	   *out = open_memstream(&text, &size);
-	bool		ok;
 
 	if (out == NULL)
 		return NULL;
@@ -403,13 +418,7 @@ tp_pyroscope_series_name(const tp_pyroscope_config *cfg)
 		put_encoded(out, cfg->tags.items[i].value);
 	}
 	put_encoded(out, "}");
-	ok = !ferror(out);
-	if (fclose(out) != 0 || !ok)
-	{
-		free(text);
-		return NULL;
-	}
-	return text;
+	return closed_text(out, &text, true);
 }
 
 /*
@@ -453,13 +462,7 @@ tp_pyroscope_query_url_for(const tp_pyroscope_config *cfg, const char *key, cons
 	put_encoded(out, key);
 	put_encoded(out, "=");
 	put_encoded(out, value);
-	ok = ok && !ferror(out);
-	if (fclose(out) != 0 || !ok)
-	{
-		free(text);
-		return NULL;
-	}
-	return text;
+	return closed_text(out, &text, ok);
 }
 
 char *
