@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "text.h"
+
 /*
  * libcurl's URL parser decides what the exporters can send to; this check,
  * which agrees with it (tests/fuzz/http_url.c), lets the settings be checked
@@ -44,15 +46,6 @@ ipv6_is_valid(const char *start, size_t len)
 	return inet_pton(AF_INET6, address, binary) == 1;
 }
 
-static int
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* A host name, its %-encoded bytes decoded first (a lone '%' is one), as libcurl reads it. */
 static bool
 name_is_valid(const char *name, size_t len)
@@ -64,9 +57,9 @@ name_is_valid(const char *name, size_t len)
 		unsigned char c = (unsigned char) name[i];
 
 		if (c == '%' && i + 2 < len &&
-			hex_value(name[i + 1]) >= 0 && hex_value(name[i + 2]) >= 0)
+			tp_hex_digit(name[i + 1]) >= 0 && tp_hex_digit(name[i + 2]) >= 0)
 		{
-			c = (unsigned char) (hex_value(name[i + 1]) * 16 + hex_value(name[i + 2]));
+			c = (unsigned char) (tp_hex_digit(name[i + 1]) * 16 + tp_hex_digit(name[i + 2]));
 			i += 2;
 			if (c < ' ' || c == 0x7f)
 				return false;
