@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #if __SIZEOF_POINTER__ == 8
@@ -922,12 +923,47 @@ tp_elf_find(const tp_elf_image *image, uint64_t vaddr)
 	return NULL;
 }
 
+bool
+tp_elf_image_share(tp_elf_image *image)
+{
+	size_t		funcs_len = image->nfuncs * sizeof(tp_elf_func);
+	size_t		names_len = 0;
+	char	   *shared;
+
+	if (image->shared_len > 0 || image->nfuncs == 0)
+		return image->shared_len > 0;
+	for (size_t i = 0; i < image->nfuncs; i++)
+	{
+		size_t		end = image->funcs[i].name + strlen(image->names + image->funcs[i].name) + 1;
+
+		if (end > names_len)
+			names_len = end;
+	}
+	shared = mmap(NULL, funcs_len + names_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shared == MAP_FAILED)
+		return false;
+	memcpy(shared, image->funcs, funcs_len);
+	memcpy(shared + funcs_len, image->names, names_len);
+	(void) mprotect(shared, funcs_len + names_len, PROT_READ);
+	free(image->funcs);
+	free(image->names);
+	image->funcs = (tp_elf_func *) shared;
+	image->names = shared + funcs_len;
+	image->shared_len = funcs_len + names_len;
+	return true;
+}
+
 void
 tp_elf_image_free(tp_elf_image *image)
 {
 	free(image->loads);
-	free(image->funcs);
-	free(image->names);
+	if (image->shared_len > 0)
+		munmap(image->funcs, image->shared_len);
+	else
+	{
+		free(image->funcs);
+		free(image->names);
+	}
 	free(image->build_id);
 	memset(image, 0, sizeof(*image));
 }

@@ -40,6 +40,7 @@ typedef struct tp_elf_image
 	char	   *names;			/* NUL-terminated names, back to back */
 	char	   *build_id;		/* lowercase hex, or NULL */
 	bool		has_symtab;		/* a .symtab was read (static functions) */
+	size_t		shared_len;		/* funcs and names in one shared mapping: its length */
 } tp_elf_image;
 
 /* Is this a well-formed ELF header of this machine's class and byte order? */
@@ -106,6 +107,17 @@ bool		tp_elf_load_bias(const tp_elf_image *image, uintptr_t map_start,
  * function): the one starting last among those covering vaddr wins.
  */
 const tp_elf_func *tp_elf_find(const tp_elf_image *image, uint64_t vaddr);
+
+/*
+ * Move the image's function table and names into one read-only shared
+ * anonymous mapping, for a process that forks children which may look
+ * names up (the postmaster): fork copies no page table of a shared mapping
+ * and a child maps in only what it reads, where every page of a private
+ * copy would be copied at each fork and torn down at each exit.  The image
+ * must be complete (nothing is added to it afterwards).  False, the image
+ * unchanged, when the mapping cannot be made.
+ */
+bool		tp_elf_image_share(tp_elf_image *image);
 
 void		tp_elf_image_free(tp_elf_image *image);
 

@@ -508,6 +508,14 @@ tp_symbols_lookup(tp_symbols *symbols, uintptr_t pc,
 }
 
 void
+tp_symbols_share(tp_symbols *symbols)
+{
+	for (size_t i = 0; i < symbols->nmodules; i++)
+		if (symbols->modules[i]->usable)
+			(void) tp_elf_image_share(&symbols->modules[i]->image);
+}
+
+void
 tp_symbols_free(tp_symbols *symbols)
 {
 	if (symbols == NULL)

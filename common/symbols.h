@@ -54,6 +54,13 @@ unsigned long tp_symbols_maps_reads(const tp_symbols *symbols);
 bool		tp_symbols_lookup(tp_symbols *symbols, uintptr_t pc,
 							  bool is_return_address, tp_symbol *out);
 
+/*
+ * The tables of every module parsed so far moved into shared mappings
+ * (tp_elf_image_share): for a process whose children inherit them.
+ * Modules parsed later, here or in a child, stay private.
+ */
+void		tp_symbols_share(tp_symbols *symbols);
+
 void		tp_symbols_free(tp_symbols *symbols);
 
 /*

@@ -774,6 +774,95 @@ TEST(loaded_image_matches_file)
 	free(data);
 }
 
+/* Are the bytes at p in a shared mapping of this process (/proc/self/maps)? */
+static bool
+in_shared_mapping(const void *p)
+{
+	FILE	   *maps = fopen("/proc/self/maps", "r");
+	char		line[512];
+	bool		shared = false;
+
+	if (maps == NULL)
+		return false;
+	while (fgets(line, sizeof(line), maps) != NULL)
+	{
+		unsigned long start;
+		unsigned long end;
+		char		perms[5];
+
+		if (sscanf(line, "%lx-%lx %4s", &start, &end, perms) == 3 &&
+			start <= (uintptr_t) p && (uintptr_t) p < end)
+			shared = perms[3] == 's';
+	}
+	fclose(maps);
+	return shared;
+}
+
+TEST(shared_image_finds_what_the_private_one_did)
+{
+	struct dl_phdr_info libc = {0};
+	unsigned char *data = NULL;
+	size_t		size = 0;
+	tp_elf_image private_image;
+	tp_elf_image image;
+	size_t		same = 0;
+
+	CHECK(dl_iterate_phdr(find_libc, &libc) == 1);
+	if (libc.dlpi_name == NULL || !read_whole(libc.dlpi_name, &data, &size))
+		return;
+	CHECK(tp_elf_image_read(data, size, NULL, 0, &private_image));
+	CHECK(tp_elf_image_read(data, size, NULL, 0, &image));
+	CHECK(!in_shared_mapping(image.funcs));
+	CHECK(tp_elf_image_share(&image));
+	CHECK(image.shared_len > 0 && in_shared_mapping(image.funcs) && in_shared_mapping(image.names));
+	CHECK(tp_elf_image_share(&image));	/* once is enough */
+	CHECK(image.nfuncs == private_image.nfuncs && image.nfuncs > 1000);
+	for (size_t i = 0; i < private_image.nfuncs; i++)
+	{
+		const tp_elf_func *f = tp_elf_find(&image, private_image.funcs[i].addr);
+		const tp_elf_func *g = tp_elf_find(&private_image, private_image.funcs[i].addr);
+
+		same += f != NULL && g != NULL && f->addr == g->addr &&
+			strcmp(image.names + f->name, private_image.names + g->name) == 0;
+	}
+	CHECK(same == private_image.nfuncs);
+	tp_elf_image_free(&image);
+	tp_elf_image_free(&private_image);
+	free(data);
+}
+
+/* What tp_symbols_share() shares a forked child names from, as before. */
+TEST(shared_symbols_name_functions_in_a_forked_child)
+{
+	tp_symbols *symbols = tp_symbols_load();
+	tp_symbol	sym;
+	pid_t		child;
+	int			status = 0;
+
+	CHECK(symbols != NULL);
+	if (symbols == NULL)
+		return;
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) keep_local, false, &sym));
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) (void *) malloc, false, &sym));
+	tp_symbols_share(symbols);
+	CHECK(tp_symbols_lookup(symbols, (uintptr_t) keep_local, false, &sym));
+	CHECK_STR(sym.function, "local_target");
+	child = fork();
+	if (child == 0)
+	{
+		bool		ok = tp_symbols_lookup(symbols, (uintptr_t) keep_global, false, &sym) &&
+			strcmp(sym.function, "global_target") == 0 &&
+			tp_symbols_lookup(symbols, (uintptr_t) (void *) malloc, false, &sym) &&
+			strstr(sym.function, "malloc") != NULL;
+
+		tp_symbols_free(symbols);
+		_exit(ok ? 0 : 1);
+	}
+	CHECK(child > 0 && waitpid(child, &status, 0) == child);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	tp_symbols_free(symbols);
+}
+
 TEST(corrupt_elf_files)
 {
 	unsigned char *data = NULL;
@@ -882,6 +971,8 @@ main(void)
 	RUN(refresh_reads_maps_only_after_dlopen_or_dlclose);
 	RUN(library_replaced_at_the_same_address_is_named_anew);
 	RUN(loaded_image_matches_file);
+	RUN(shared_image_finds_what_the_private_one_did);
+	RUN(shared_symbols_name_functions_in_a_forked_child);
 	RUN(corrupt_elf_files);
 	RUN(lookup_speed);
 	return unit_summary();
