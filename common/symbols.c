@@ -510,6 +510,8 @@ tp_symbols_lookup(tp_symbols *symbols, uintptr_t pc,
 void
 tp_symbols_share(tp_symbols *symbols)
 {
+	if (symbols == NULL)
+		return;
 	for (size_t i = 0; i < symbols->nmodules; i++)
 		if (symbols->modules[i]->usable)
 			(void) tp_elf_image_share(&symbols->modules[i]->image);

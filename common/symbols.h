@@ -57,7 +57,7 @@ bool		tp_symbols_lookup(tp_symbols *symbols, uintptr_t pc,
 /*
  * The tables of every module parsed so far moved into shared mappings
  * (tp_elf_image_share): for a process whose children inherit them.
- * Modules parsed later, here or in a child, stay private.
+ * Modules parsed later, here or in a child, stay private.  NULL: nothing.
  */
 void		tp_symbols_share(tp_symbols *symbols);
 

@@ -707,6 +707,8 @@ preload_symbols(void)
 	tp_symbol	symbol;
 
 	symbols = load_symbols();
+	if (symbols == NULL)
+		return;					/* no /proc, or no memory: backends read their own */
 	for (size_t i = 0; i < lengthof(in_modules); i++)
 		(void) tp_symbols_lookup(symbols, in_modules[i], false, &symbol);
 	/*

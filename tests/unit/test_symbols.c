@@ -774,7 +774,7 @@ TEST(loaded_image_matches_file)
 	free(data);
 }
 
-/* Are the bytes at p in a shared mapping of this process (/proc/self/maps)? */
+/* Are the bytes at p in a read-only shared mapping of this process (/proc/self/maps)? */
 static bool
 in_shared_mapping(const void *p)
 {
@@ -792,7 +792,7 @@ in_shared_mapping(const void *p)
 
 		if (sscanf(line, "%lx-%lx %4s", &start, &end, perms) == 3 &&
 			start <= (uintptr_t) p && (uintptr_t) p < end)
-			shared = perms[3] == 's';
+			shared = strcmp(perms, "r--s") == 0;
 	}
 	fclose(maps);
 	return shared;
@@ -844,6 +844,7 @@ TEST(shared_symbols_name_functions_in_a_forked_child)
 		return;
 	CHECK(tp_symbols_lookup(symbols, (uintptr_t) keep_local, false, &sym));
 	CHECK(tp_symbols_lookup(symbols, (uintptr_t) (void *) malloc, false, &sym));
+	tp_symbols_share(NULL);		/* a preload that read nothing */
 	tp_symbols_share(symbols);
 	CHECK(tp_symbols_lookup(symbols, (uintptr_t) keep_local, false, &sym));
 	CHECK_STR(sym.function, "local_target");
