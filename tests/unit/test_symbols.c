@@ -373,36 +373,45 @@ TEST(overlapping_symbols_name_the_covering_function)
 }
 
 /*
+ * The /proc/self/maps line of the mapping holding addr (its bounds, and
+ * its permissions as "r-xp"); false when no mapping holds it.
+ */
+static bool
+mapping_of(uintptr_t addr, unsigned long *start, unsigned long *end, char perms[5])
+{
+	FILE	   *maps = fopen("/proc/self/maps", "re");
+	char		line[1024];
+	bool		found = false;
+
+	if (maps == NULL)
+		return false;
+	while (!found && fgets(line, sizeof(line), maps) != NULL)
+		found = sscanf(line, "%lx-%lx %4s", start, end, perms) == 3 && *start <= addr && addr < *end;
+	fclose(maps);
+	return found;
+}
+
+/*
  * Open this process's /proc/self/map_files entry for the mapping holding
  * addr: what only CAP_SYS_ADMIN may do, unlike the postgres user.
  */
 static bool
 map_files_opens(uintptr_t addr)
 {
-	FILE	   *maps = fopen("/proc/self/maps", "re");
-	char		line[1024];
-	bool		opened = false;
+	unsigned long start,
+				end;
+	char		perms[5];
+	char		path[64];
+	int			fd;
 
-	if (maps == NULL)
+	if (!mapping_of(addr, &start, &end, perms))
 		return false;
-	while (fgets(line, sizeof(line), maps) != NULL)
-	{
-		unsigned long start,
-					end;
-		char		path[64];
-		int			fd;
-
-		if (sscanf(line, "%lx-%lx", &start, &end) != 2 || addr < start || addr >= end)
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", start, end);
-		fd = open(path, O_RDONLY);
-		opened = fd >= 0;
-		if (fd >= 0)
-			close(fd);
-		break;
-	}
-	fclose(maps);
-	return opened;
+	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", start, end);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
 }
 
 /*
@@ -774,28 +783,15 @@ TEST(loaded_image_matches_file)
 	free(data);
 }
 
-/* Are the bytes at p in a read-only shared mapping of this process (/proc/self/maps)? */
+/* Are the bytes at p in a read-only shared mapping of this process? */
 static bool
 in_shared_mapping(const void *p)
 {
-	FILE	   *maps = fopen("/proc/self/maps", "r");
-	char		line[512];
-	bool		shared = false;
+	unsigned long start,
+				end;
+	char		perms[5];
 
-	if (maps == NULL)
-		return false;
-	while (fgets(line, sizeof(line), maps) != NULL)
-	{
-		unsigned long start;
-		unsigned long end;
-		char		perms[5];
-
-		if (sscanf(line, "%lx-%lx %4s", &start, &end, perms) == 3 &&
-			start <= (uintptr_t) p && (uintptr_t) p < end)
-			shared = strcmp(perms, "r--s") == 0;
-	}
-	fclose(maps);
-	return shared;
+	return mapping_of((uintptr_t) p, &start, &end, perms) && strcmp(perms, "r--s") == 0;
 }
 
 TEST(shared_image_finds_what_the_private_one_did)
