@@ -341,39 +341,48 @@ typedef struct SpanParent
  * The statement's own comment wins over the session's traceprof.traceparent;
  * without either, traceprof.sample_rate may start a new trace.
  */
+/*
+ * The context of a statement's comment, if it holds a valid traceparent:
+ * TP_COMMENT_VALID, and *traced says whether it is sampled.  Out of line,
+ * as each way of deciding is: a statement runs only one of them, and its
+ * instruction-cache lines are most of what tracing it costs.
+ */
+static pg_noinline tp_comment_result
+context_from_comment(const char *text, int len, SpanParent *parent, bool *traced)
+{
+	/* Static: the span about to open copies the tracestate from it. */
+	static tp_comment_context comment;
+
+	tp_sqlcomment_context(text, len, &comment);
+	if (comment.parent_result == TP_COMMENT_MALFORMED)
+		span_store_count_malformed();
+	if (comment.parent_result != TP_COMMENT_VALID)
+		return comment.parent_result;
+	parent->context = comment.parent;
+	parent->remote = true;
+	*traced = (parent->context.flags & TP_FLAG_SAMPLED) != 0;
+	if (!*traced)
+		return TP_COMMENT_VALID;
+	/* A malformed tracestate is counted and left out; the parent holds. */
+	if (comment.state_result == TP_COMMENT_VALID)
+	{
+		parent->trace_state = comment.state;
+		parent->trace_state_len = (uint16) comment.state_len;
+	}
+	else if (comment.state_result == TP_COMMENT_MALFORMED)
+		span_store_count_malformed();
+	return TP_COMMENT_VALID;
+}
+
 static bool
 choose_root_context(const char *text, int len, SpanParent *parent)
 {
-	/* Most statements have no comment at either end: said inline, before the reader's call. */
-	if (text != NULL && tp_sqlcomment_present(text, len))
-	{
-		/* Static: the span about to open copies the tracestate from it. */
-		static tp_comment_context comment;
+	bool		traced;
 
-		tp_sqlcomment_context(text, len, &comment);
-		switch (comment.parent_result)
-		{
-			case TP_COMMENT_VALID:
-				parent->context = comment.parent;
-				parent->remote = true;
-				if ((parent->context.flags & TP_FLAG_SAMPLED) == 0)
-					return false;
-				/* A malformed tracestate is counted and left out; the parent holds. */
-				if (comment.state_result == TP_COMMENT_VALID)
-				{
-					parent->trace_state = comment.state;
-					parent->trace_state_len = (uint16) comment.state_len;
-				}
-				else if (comment.state_result == TP_COMMENT_MALFORMED)
-					span_store_count_malformed();
-				return true;
-			case TP_COMMENT_MALFORMED:
-				span_store_count_malformed();
-				break;
-			case TP_COMMENT_NONE:
-				break;
-		}
-	}
+	/* Most statements have no comment at either end: said inline, before the reader's call. */
+	if (text != NULL && tp_sqlcomment_present(text, len) &&
+		context_from_comment(text, len, parent, &traced) == TP_COMMENT_VALID)
+		return traced;
 	if (traceprof_guc_context_valid)
 	{
 		parent->context = traceprof_guc_context;
@@ -781,6 +790,26 @@ statement_labels(const OpenSpan *span)
 	profiler_statement_start(span != NULL ? span->record : NULL);
 }
 
+/* A nested statement's parent: the span at work (parent_at_work); false if none. */
+static pg_noinline bool
+nested_parent(SpanParent *parent)
+{
+	int			index = parent_at_work();
+	const TraceprofSpan *innermost;
+
+	if (index < 0)
+		return false;
+	innermost = open_spans[index].record;
+	parent->nested = true;
+	parent->root = open_spans[index].root;
+	memcpy(parent->context.trace_id, innermost->trace_id, TP_TRACE_ID_BYTES);
+	memcpy(parent->context.span_id, innermost->span_id, TP_SPAN_ID_BYTES);
+	parent->context.flags = innermost->flags;
+	parent->trace_state = span_packed_trace_state(innermost);
+	parent->trace_state_len = innermost->trace_state_len;
+	return true;
+}
+
 /*
  * Is the statement traced, and under which parent?  top_level: the caller's
  * context (or a new root); otherwise the span at work (parent_at_work).  Cheap, so
@@ -793,22 +822,8 @@ choose_parent(bool top_level, const char *source, int location, int len, SpanPar
 	memset(parent, 0, sizeof(*parent));
 	if (unlikely(IsParallelWorker()))
 		return false;
-	if (!top_level)
-	{
-		int			index = parent_at_work();
-		const TraceprofSpan *innermost;
-
-		if (index < 0)
-			return false;
-		innermost = open_spans[index].record;
-		parent->nested = true;
-		parent->root = open_spans[index].root;
-		memcpy(parent->context.trace_id, innermost->trace_id, TP_TRACE_ID_BYTES);
-		memcpy(parent->context.span_id, innermost->span_id, TP_SPAN_ID_BYTES);
-		parent->context.flags = innermost->flags;
-		parent->trace_state = span_packed_trace_state(innermost);
-		parent->trace_state_len = innermost->trace_state_len;
-	}
+	if (!top_level && !nested_parent(parent))
+		return false;
 	parent->source = source;
 	parent->location = location;
 	parent->len = len;
@@ -1218,8 +1233,8 @@ index_of_query(const QueryDesc *query_desc)
  * is not known here, so neither is whether a later Bind dropped it.  An
  * unused one still ends with its planning (ended_in_earlier_message).
  */
-static inline void
-close_stale(bool xact_end)
+static pg_noinline void
+close_stale_spans(bool xact_end)
 {
 	while (open_count > 0)
 	{
@@ -1231,6 +1246,14 @@ close_stale(bool xact_end)
 			break;
 		close_innermost(-1, 0, NULL);
 	}
+}
+
+/* Out of line: most statements start with nothing open. */
+static inline void
+close_stale(bool xact_end)
+{
+	if (open_count > 0)
+		close_stale_spans(xact_end);
 }
 
 static void client_statement_parsed(const char *source, int location, int len);
@@ -1558,6 +1581,27 @@ traceprof_nested_planner(Query *parse, const char *query_string, int cursor_opti
 }
 
 /*
+ * Not a client's statement to decide: a statement nested in ours, a rule's
+ * further query, a plan made again.  Only the first may get a span of its
+ * own.  Out of line: a client's statement, the usual, is decided.
+ */
+static pg_noinline PlannedStmt *
+plan_undecided(Query *parse, const char *query_string, int cursor_options,
+			   ParamListInfo bound_params)
+{
+	PlannedStmt *result;
+	ErrorContextCallback watch;
+	bool		watching;
+
+	if (unlikely(traceprof_track == TRACK_ALL) && !at_top_level() && parse->canSetTag)
+		return traceprof_nested_planner(parse, query_string, cursor_options, bound_params);
+	watching = watch_errors(&watch);
+	result = call_planner(parse, query_string, cursor_options, bound_params);
+	unwatch_errors(&watch, watching);
+	return result;
+}
+
+/*
  * The planner hook when a span is open or may open (traceprof_planner);
  * deciding is planner_decides(), as the hook found it.
  */
@@ -1572,19 +1616,7 @@ traceprof_traced_planner(Query *parse, const char *query_string, int cursor_opti
 	bool		watching;
 
 	if (!deciding)
-	{
-		/*
-		 * Not a client's statement to decide: a statement nested in ours,
-		 * a rule's further query, a plan made again.  Only the first may
-		 * get a span of its own.
-		 */
-		if (unlikely(traceprof_track == TRACK_ALL) && !at_top_level() && parse->canSetTag)
-			return traceprof_nested_planner(parse, query_string, cursor_options, bound_params);
-		watching = watch_errors(&watch);
-		result = call_planner(parse, query_string, cursor_options, bound_params);
-		unwatch_errors(&watch, watching);
-		return result;
-	}
+		return plan_undecided(parse, query_string, cursor_options, bound_params);
 
 	close_stale(false);
 	statement = open_statement_span(true, query_string, parse->stmt_location, parse->stmt_len,
@@ -1733,7 +1765,7 @@ tag_query_to_come(const PlannedStmt *stmt, bool *any)
  * here, as the statement, whose own start then finds the decision.  When no
  * query sets the tag (INSTEAD rules of another command), the first decides.
  */
-static pg_noinline OpenSpan *
+static pg_noinline pg_attribute_cold OpenSpan *
 span_of_rule_query(const QueryDesc *query_desc)
 {
 	const PlannedStmt *stmt = query_desc->plannedstmt;
@@ -1776,6 +1808,39 @@ call_ExecutorStart(QueryDesc *query_desc, int eflags)
 	nesting_level--;
 }
 
+/*
+ * The span of a query its planning did not decide: a cached plan's, one a
+ * Bind planned, a nested statement's.  Out of line: a client's simple
+ * query, the usual, was decided by its planning.
+ */
+static pg_noinline OpenSpan *
+span_of_unplanned(QueryDesc *query_desc, int eflags, bool top_level)
+{
+	PlannedStmt *stmt = query_desc->plannedstmt;
+	OpenSpan   *span = NULL;
+
+	/* Planned by its Bind, and another Bind planned since (pipelined). */
+	if (top_level && open_count > 0 && ActivePortal != NULL)
+		span = planned_span(ActivePortal->creation_time);
+	/*
+	 * Nested, a rule's further query (canSetTag false) is no statement of
+	 * its own either: its work is the statement's parent's (SPI runs it
+	 * apart from the statement, with no portal to find it by).  Nor is a
+	 * plan EXPLAIN only shows: it never runs.
+	 */
+	if (span == NULL &&
+		(top_level ? is_clients_run() :
+		 traceprof_track == TRACK_ALL && stmt->canSetTag && !(eflags & EXEC_FLAG_EXPLAIN_ONLY)))
+	{
+		span = open_statement_span(top_level, run_source(query_desc), stmt->stmt_location,
+								   stmt->stmt_len, (Node *) stmt, stmt->queryId);
+		/* A rule's further queries find their span by its portal (span_of_rule_query). */
+		if (span != NULL && top_level && ActivePortal != NULL)
+			span->planned_in = ActivePortal->creation_time;
+	}
+	return span;
+}
+
 /* The ExecutorStart hook when a span is open or may open (traceprof_ExecutorStart). */
 static pg_noinline void
 traceprof_traced_ExecutorStart(QueryDesc *query_desc, int eflags)
@@ -1794,27 +1859,7 @@ traceprof_traced_ExecutorStart(QueryDesc *query_desc, int eflags)
 	else if (top_level && was_decided_by_planner(stmt))
 		span = planned_span(decided.message);
 	else
-	{
-		/* Planned by its Bind, and another Bind planned since (pipelined). */
-		if (top_level && open_count > 0 && ActivePortal != NULL)
-			span = planned_span(ActivePortal->creation_time);
-		/*
-		 * Nested, a rule's further query (canSetTag false) is no statement
-		 * of its own either: its work is the statement's parent's (SPI runs
-		 * it apart from the statement, with no portal to find it by).  Nor
-		 * is a plan EXPLAIN only shows: it never runs.
-		 */
-		if (span == NULL &&
-			(top_level ? is_clients_run() :
-			 traceprof_track == TRACK_ALL && stmt->canSetTag && !(eflags & EXEC_FLAG_EXPLAIN_ONLY)))
-		{
-			span = open_statement_span(top_level, run_source(query_desc), stmt->stmt_location,
-									   stmt->stmt_len, (Node *) stmt, stmt->queryId);
-			/* A rule's further queries find their span by its portal (span_of_rule_query). */
-			if (span != NULL && top_level && ActivePortal != NULL)
-				span->planned_in = ActivePortal->creation_time;
-		}
-	}
+		span = span_of_unplanned(query_desc, eflags, top_level);
 	if (span != NULL)
 	{
 		span->query_desc = query_desc;
@@ -2656,6 +2701,27 @@ in_procedure(void)
 	return utility_depth > 0 && !proc_exit_inprogress;
 }
 
+/* Out of line and cold: an abort's code stays off the commit's cache lines. */
+static pg_noinline pg_attribute_cold void
+transaction_aborted(void)
+{
+	decided.pending = false;
+	reporting_error = false;	/* in case our emit_log_hook was left by an error */
+	/* A ROLLBACK ends well; a statement planned but not run failed with the rest. */
+	while (open_count > 0 && open_spans[open_count - 1].awaiting_xact_end)
+		close_innermost(-1, 0, NULL);
+	if (in_procedure())
+	{
+		error_raised = false;
+		return;
+	}
+	close_aborted(0, "transaction aborted");
+	last_top_level_span = NULL;
+	nesting_level = plan_nesting = utility_depth = 0;
+	keep_engagement_offset();
+	profiler_flush();			/* the failed statement's samples, now */
+}
+
 /*
  * A transaction's end.  An abort ends the spans still open with the error
  * that caused it (their statements' hooks catch nothing) and starts the
@@ -2679,21 +2745,7 @@ traceprof_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			decided.pending = false;
-			reporting_error = false;	/* in case our emit_log_hook was left by an error */
-			/* A ROLLBACK ends well; a statement planned but not run failed with the rest. */
-			while (open_count > 0 && open_spans[open_count - 1].awaiting_xact_end)
-				close_innermost(-1, 0, NULL);
-			if (in_procedure())
-			{
-				error_raised = false;
-				break;
-			}
-			close_aborted(0, "transaction aborted");
-			last_top_level_span = NULL;
-			nesting_level = plan_nesting = utility_depth = 0;
-			keep_engagement_offset();
-			profiler_flush();	/* the failed statement's samples, now */
+			transaction_aborted();
 			break;
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
@@ -2784,7 +2836,7 @@ traceprof_subxact_callback(SubXactEvent event, SubTransactionId subid,
 static bool comment_seen;
 static bool bypass_refused;		/* a module loaded after us calls our hooks */
 
-static inline bool
+static bool
 may_bypass(void)
 {
 	return !session_may_trace() && traceprof_profile != PROFILE_ALL &&
@@ -2802,9 +2854,12 @@ hooks_are_ours(void)
 		ExecutorEnd_hook == traceprof_ExecutorEnd && ProcessUtility_hook == traceprof_ProcessUtility;
 }
 
+/* Out of line, with its checks: a session that may trace never comes here. */
 static pg_noinline void
 bypass_hooks(void)
 {
+	if (!may_bypass())
+		return;
 	if (!hooks_are_ours())
 	{
 		bypass_refused = true;	/* no hook leaves a chain it is called from */
@@ -2827,7 +2882,7 @@ bypass_hooks(void)
  * module loaded meanwhile (LOAD) that took that as its next hook: either
  * way, what is there becomes ours.
  */
-static void
+static pg_noinline void
 engage_hooks(void)
 {
 	prev_planner = planner_hook;
@@ -2874,7 +2929,7 @@ client_statement_parsed(const char *source, int location, int len)
 		if (hooks_bypassed)
 			engage_hooks();
 	}
-	else if (!hooks_bypassed && may_bypass())
+	else if (!hooks_bypassed && !session_may_trace())	/* a tracing session, inline */
 		bypass_hooks();
 }
 

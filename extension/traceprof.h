@@ -376,7 +376,7 @@ extern void profiler_notice_loads(void);
 extern Size profiler_shmem_size(void);
 extern void profiler_shmem_startup(void);
 extern void profiler_parallel_plan_starts(void);
-extern void profiler_worker_statement_start(void);
+extern void profiler_worker_statement_start(void) pg_attribute_cold;
 extern void profiler_utility_workers_may_start(void);
 extern void profiler_utility_workers_done(void);
 extern bool profiler_utility_sampling_set;
