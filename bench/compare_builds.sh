@@ -23,6 +23,9 @@
 # which is put back at exit), the order rotating from round to round.  A
 # round's ratio is B's over A's in the same seconds; a build's row is the
 # median over ROUNDS (6) rounds, its 95% confidence interval and range.
+# WORKLOAD: select (pgbench -S, the default) or tpcb (pgbench's TPC-B-like
+# transaction: before each run both clusters' history table is emptied
+# and the small tables vacuumed, as bench/pgbench.sh does).
 # CONFIG: trace (sample_rate 1, no export; the default), idle (loaded,
 # nothing traced) or export (as trace, to bench/sink.py; a run's CPU is
 # read once the sink went quiet, bench/sink_quiet.sh; the spans dropped are
@@ -33,6 +36,7 @@ rounds=${ROUNDS:-6}
 secs=${SECONDS_PER_RUN:-10}
 scale=${SCALE:-10}
 config=${CONFIG:-trace}
+workload=${WORKLOAD:-select}
 ncpus=$(nproc)
 
 . scripts/cluster.sh
@@ -63,6 +67,11 @@ names=$(for build in "$@"; do basename "$build" .so; done)
 case $config in
 trace | idle | export) ;;
 *) say "CONFIG=$config: trace, idle or export expected"; exit 2 ;;
+esac
+case $workload in
+select) workload_flags=-S workload_name=select-only ;;
+tpcb) workload_flags= workload_name=TPC-B-like ;;
+*) say "WORKLOAD=$workload: select or tpcb expected"; exit 2 ;;
 esac
 libdir=$("$PG_BIN/pg_config" --pkglibdir)
 installed=$libdir/traceprof.so
@@ -133,7 +142,7 @@ start_cluster() {	# start_cluster NAME [conf lines...]
 	sql "CREATE EXTENSION pg_prewarm" >/dev/null
 	sql "CHECKPOINT" >/dev/null
 }
-say "two PostgreSQL 15 clusters (pgbench scale $scale); $config; $rounds rounds of $# builds, $secs s each"
+say "two PostgreSQL 15 clusters (pgbench scale $scale); $workload_name, $config; $rounds rounds of $# builds, $secs s each"
 start_cluster A
 start_cluster B "shared_preload_libraries = 'traceprof'" "traceprof.sample_rate = $rate" \
 	"traceprof.profile = off" "traceprof.otlp_endpoint = '$endpoint'" "traceprof.export_interval = '200ms'"
@@ -148,7 +157,7 @@ sql "CREATE EXTENSION traceprof" >/dev/null
 warm_up() {
 	use_cluster "$1"
 	as_postgres env PGOPTIONS="-c traceprof.sample_rate=0" "$PG_BIN/pgbench" -h "$CLUSTER_DIR" \
-		-p "$CLUSTER_PORT" -U postgres -n -S -c "$ncpus" -j "$ncpus" -T 2 app >/dev/null 2>&1 ||
+		-p "$CLUSTER_PORT" -U postgres -n $workload_flags -c "$ncpus" -j "$ncpus" -T 2 app >/dev/null 2>&1 ||
 		{ say "warm-up of cluster $1 failed"; exit 1; }
 	sql "SELECT sum(pg_prewarm(c)) FROM unnest('{pgbench_accounts,pgbench_accounts_pkey}'::regclass[]) c" >/dev/null
 }
@@ -181,7 +190,7 @@ drive() {
 	cpu=0
 	while [ "$cpu" -lt "$ncpus" ]; do
 		as_postgres env PGAPPNAME="bench_cpu$cpu" PGOPTIONS="" taskset -c "$cpu" "$PG_BIN/pgbench" \
-			-h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n -S -c 1 -j 1 -T "$secs" app >"$2.$cpu" 2>&1 &
+			-h "$CLUSTER_DIR" -p "$CLUSTER_PORT" -U postgres -n $workload_flags -c 1 -j 1 -T "$secs" app >"$2.$cpu" 2>&1 &
 		pids="$pids $!"
 		cpu=$((cpu + 1))
 	done
@@ -199,6 +208,11 @@ while [ "$r" -le "$rounds" ]; do
 	order=$(for b in "$@"; do echo "$b"; done | awk -v r="$r" -v n=$# '{ a[NR - 1] = $0 } END { for (i = 0; i < n; i++) print a[(i + r) % n] }')
 	for build in $order; do
 		restart_b "$build"
+		[ "$workload" != tpcb ] || for c in A B; do
+			use_cluster "$c"
+			sql "TRUNCATE pgbench_history" >/dev/null
+			sql "VACUUM pgbench_branches, pgbench_tellers" >/dev/null
+		done
 		settle A
 		settle B
 		use_cluster A
@@ -237,7 +251,7 @@ while [ "$r" -le "$rounds" ]; do
 	r=$((r + 1))
 done
 
-echo "select-only, $config, B against A in the same seconds ($rounds rounds of $secs s, pinned; median [95% CI] (range))"
+echo "$workload_name, $config, B against A in the same seconds ($rounds rounds of $secs s, pinned; median [95% CI] (range))"
 # Against bare: each round's ratio over bare's in the same round.
 awk "$AWK_STATS"'
 	{ tps[$3, $2] = $10; cpu[$3, $2] = $14; if (!($3 in seen)) { seen[$3] = 1; names[++count] = $3 }; if ($2 > rounds) rounds = $2 }
