@@ -337,11 +337,6 @@ typedef struct SpanParent
 } SpanParent;
 
 /*
- * Decide whether a top-level statement is traced, and under which parent.
- * The statement's own comment wins over the session's traceprof.traceparent;
- * without either, traceprof.sample_rate may start a new trace.
- */
-/*
  * The context of a statement's comment, if it holds a valid traceparent:
  * TP_COMMENT_VALID, and *traced says whether it is sampled.  Out of line,
  * as each way of deciding is: a statement runs only one of them, and its
@@ -374,6 +369,11 @@ context_from_comment(const char *text, int len, SpanParent *parent, bool *traced
 	return TP_COMMENT_VALID;
 }
 
+/*
+ * Decide whether a top-level statement is traced, and under which parent.
+ * The statement's own comment wins over the session's traceprof.traceparent;
+ * without either, traceprof.sample_rate may start a new trace.
+ */
 static bool
 choose_root_context(const char *text, int len, SpanParent *parent)
 {
@@ -1248,7 +1248,7 @@ close_stale_spans(bool xact_end)
 	}
 }
 
-/* Out of line: most statements start with nothing open. */
+/* Inline, the test: most statements start with nothing open, and call nothing. */
 static inline void
 close_stale(bool xact_end)
 {
@@ -2929,7 +2929,7 @@ client_statement_parsed(const char *source, int location, int len)
 		if (hooks_bypassed)
 			engage_hooks();
 	}
-	else if (!hooks_bypassed && !session_may_trace())	/* a tracing session, inline */
+	else if (!hooks_bypassed && !session_may_trace())	/* a session that may trace calls nothing */
 		bypass_hooks();
 }
 
