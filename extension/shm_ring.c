@@ -37,7 +37,10 @@ StaticAssertDecl(offsetof(RingSlot, data) == SHM_RING_SLOT_OVERHEAD, "slot heade
  * shared its first line with capacity and slot_data, and every writer's
  * read of those waited for the line another writer had just taken.
  */
-/* Positions passed while their writers copy, looked at again (settle_passed). */
+/*
+ * Positions passed while their writers copy, looked at again (settle_passed).
+ * When as many are pending, the exporter waits at the next one instead.
+ */
 #define SHM_RING_PASSED_MAX 64
 
 typedef union
@@ -593,7 +596,15 @@ pass_unpublished(ShmRing *ring, uint64 position, uint64 end)
 		if (SEQ_POSITION(seq) > position + 1)
 			return UNPUBLISHED_PASSED;	/* a later lap took it meanwhile */
 		if (SEQ_POSITION(seq) == position + 1)
-			mark = seq | SEQ_SKIPPED;	/* its writer copies */
+		{
+			/*
+			 * Its writer copies: passed only if it can be looked at again
+			 * (settle_passed); else it waits a round, as a writer does.
+			 */
+			if (ring->npassed == SHM_RING_PASSED_MAX)
+				return UNPUBLISHED_WAIT;
+			mark = seq | SEQ_SKIPPED;
+		}
 		else if ((seq & SEQ_WRITING) != 0)
 			return UNPUBLISHED_PASSED;	/* an earlier lap's writer copies */
 		else
@@ -601,7 +612,7 @@ pass_unpublished(ShmRing *ring, uint64 position, uint64 end)
 		/* On failure, seq is updated to the current value. */
 		if (pg_atomic_compare_exchange_u64(&slot->seq, &seq, mark))
 		{
-			if ((mark & SEQ_WRITING) != 0 && ring->npassed < SHM_RING_PASSED_MAX)
+			if ((mark & SEQ_WRITING) != 0)
 				ring->passed[ring->npassed++] = position;
 			return UNPUBLISHED_PASSED;
 		}
