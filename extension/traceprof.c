@@ -30,7 +30,7 @@ TP_HOT bool		traceprof_track_planning = false;
 TP_HOT bool		traceprof_track_cpu_time = false;
 TP_HOT int			traceprof_query_text = QUERY_TEXT_NORMALIZED;
 TP_HOT int			traceprof_max_query_length = 1024;
-int			traceprof_max_spans = 32768;
+int			traceprof_max_spans = 8192;
 TP_HOT double		traceprof_sample_rate = 0.0;
 char	   *traceprof_otlp_endpoint = NULL;
 bool		traceprof_exporting = false;
@@ -391,7 +391,7 @@ define_gucs(void)
 							GUC_UNIT_BYTE, NULL, NULL, NULL);
 	DefineCustomIntVariable("traceprof.max_spans",
 							"Finished spans kept in shared memory; when full, new spans are dropped and counted.",
-							NULL, &traceprof_max_spans, 32768, 128, 1048576, PGC_POSTMASTER, 0,
+							NULL, &traceprof_max_spans, 8192, 128, 1048576, PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 	DefineCustomStringVariable("traceprof.otlp_endpoint",
 							   "OTLP endpoint spans are exported to; empty disables export.",
