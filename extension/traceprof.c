@@ -17,6 +17,7 @@
 
 #include "http_url.h"
 #include "kvlist.h"
+#include "log.h"
 #include "pyroscope.h"
 #include "traceprof.h"
 
@@ -557,6 +558,17 @@ traceprof_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
+/*
+ * common/'s warnings (the sampler's, in a backend) go to the server's log
+ * in its format and destinations, not to a backend's stderr.  Only LOG:
+ * they come from the statements' path, which must not fail for them.
+ */
+static void
+warn_to_server_log(const char *message)
+{
+	ereport(LOG, (errmsg("traceprof: %s", message)));
+}
+
 void
 _PG_init(void)
 {
@@ -567,6 +579,7 @@ _PG_init(void)
 				 errhint("Add traceprof to shared_preload_libraries in postgresql.conf and restart the server.")));
 
 	define_gucs();
+	tp_log_set_sink(warn_to_server_log);
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = traceprof_shmem_request;
