@@ -599,7 +599,10 @@ pass_unpublished(ShmRing *ring, uint64 position, uint64 end)
 		{
 			/*
 			 * Its writer copies: passed only if it can be looked at again
-			 * (settle_passed); else it waits a round, as a writer does.
+			 * (settle_passed), else waited for, round after round, while
+			 * as many passed writers all still copy (held up, stopped):
+			 * passed unlisted, its record could be published unread and
+			 * uncounted.
 			 */
 			if (ring->npassed == SHM_RING_PASSED_MAX)
 				return UNPUBLISHED_WAIT;
