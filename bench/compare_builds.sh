@@ -8,6 +8,7 @@
 #
 #   bench/compare_builds.sh bare /tmp/before.so /tmp/after.so
 #   CONFIG=idle ROUNDS=12 bench/compare_builds.sh bare /tmp/x.so
+#   WORKLOAD=tpcb bench/compare_builds.sh /tmp/x.so /tmp/x.so@traceprof.max_spans=32768
 #
 # A build is a traceprof.so (built from any commit: `git worktree add`,
 # `make all`, `make -C extension`), or `bare`: cluster B without a library.
@@ -16,6 +17,10 @@
 # traceprof_exporter.so for its traceprof.so), and installed with it (a
 # build that has a build identity and no such file is refused);
 # without one (older builds) none is installed.
+# A build may carry settings B starts with, after its file:
+# BUILD@name=value[@name=value...] (no blanks): the same library with
+# another traceprof.max_spans, say, is a build of its own.  Rows are named
+# by the file name without .so, and the settings.
 # Clusters A (no extension) and B are driven at once, select-only, every
 # CPU running one pgbench client pinned to it and its backend, of each
 # cluster, for SECONDS_PER_RUN (10); a round runs every build once, B
@@ -48,8 +53,35 @@ say() {
 }
 
 [ $# -gt 0 ] || { say "usage: bench/compare_builds.sh BUILD... (a traceprof.so, or bare)"; exit 2; }
-for build in "$@"; do
-	[ "$build" = bare ] && continue
+# build_file BUILD: its library (or bare); build_settings BUILD: its settings, one a line.
+build_file() {
+	echo "${1%%@*}"
+}
+build_settings() {
+	case $1 in *@*) echo "${1#*@}" | tr @ '\n' ;; esac
+}
+build_name() {
+	case $1 in
+	*@*) echo "$(basename "$(build_file "$1")" .so)@${1#*@}" ;;
+	*) basename "$1" .so ;;
+	esac
+}
+for arg in "$@"; do
+	build=$(build_file "$arg")
+	case $arg in
+	*' '* | *@@* | *@) say "$arg: settings are name=value after @, without blanks"; exit 2 ;;
+	esac
+	for setting in $(build_settings "$arg"); do
+		case $setting in
+		*[!A-Za-z0-9_.]*=*) say "$arg: $setting: a setting's name is letters, digits, _ and ."; exit 2 ;;
+		?*=?*) ;;
+		*) say "$arg: $setting: name=value expected"; exit 2 ;;
+		esac
+	done
+	if [ "$build" = bare ]; then
+		[ "$arg" = bare ] || { say "$arg: bare runs without the library, and so without its settings"; exit 2; }
+		continue
+	fi
 	[ -f "$build" ] || { say "$build: no such file (a traceprof.so, or bare)"; exit 2; }
 	case $build in
 	*_exporter.so) say "$build: a workers' library; name the traceprof.so it goes with"; exit 2 ;;
@@ -60,8 +92,8 @@ for build in "$@"; do
 		exit 2
 	fi
 done
-# Rows are named by file name (without .so; bare): two builds of one name would be one row.
-names=$(for build in "$@"; do basename "$build" .so; done)
+# Rows are named by file name (without .so; bare) and settings: two builds of one name would be one row.
+names=$(for build in "$@"; do build_name "$build"; done)
 [ "$(echo "$names" | sort -u | wc -l)" = $# ] ||
 	{ say "builds need distinct file names (rows are named by them): $(echo "$names" | tr "\n" " ")"; exit 2; }
 case $config in
@@ -170,10 +202,18 @@ restart_b() {
 	if [ "$1" = bare ]; then
 		cluster_launch -c "shared_preload_libraries=" || exit 1
 	else
-		install_build "$1"
-		cluster_launch || exit 1
+		install_build "$(build_file "$1")"
+		# shellcheck disable=SC2046 # one -c per setting; none has blanks
+		cluster_launch $(build_settings "$1" | sed 's/^/-c /') || exit 1
 	fi
 	save_cluster B
+	# A value the server refused (out of range, a misspelt name) leaves it
+	# running with another: the build would be measured as something else.
+	for setting in $(build_settings "$1"); do
+		source=$(sql "SELECT source FROM pg_settings WHERE name = '${setting%%=*}'")
+		[ "$source" = "command line" ] ||
+			{ say "$1: ${setting%%=*} not set as given (${source:-no such setting}; see the server's log)"; exit 1; }
+	done
 	warm_up B
 }
 
@@ -242,7 +282,7 @@ while [ "$r" -le "$rounds" ]; do
 			pending=$(sql "SELECT spans_pending FROM traceprof.stats")
 			[ "$pending" = 0 ] || say "round $r: $pending spans still to export when the sink went quiet; B's CPU for them is not in this round"
 		fi
-		echo "$r $(basename "$build" .so) $(sum_of 'tps =' "$dir"/a.*) $(sum_of 'tps =' "$dir"/b.*)" \
+		echo "$r $(build_name "$build") $(sum_of 'tps =' "$dir"/a.*) $(sum_of 'tps =' "$dir"/b.*)" \
 			"$ta $(sum_of 'number of transactions actually processed:' "$dir"/a.*)" \
 			"$tb $(sum_of 'number of transactions actually processed:' "$dir"/b.*)" |
 			awk '{ printf "round %s %-12s A %.0f TPS, B %.0f TPS: %.4f, CPU per tx %.4f\n", $1, $2, $3, $4, $4 / $3, ($7 / $8) / ($5 / $6) }' |
