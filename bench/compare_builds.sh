@@ -102,7 +102,7 @@ trace | idle | export) ;;
 esac
 case $workload in
 select) workload_flags=-S workload_name=select-only ;;
-tpcb) workload_flags= workload_name=TPC-B-like ;;
+tpcb) workload_flags='' workload_name=TPC-B-like ;;
 *) say "WORKLOAD=$workload: select or tpcb expected"; exit 2 ;;
 esac
 libdir=$("$PG_BIN/pg_config" --pkglibdir)
